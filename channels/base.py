@@ -1,0 +1,43 @@
+"""The short contract every channel adapter implements, and optional abilities.
+
+A channel turns platform events into ``InboundMessage``s on the bus and delivers
+``OutboundMessage``s. It knows nothing about the agent. Optional abilities are separate
+runtime-checkable protocols rather than no-op hooks on a base class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from channels.messages import OutboundMessage
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+
+@runtime_checkable
+class Channel(Protocol):
+    name: str
+
+    async def start(self) -> None:
+        """Connect and begin publishing inbound messages; return once running."""
+
+    async def stop(self) -> None:
+        """Stop intake and release clients; idempotent."""
+
+    async def send(self, msg: OutboundMessage) -> None:
+        """Deliver one outbound message (text, typing, progress or error)."""
+
+
+@runtime_checkable
+class HasRouter(Protocol):
+    """A channel that receives platform events over HTTP mounts a router on the gateway app."""
+
+    def router(self) -> APIRouter: ...
+
+
+@runtime_checkable
+class HasOwners(Protocol):
+    """A channel that can tell whether a sender is one of its configured owners."""
+
+    def is_owner(self, sender_id: str) -> bool: ...

@@ -1,0 +1,169 @@
+"""The asyncio MessageBus between channels and the agent (DESIGN §2).
+
+Inbound: ``publish_inbound`` writes the message to the inbox journal (when one is
+configured) *before* it returns, so a channel may ack its platform right after; then it
+enqueues on a bounded queue. A full queue applies back-pressure (``publish_inbound`` waits)
+or, for callers that must answer at once, ``BusFull`` after ``timeout``.
+
+Outbound: channels ``subscribe`` a send coroutine by channel name; ``publish_outbound``
+queues the message and one dispatcher task delivers it. A failing send is logged and
+never kills the dispatcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from channels.inbox import InboxJournal
+from channels.messages import InboundMessage, OutboundMessage
+from config.errors import LucidError
+
+logger = logging.getLogger(__name__)
+
+OutboundHandler = Callable[[OutboundMessage], Awaitable[None]]
+OutboundObserver = Callable[[OutboundMessage], None]
+
+
+class BusFull(LucidError):
+    """The inbound queue stayed full for the caller's timeout: answer 503 / retry later."""
+
+
+class BusClosed(LucidError):
+    """The bus is shutting down and accepts no new inbound messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An inbound message plus the journal receipt the consumer acks once it is persisted."""
+
+    msg: InboundMessage
+    receipt: str | None = None
+
+
+class MessageBus:
+    def __init__(self, *, maxsize: int = 1000, inbox: InboxJournal | None = None) -> None:
+        self._inbound: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=maxsize)
+        self._outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        self._handlers: dict[str, OutboundHandler] = {}
+        self._observers: list[OutboundObserver] = []
+        self._inbox = inbox
+        self._closed = False
+        self._dispatcher: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> MessageBus:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        if self._inbox is not None:
+            replay = await asyncio.to_thread(self._inbox.open)
+            for receipt, msg in replay:
+                logger.info("replaying inbound message for %s from the inbox", msg.session_key)
+                self._inbound.put_nowait(Delivery(msg, receipt))
+        self._dispatcher = asyncio.create_task(self._dispatch_outbound(), name="bus-outbound")
+
+    async def stop(self) -> None:
+        self._closed = True
+        await self.flush_outbound()
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            try:
+                await self._dispatcher
+            except asyncio.CancelledError:
+                pass
+            self._dispatcher = None
+        if self._inbox is not None:
+            await asyncio.to_thread(self._inbox.close)
+
+    def close_intake(self) -> None:
+        """Refuse new inbound messages (graceful shutdown); queued ones still drain."""
+        self._closed = True
+
+    @property
+    def accepting(self) -> bool:
+        return not self._closed
+
+    # -- inbound -------------------------------------------------------------------------
+    @property
+    def inbound_depth(self) -> int:
+        return self._inbound.qsize()
+
+    async def publish_inbound(self, msg: InboundMessage, *, timeout: float | None = None) -> bool:
+        """Durably accept ``msg``. Returns False for a duplicate (already seen) message."""
+        if self._closed:
+            raise BusClosed("the gateway is shutting down; try again shortly")
+        receipt = None
+        if self._inbox is not None:
+            if self._inbox.seen(msg.dedupe_id):
+                return False
+            receipt = await asyncio.to_thread(self._inbox.append, msg)
+            if receipt is None:
+                return False
+        delivery = Delivery(msg, receipt)
+        if timeout is None:
+            await self._inbound.put(delivery)
+            return True
+        try:
+            await asyncio.wait_for(self._inbound.put(delivery), timeout)
+        except TimeoutError:
+            # Still journalled: it will be replayed on the next start, never lost.
+            raise BusFull("the assistant is busy; the message was saved and will be handled") from None
+        return True
+
+    async def consume_inbound(self) -> Delivery:
+        return await self._inbound.get()
+
+    async def ack(self, delivery: Delivery) -> None:
+        """The consumer has persisted the message in its session."""
+        if self._inbox is not None and delivery.receipt is not None:
+            await asyncio.to_thread(self._inbox.done, delivery.receipt)
+
+    # -- outbound ------------------------------------------------------------------------
+    def subscribe(self, channel: str, handler: OutboundHandler) -> None:
+        self._handlers[channel] = handler
+
+    def unsubscribe(self, channel: str) -> None:
+        self._handlers.pop(channel, None)
+
+    def observe(self, observer: OutboundObserver) -> None:
+        """Synchronous observers see every outbound message (webhook waiters, metrics)."""
+        self._observers.append(observer)
+
+    async def publish_outbound(self, msg: OutboundMessage) -> None:
+        for observer in self._observers:
+            try:
+                observer(msg)
+            except Exception:
+                logger.exception("outbound observer failed")
+        await self._outbound.put(msg)
+
+    async def flush_outbound(self) -> None:
+        """Wait until every queued outbound message has been handed to its channel."""
+        if self._dispatcher is not None and not self._dispatcher.done():
+            await self._outbound.join()
+
+    async def _dispatch_outbound(self) -> None:
+        while True:
+            msg = await self._outbound.get()
+            try:
+                await self._deliver(msg)
+            finally:
+                self._outbound.task_done()
+
+    async def _deliver(self, msg: OutboundMessage) -> None:
+        handler = self._handlers.get(msg.target.channel)
+        if handler is None:
+            if msg.kind in ("text", "error"):
+                logger.warning("no channel %r to deliver a reply to", msg.target.channel)
+            return
+        try:
+            await handler(msg)
+        except Exception:
+            logger.exception("channel %s failed to deliver a %s message", msg.target.channel, msg.kind)

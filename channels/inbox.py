@@ -1,0 +1,124 @@
+"""A durable inbox journal: an inbound message is on disk before the platform is acked.
+
+Append-only JSONL in the workspace (``inbox.jsonl``):
+``{"id": "...", "msg": {...}}`` when a message arrives (fsynced), ``{"done": "..."}`` once
+the agent has appended it to its session. On start, entries without a ``done`` are replayed;
+the journal is then compacted to those entries plus the recent dedupe ids, so a platform
+redelivery after a restart is still recognised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from dataclasses import asdict
+from pathlib import Path
+
+from channels.messages import InboundMessage
+
+logger = logging.getLogger(__name__)
+
+SEEN_KEEP = 5000
+
+
+def _msg_from_json(data: dict) -> InboundMessage:
+    data = dict(data)
+    data["media"] = tuple(data.get("media") or ())
+    return InboundMessage(**data)
+
+
+class InboxJournal:
+    """Thread-safe journal; call its methods through ``asyncio.to_thread`` from async code."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._pending: dict[str, InboundMessage] = {}
+        self._fh = None
+
+    def open(self) -> list[tuple[str, InboundMessage]]:
+        """Load, compact and open for appending. Returns the entries to replay, in order."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        pending: dict[str, InboundMessage] = {}
+        if self.path.exists():
+            with self.path.open("r", encoding="utf-8", errors="replace") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    self._load_line(line, lineno, pending)
+        self._pending = pending
+        self._compact()
+        self._fh = self.path.open("a", encoding="utf-8")
+        return list(pending.items())
+
+    def _load_line(self, line: str, lineno: int, pending: dict[str, InboundMessage]) -> None:
+        if not line.strip():
+            return
+        try:
+            entry = json.loads(line)
+            if "done" in entry:
+                pending.pop(entry["done"], None)
+            elif "seen" in entry:
+                self._remember(entry["seen"])
+            else:
+                msg = _msg_from_json(entry["msg"])
+                pending[entry["id"]] = msg
+                if msg.dedupe_id:
+                    self._remember(msg.dedupe_id)
+        except (ValueError, KeyError, TypeError):
+            logger.warning("inbox.jsonl line %d is corrupt; skipped", lineno)
+
+    def _remember(self, dedupe_id: str) -> None:
+        self._seen[dedupe_id] = None
+        self._seen.move_to_end(dedupe_id)
+        while len(self._seen) > SEEN_KEEP:
+            self._seen.popitem(last=False)
+
+    def _compact(self) -> None:
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with tmp.open("w", encoding="utf-8") as fh:
+            for dedupe_id in self._seen:
+                fh.write(json.dumps({"seen": dedupe_id}) + "\n")
+            for entry_id, msg in self._pending.items():
+                fh.write(json.dumps({"id": entry_id, "msg": asdict(msg)}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def seen(self, dedupe_id: str | None) -> bool:
+        return dedupe_id is not None and dedupe_id in self._seen
+
+    def append(self, msg: InboundMessage) -> str | None:
+        """Durably record ``msg``. Returns its entry id, or None if it is a duplicate."""
+        with self._lock:
+            if self.seen(msg.dedupe_id):
+                return None
+            entry_id = uuid.uuid4().hex[:16]
+            self._write({"id": entry_id, "msg": asdict(msg)}, sync=True)
+            if msg.dedupe_id:
+                self._remember(msg.dedupe_id)
+            self._pending[entry_id] = msg
+            return entry_id
+
+    def done(self, entry_id: str) -> None:
+        """The message is in its session now; no fsync (a replay is deduped by the session)."""
+        with self._lock:
+            if self._pending.pop(entry_id, None) is not None:
+                self._write({"done": entry_id}, sync=False)
+
+    def _write(self, entry: dict, *, sync: bool) -> None:
+        if self._fh is None:
+            raise RuntimeError("InboxJournal.open() was not called")
+        self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        if sync:
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fh is not None:
+                self._fh.close()
+                self._fh = None

@@ -1,0 +1,131 @@
+"""The message types that cross the bus (DESIGN §2).
+
+Inbound messages are frozen values with a derived ``session_key``. Outbound messages are a
+small union of typed kinds; nothing rides in a stringly-typed metadata dict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+ChatType = Literal["private", "group", "channel", "thread"]
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """One message from a person (or a job) to the assistant. Ids are strings everywhere."""
+
+    channel: str
+    chat_id: str
+    sender_id: str
+    text: str
+    chat_type: ChatType = "private"
+    thread_id: str | None = None
+    media: tuple[str, ...] = ()
+    message_id: str | None = None
+    sender_name: str | None = None
+    # Internal sources (reminders, heartbeat) set this so no reply is forced on the user.
+    silent: bool = False
+
+    @property
+    def session_key(self) -> str:
+        if self.thread_id:
+            return f"{self.channel}:{self.chat_id}:{self.thread_id}"
+        return f"{self.channel}:{self.chat_id}"
+
+    @property
+    def dedupe_id(self) -> str | None:
+        """Platform-level identity used to drop redelivered messages."""
+        if self.message_id is None:
+            return None
+        return f"{self.channel}:{self.chat_id}:{self.message_id}"
+
+    @property
+    def is_private(self) -> bool:
+        return self.chat_type == "private"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where an outbound message goes."""
+
+    channel: str
+    chat_id: str
+    thread_id: str | None = None
+    reply_to: str | None = None
+
+    @classmethod
+    def of(cls, msg: InboundMessage) -> Target:
+        return cls(msg.channel, msg.chat_id, msg.thread_id, msg.message_id)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundText:
+    target: Target
+    text: str
+    # The inbound message this answers (webhook waiters correlate on it).
+    in_reply_to: str | None = None
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundTyping:
+    """The turn is running: show a typing indicator."""
+
+    target: Target
+    kind: Literal["typing"] = "typing"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundProgress:
+    """Partial text of an answer still being produced (streaming previews)."""
+
+    target: Target
+    text: str
+    kind: Literal["progress"] = "progress"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundError:
+    """A turn failed; ``text`` is a short message fit for the user."""
+
+    target: Target
+    text: str
+    in_reply_to: str | None = None
+    kind: Literal["error"] = "error"
+
+
+OutboundMessage = OutboundText | OutboundTyping | OutboundProgress | OutboundError
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    """The origin of a session, kept in its metadata so a resumed turn can answer."""
+
+    channel: str
+    chat_id: str
+    chat_type: str = "private"
+    thread_id: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def session_file_stem(key: str) -> str:
+    """File-name-safe, collision-free form of a session key.
+
+    ``:`` becomes ``_`` as DESIGN §3 shows; any other unsafe character is escaped, and a
+    short hash of the exact key is appended whenever the readable form is lossy (contains
+    ``_`` from the key itself, or escaped characters) so two keys can never share a file
+    and no key can escape ``sessions/``.
+    """
+    readable = _SAFE.sub("-", key.replace(":", "_"))
+    lossless = _SAFE.search(key.replace(":", "")) is None and "_" not in key
+    if lossless and len(readable) <= 150 and not readable.startswith("."):
+        return readable
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+    return f"{readable.lstrip('.')[:120]}~{digest}"

@@ -1,0 +1,147 @@
+"""Load the configuration: file, then environment overrides, then validation.
+
+Precedence of the file: ``--config`` > ``LUCIDGATE_CONFIG`` > ``~/.lucidgate/config.json``.
+A missing file means defaults (the gateway still starts and explains how to add a key).
+Environment: ``LUCIDGATE_`` + the key path in snake_case joined by ``__``, matched
+case-insensitively (``LUCIDGATE_AGENTS__DEFAULTS__CONTEXT_WINDOW_TOKENS=32000``);
+values are parsed as JSON when they are JSON (lists, numbers, booleans), else kept as text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from config.errors import ConfigError
+from config.schema import Config
+
+ENV_PREFIX = "LUCIDGATE_"
+DEFAULT_CONFIG_PATH = Path("~/.lucidgate/config.json")
+_NOT_KEYS = {"LUCIDGATE_CONFIG"}
+
+
+def resolve_config_path(explicit: str | Path | None = None) -> Path:
+    """Which config file to use: explicit flag, then env, then the default path."""
+    if explicit:
+        return Path(explicit).expanduser()
+    env = os.environ.get("LUCIDGATE_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return DEFAULT_CONFIG_PATH.expanduser()
+
+
+def load_config(
+    path: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Return a valid ``Config`` or raise ``ConfigError`` naming the key and the problem."""
+    config_path = resolve_config_path(path)
+    raw = _read_file(config_path)
+    env = os.environ if environ is None else environ
+    _apply_env(raw, env)
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, config_path)) from None
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    return data
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[_\-]", "", name).lower()
+
+
+def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+    for var, value in sorted(environ.items()):
+        upper = var.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in _NOT_KEYS:
+            continue
+        parts = [p for p in var[len(ENV_PREFIX) :].split("__") if p]
+        if parts:
+            _set_path(raw, Config, parts, _parse_env_value(value))
+
+
+def _parse_env_value(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def _set_path(raw: dict[str, Any], model: type[BaseModel] | None, parts: list[str], value: Any) -> None:
+    """Set ``value`` at ``parts`` in ``raw``, mapping each part to the canonical key name."""
+    key, rest = parts[0], parts[1:]
+    canonical, sub_model = _match_field(model, key, raw)
+    if not rest:
+        raw[canonical] = value
+        return
+    child = raw.get(canonical)
+    if not isinstance(child, dict):
+        child = {}
+        raw[canonical] = child
+    _set_path(child, sub_model, rest, value)
+
+
+def _match_field(
+    model: type[BaseModel] | None, key: str, raw: dict[str, Any]
+) -> tuple[str, type[BaseModel] | None]:
+    wanted = _normalise(key)
+    for existing in raw:
+        if _normalise(existing) == wanted:
+            return existing, _submodel(model, existing)
+    if model is not None:
+        for name, field in model.model_fields.items():
+            if _normalise(name) == wanted:
+                return field.alias or name, _submodel(model, name)
+    return key.lower(), None
+
+
+def _submodel(model: type[BaseModel] | None, key: str) -> type[BaseModel] | None:
+    if model is None:
+        return None
+    wanted = _normalise(key)
+    for name, field in model.model_fields.items():
+        if _normalise(name) == wanted:
+            annotation = field.annotation
+            for candidate in (annotation, *getattr(annotation, "__args__", ())):
+                if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                    return candidate
+    return None
+
+
+def _describe(exc: ValidationError, path: Path) -> str:
+    lines = [f"{path}: invalid configuration"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check the spelling; see the README's configuration section)"
+        got = err.get("input")
+        shown = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
+        if any(s in loc.lower() for s in ("token", "key", "secret")):
+            shown = ""
+        lines.append(f"  {loc}: {msg}{shown}")
+    return "\n".join(lines)

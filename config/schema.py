@@ -1,0 +1,219 @@
+"""The configuration schema (DESIGN §10).
+
+camelCase keys are canonical in the JSON file; snake_case is accepted too. Unknown keys
+are an error (``extra="forbid"``) so a typo never silently falls back to a default.
+Secrets are ``SecretStr`` so they never print by accident.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic.alias_generators import to_camel
+
+
+class Section(BaseModel):
+    """Base of every config section: camelCase aliases, snake_case accepted, no unknown keys."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+
+class DreamConfig(Section):
+    enabled: bool = True
+    interval_h: float = Field(2.0, gt=0)
+    max_batch_size: int = Field(20, ge=1)
+    max_iterations: int = Field(10, ge=1)
+    token_budget: int = Field(200_000, ge=1000)
+
+
+class MemoryConfig(Section):
+    max_history_entries: int = Field(1000, ge=10)
+    recent_history_limit: int = Field(50, ge=0)
+    recent_history_max_tokens: int = Field(8000, ge=0)
+    max_memory_chars: int = Field(16_000, ge=100)
+    max_user_chars: int = Field(8000, ge=100)
+    max_soul_chars: int = Field(8000, ge=100)
+
+
+class HeartbeatConfig(Section):
+    enabled: bool = False
+    interval_min: float = Field(30, gt=0)
+    token_budget: int = Field(50_000, ge=1000)
+
+
+class AgentDefaults(Section):
+    model: str = "openai/gpt-4o-mini"
+    workspace: str = "~/.lucidgate/workspace"
+    context_window_tokens: int = Field(65_536, ge=1024)
+    max_completion_tokens: int = Field(8192, ge=16)
+    safety_buffer: int = Field(1024, ge=0)
+    max_tool_iterations: int = Field(40, ge=1)
+    timezone: str = "UTC"
+    max_concurrent_sessions: int = Field(16, ge=1)
+    llm_timeout_s: float = Field(120, gt=0)
+    max_message_chars: int = Field(100_000, ge=1)
+    max_tool_result_chars: int = Field(16_000, ge=500)
+    llm_retries: int = Field(3, ge=0)
+    llm_retry_base_delay_s: float = Field(1.0, ge=0)
+    dream: DreamConfig = Field(default_factory=DreamConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
+
+    @property
+    def prompt_budget(self) -> int:
+        """Tokens the prompt may use: window minus completion minus safety buffer."""
+        return self.context_window_tokens - self.max_completion_tokens - self.safety_buffer
+
+    @model_validator(mode="after")
+    def _budget_positive(self) -> AgentDefaults:
+        if self.prompt_budget < 512:
+            raise ValueError(
+                "contextWindowTokens - maxCompletionTokens - safetyBuffer leaves "
+                f"{self.prompt_budget} tokens for the prompt; raise contextWindowTokens "
+                "or lower maxCompletionTokens"
+            )
+        return self
+
+    @property
+    def workspace_path(self) -> Path:
+        return Path(self.workspace).expanduser()
+
+
+class AgentsConfig(Section):
+    defaults: AgentDefaults = Field(default_factory=AgentDefaults)
+
+
+class ProviderConfig(Section):
+    api_key: SecretStr = SecretStr("")
+    api_base: str | None = None
+    extra_headers: dict[str, str] = Field(default_factory=dict)
+
+
+class ProvidersConfig(Section):
+    """One entry per litellm provider prefix (``openai/...`` -> ``openai``)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", validate_assignment=True
+    )
+
+    openai: ProviderConfig = Field(default_factory=ProviderConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _coerce_extra(cls, data: object) -> object:
+        if isinstance(data, dict):
+            return {
+                k: (ProviderConfig.model_validate(v) if k != "openai" and isinstance(v, dict) else v)
+                for k, v in data.items()
+            }
+        return data
+
+    def get(self, name: str) -> ProviderConfig | None:
+        if name == "openai":
+            return self.openai
+        extra = self.__pydantic_extra__ or {}
+        value = extra.get(name)
+        return value if isinstance(value, ProviderConfig) else None
+
+
+class TelegramWebhookConfig(Section):
+    url: str = ""
+    secret_token: SecretStr = SecretStr("")
+
+
+class TelegramConfig(Section):
+    enabled: bool = False
+    token: SecretStr = SecretStr("")
+    api_base: str | None = None
+    allow_from: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    webhook: TelegramWebhookConfig | None = None
+    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    pairing: bool = False
+    streaming: bool = False
+
+
+class SlackConfig(Section):
+    enabled: bool = False
+    bot_token: SecretStr = SecretStr("")
+    app_token: SecretStr = SecretStr("")
+    signing_secret: SecretStr = SecretStr("")
+    api_base: str | None = None
+    mode: str = Field("socket", pattern="^(socket|http)$")
+    allow_from: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    watchdog_s: float = Field(300, gt=0)
+
+
+class WebhookConfig(Section):
+    enabled: bool = True
+    token: SecretStr = SecretStr("")
+    callback_secret: SecretStr = SecretStr("")
+    owners: list[str] = Field(default_factory=list)
+    wait_timeout_s: float = Field(120, gt=0)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    rate_limit_per_min: int = Field(60, ge=1)
+    callback_allow_hosts: list[str] = Field(default_factory=list)
+
+
+class CliChannelConfig(Section):
+    owners: list[str] = Field(default_factory=lambda: ["local"])
+
+
+class ChannelsConfig(Section):
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
+
+
+class ExecConfig(Section):
+    timeout_s: float = Field(60, gt=0)
+    max_output_chars: int = Field(10_000, ge=100)
+
+
+class ToolsConfig(Section):
+    restrict_to_workspace: bool = True
+    exec: ExecConfig = Field(default_factory=ExecConfig)
+    guest_tools: list[str] = Field(default_factory=list)
+
+
+class GatewayConfig(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(18790, ge=0, le=65535)
+    shutdown_grace_s: float = Field(30, ge=0)
+
+
+class UsageConfig(Section):
+    daily_token_budget: int | None = Field(None, ge=1)
+
+
+class Config(Section):
+    """The root of ``config.json``."""
+
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    providers: ProvidersConfig = Field(default_factory=ProvidersConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    usage: UsageConfig = Field(default_factory=UsageConfig)
+
+    @property
+    def agent(self) -> AgentDefaults:
+        return self.agents.defaults
+
+    @property
+    def workspace(self) -> Path:
+        return self.agents.defaults.workspace_path
+
+    def provider_for(self, model: str) -> tuple[str, ProviderConfig | None]:
+        """The providers entry a litellm model string picks by its prefix."""
+        name = model.split("/", 1)[0] if "/" in model else "openai"
+        return name, self.providers.get(name)

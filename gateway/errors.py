@@ -1,0 +1,21 @@
+"""Errors raised by the agent side (see the tree in ``config.errors``)."""
+
+from __future__ import annotations
+
+from config.errors import LucidError
+
+
+class LLMError(LucidError):
+    """The model could not answer after our retries; the message is fit for the user."""
+
+
+class ContextOverflowError(LLMError):
+    """The provider refused the prompt as too long for the model's context window."""
+
+
+class ToolError(LucidError):
+    """A tool refused or failed; the message is returned to the model as ``Error: ...``."""
+
+
+class BudgetExceeded(LucidError):
+    """A token budget (daily, per job) is spent; the job stops and says so."""

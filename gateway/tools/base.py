@@ -1,0 +1,151 @@
+"""The tool contract (STYLE §9) and the registry that runs tools for the model.
+
+A tool is a name, a description, a pydantic ``Params`` model (its JSON schema is what
+the model sees) and ``async run(ctx, params) -> str``. The registry validates arguments,
+enforces the role policy, truncates long results, and turns every failure into an
+``Error: ...`` string for the model while logging the traceback for the operator.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gateway.errors import ToolError
+from gateway.turn import TurnContext
+
+logger = logging.getLogger(__name__)
+
+TRUNCATION_MARKER = "\n…[truncated: {dropped} more characters; ask for a narrower range]"
+
+
+class ToolParams(BaseModel):
+    """Base for tool parameter models: unknown arguments are an error the model can read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Tool(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    owner_only: ClassVar[bool]
+
+    async def run(self, ctx: TurnContext, params: Any) -> str: ...
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + TRUNCATION_MARKER.format(dropped=len(text) - limit)
+
+
+def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema without pydantic's titles: fewer prompt tokens, same meaning."""
+    schema = model.model_json_schema()
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items() if k != "title"}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    schema = strip(schema)
+    schema.pop("additionalProperties", None)
+    return schema
+
+
+class ToolRegistry:
+    def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int = 16_000,
+                 guest_tools: Iterable[str] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._max_result_chars = max_result_chars
+        self._guest_tools = frozenset(guest_tools)
+        self._schema_cache: dict[str, dict[str, Any]] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        self._tools[tool.name] = tool
+        self._schema_cache.clear()
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def allowed(self, tool: Tool, ctx: TurnContext) -> bool:
+        if ctx.is_owner:
+            return True
+        return not tool.owner_only and tool.name in self._guest_tools
+
+    def schemas(self, ctx: TurnContext) -> list[dict[str, Any]]:
+        """OpenAI-style tool schemas for the tools this turn's role may use (stable order)."""
+        out = []
+        for tool in self._tools.values():
+            if not self.allowed(tool, ctx):
+                continue
+            schema = self._schema_cache.get(tool.name)
+            if schema is None:
+                schema = {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": _compact_schema(tool.Params),
+                    },
+                }
+                self._schema_cache[tool.name] = schema
+            out.append(schema)
+        return out
+
+    async def execute(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> str:
+        """Run one tool call; never raises (except cancellation)."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return f"Error: there is no tool named {name!r}. Available: {', '.join(self._tools)}"
+        if not self.allowed(tool, ctx):
+            return f"Error: the tool {name!r} is not available to you in this chat."
+        try:
+            arguments = _parse_arguments(raw_arguments)
+            params = tool.Params.model_validate(arguments)
+        except (ValueError, ValidationError) as exc:
+            return f"Error: invalid arguments for {name}: {_short_validation(exc)}"
+        try:
+            result = await tool.run(ctx, params)
+        except ToolError as exc:
+            return f"Error: {exc}"
+        except Exception as exc:
+            logger.exception("tool %s failed", name)
+            return f"Error: {name} failed: {type(exc).__name__}: {exc}"
+        return truncate(result, self._max_result_chars)
+
+
+def _parse_arguments(raw: str | dict | None) -> dict[str, Any]:
+    if raw is None or raw == "":
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(value, dict):
+        raise ValueError("arguments must be a JSON object")
+    return value
+
+
+def _short_validation(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors()[:5]:
+            loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+            parts.append(f"{loc}: {err['msg']}")
+        return "; ".join(parts)
+    return str(exc)

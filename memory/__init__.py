@@ -1,0 +1,1 @@
+"""Layered, file-first memory: sessions, history.jsonl, long-term files, Dream, GitStore."""

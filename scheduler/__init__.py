@@ -1,0 +1,1 @@
+"""APScheduler wiring: Dream every intervalH, user reminders, heartbeat (scheduler issue)."""
