@@ -1,0 +1,64 @@
+"""Prometheus metrics for one gateway (its own registry: no globals, tests don't collide)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._in = Counter("lucid_messages_in", "Inbound messages by channel", ["channel"], registry=r)
+        self._out = Counter("lucid_messages_out", "Outbound replies by channel", ["channel"], registry=r)
+        self._turn = Histogram("lucid_turn_seconds", "Turn latency", buckets=TURN_BUCKETS, registry=r)
+        self._llm = Counter("lucid_llm_calls", "LLM calls by job and status", ["job", "status"], registry=r)
+        self._tokens = Counter("lucid_llm_tokens", "LLM tokens by job and kind", ["job", "kind"], registry=r)
+        self._tools = Counter("lucid_tool_calls", "Tool calls by tool and status", ["tool", "status"], registry=r)
+        self._consolidations = Counter("lucid_consolidations", "Consolidation rounds", ["status"], registry=r)
+        self._dreams = Counter("lucid_dream_runs", "Dream runs", ["status"], registry=r)
+        self._queue = Gauge("lucid_inbound_queue_depth", "Messages waiting on the bus", registry=r)
+        self._active = Gauge("lucid_active_turns", "Turns running now", registry=r)
+
+    def message_in(self, channel: str) -> None:
+        self._in.labels(channel).inc()
+
+    def message_out(self, channel: str) -> None:
+        self._out.labels(channel).inc()
+
+    def observe_turn(self, seconds: float) -> None:
+        self._turn.observe(seconds)
+
+    def llm_call(self, job: str, status: str, prompt: int = 0, completion: int = 0, cached: int = 0) -> None:
+        self._llm.labels(job, status).inc()
+        if prompt:
+            self._tokens.labels(job, "prompt").inc(prompt)
+        if completion:
+            self._tokens.labels(job, "completion").inc(completion)
+        if cached:
+            self._tokens.labels(job, "cached").inc(cached)
+
+    def tool_call(self, tool: str, status: str) -> None:
+        self._tools.labels(tool, status).inc()
+
+    def consolidation(self, status: str) -> None:
+        self._consolidations.labels(status).inc()
+
+    def dream_run(self, status: str) -> None:
+        self._dreams.labels(status).inc()
+
+    def track_queue_depth(self, depth: Callable[[], int]) -> None:
+        self._queue.set_function(lambda: float(depth()))
+
+    def track_active_turns(self, count: Callable[[], int]) -> None:
+        self._active.set_function(lambda: float(count()))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
