@@ -1,0 +1,256 @@
+"""Short-term memory: one append-only JSONL transcript per session (DESIGN §4.1).
+
+Line 1 is metadata; every later line is one message. New messages are *appended*, so a
+turn's cost does not grow with the session's length. The metadata line changes only on
+creation, consolidation and ``/new``; it is then rewritten atomically by streaming the
+file into a temp file and ``os.replace``-ing it. Pending and interrupted turns are derived
+from the tail of the log (``Session.pending_state``), never stored in line 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from channels.messages import session_file_stem
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+PendingKind = Literal["pending_user_turn", "runtime_checkpoint"]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(slots=True)
+class Session:
+    key: str
+    path: Path
+    created_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    last_consolidated: int = 0
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def active(self) -> list[dict[str, Any]]:
+        """Messages the prompt may use: everything after the archived prefix."""
+        return self.messages[self.last_consolidated :]
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "_type": "metadata",
+            "v": FORMAT_VERSION,
+            "key": self.key,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "metadata": self.metadata,
+            "last_consolidated": self.last_consolidated,
+        }
+
+    def pending_state(self) -> PendingKind | None:
+        """What the tail of the log says about an unfinished turn.
+
+        ``pending_user_turn``: the last turn-relevant message is a user message with no
+        reply after it. ``runtime_checkpoint``: the turn got as far as an assistant
+        ``tool_calls`` message (and maybe some results) but never finished.
+        """
+        for msg in reversed(self.messages):
+            role = msg.get("role")
+            if role == "user":
+                return "pending_user_turn"
+            if role == "tool":
+                return "runtime_checkpoint"
+            if role == "assistant":
+                return "runtime_checkpoint" if msg.get("tool_calls") else None
+            # other markers (none yet) are ignored
+        return None
+
+
+def _dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class SessionStore:
+    """Loads, caches (bounded LRU) and appends to session files under ``sessions_dir``.
+
+    Writes to one session are serialised by a per-session lock; call the async methods
+    from the event loop — file work happens in worker threads.
+    """
+
+    def __init__(self, sessions_dir: Path, *, cache_size: int = 256) -> None:
+        self.dir = sessions_dir
+        self._cache: OrderedDict[str, Session] = OrderedDict()
+        self._cache_size = cache_size
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def path_for(self, key: str) -> Path:
+        return self.dir / f"{session_file_stem(key)}.jsonl"
+
+    def lock(self, key: str) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    # -- reading ---------------------------------------------------------------------------
+    async def get(self, key: str, *, origin: dict[str, Any] | None = None) -> Session:
+        """The session for ``key``, loaded from disk or created (and written) on first use."""
+        session = self._cache.get(key)
+        if session is not None:
+            self._cache.move_to_end(key)
+            return session
+        async with self.lock(key):
+            session = self._cache.get(key)
+            if session is None:
+                session = await asyncio.to_thread(self._load_or_create, key, origin)
+                self._remember(session)
+        return session
+
+    def _remember(self, session: Session) -> None:
+        self._cache[session.key] = session
+        self._cache.move_to_end(session.key)
+        while len(self._cache) > self._cache_size:
+            old_key, _ = self._cache.popitem(last=False)
+            lock = self._locks.get(old_key)
+            if lock is not None and not lock.locked():
+                del self._locks[old_key]
+
+    def _load_or_create(self, key: str, origin: dict[str, Any] | None) -> Session:
+        path = self.path_for(key)
+        if path.exists():
+            return load_session_file(path, key)
+        session = Session(key=key, path=path, metadata={"origin": origin} if origin else {})
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._rewrite(session)
+        return session
+
+    def cached(self, key: str) -> Session | None:
+        return self._cache.get(key)
+
+    def keys_on_disk(self) -> list[str]:
+        """Session keys of every transcript on disk (reads only each file's first line)."""
+        keys = []
+        if not self.dir.exists():
+            return keys
+        for path in sorted(self.dir.glob("*.jsonl")):
+            header = read_header(path)
+            if header is not None:
+                keys.append(header["key"])
+        return keys
+
+    # -- writing ---------------------------------------------------------------------------
+    async def append(self, session: Session, *messages: dict[str, Any], sync: bool = False) -> None:
+        """Append messages to the transcript (and the in-memory session). ``sync`` fsyncs."""
+        stamped = [m if "timestamp" in m else {**m, "timestamp": now_iso()} for m in messages]
+        payload = "".join(_dumps(m) + "\n" for m in stamped)
+        async with self.lock(session.key):
+            await asyncio.to_thread(self._append_raw, session.path, payload, sync)
+            session.messages.extend(stamped)
+            session.updated_at = stamped[-1]["timestamp"]
+
+    def _append_raw(self, path: Path, payload: str, sync: bool) -> None:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(payload)
+            fh.flush()
+            if sync:
+                os.fsync(fh.fileno())
+
+    async def set_last_consolidated(self, session: Session, count: int) -> None:
+        """Record that the first ``count`` messages are archived (atomic header rewrite)."""
+        if not 0 <= count <= len(session.messages):
+            raise ValueError(f"last_consolidated {count} outside 0..{len(session.messages)}")
+        async with self.lock(session.key):
+            session.last_consolidated = count
+            session.updated_at = now_iso()
+            await asyncio.to_thread(self._rewrite, session)
+
+    async def update_metadata(self, session: Session, **values: Any) -> None:
+        async with self.lock(session.key):
+            session.metadata.update(values)
+            await asyncio.to_thread(self._rewrite, session)
+
+    def _rewrite(self, session: Session) -> None:
+        """Write a new header followed by the existing message lines, then swap atomically."""
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{session.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(_dumps(session.header()) + "\n")
+                if session.path.exists():
+                    with session.path.open("r", encoding="utf-8", errors="replace") as src:
+                        src.readline()  # old header
+                        shutil.copyfileobj(src, out)
+                out.flush()
+                os.fsync(out.fileno())
+                os.replace(tmp, session.path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    async def reset(self, session: Session) -> Session:
+        """``/new``: keep the old transcript under a timestamped name, start a fresh one."""
+        async with self.lock(session.key):
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+            archived = session.path.with_name(f"{session.path.stem}.{stamp}.jsonl.old")
+            fresh = Session(key=session.key, path=session.path,
+                            metadata={k: v for k, v in session.metadata.items() if k == "origin"})
+
+            def swap() -> None:
+                if session.path.exists():
+                    os.replace(session.path, archived)
+                self._rewrite(fresh)
+
+            await asyncio.to_thread(swap)
+            self._remember(fresh)
+            return fresh
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open("r", encoding="utf-8", errors="replace") as fh:
+            header = json.loads(fh.readline())
+    except (OSError, ValueError):
+        logger.warning("session file %s has no readable metadata line; ignored", path.name)
+        return None
+    if not isinstance(header, dict) or header.get("_type") != "metadata" or "key" not in header:
+        return None
+    return header
+
+
+def load_session_file(path: Path, key: str | None = None) -> Session:
+    """Parse a transcript; a corrupt line is skipped with a warning, never a crash."""
+    session = Session(key=key or path.stem, path=path)
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not an object")
+            except ValueError:
+                logger.warning("%s line %d is corrupt; skipped", path.name, lineno)
+                continue
+            if obj.get("_type") == "metadata":
+                session.key = obj.get("key", session.key)
+                session.created_at = obj.get("created_at", session.created_at)
+                session.updated_at = obj.get("updated_at", session.updated_at)
+                session.metadata = obj.get("metadata") or {}
+                session.last_consolidated = int(obj.get("last_consolidated", 0))
+            elif "role" in obj:
+                session.messages.append(obj)
+            else:
+                logger.warning("%s line %d has no role; skipped", path.name, lineno)
+    session.last_consolidated = min(session.last_consolidated, len(session.messages))
+    return session

@@ -1,0 +1,71 @@
+"""Token counting with tiktoken, offline.
+
+tiktoken downloads encodings unless it finds them in its cache directory. litellm ships
+``cl100k_base`` inside its package; we point tiktoken at that folder before loading, so
+counting never touches the network (DESIGN §11). ``cl100k_base`` is an estimate for
+non-OpenAI models, which is what a budget needs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from functools import lru_cache
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+_lock = threading.Lock()
+# Per-message framing overhead in OpenAI's chat format (role, separators).
+MESSAGE_OVERHEAD = 4
+
+
+def _litellm_tokenizer_dir() -> str | None:
+    spec = find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    return str(folder) if folder.is_dir() else None
+
+
+@lru_cache(maxsize=1)
+def encoding() -> Any:
+    """The cl100k_base encoding, loaded from litellm's bundled copy (no network)."""
+    with _lock:
+        folder = _litellm_tokenizer_dir()
+        if folder and not os.environ.get("TIKTOKEN_CACHE_DIR"):
+            os.environ["TIKTOKEN_CACHE_DIR"] = folder
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base")
+
+
+def count_text(text: str) -> int:
+    if not text:
+        return 0
+    return len(encoding().encode(text, disallowed_special=()))
+
+
+def count_message(message: dict[str, Any]) -> int:
+    total = MESSAGE_OVERHEAD
+    content = message.get("content")
+    if isinstance(content, str):
+        total += count_text(content)
+    elif isinstance(content, list):
+        total += sum(count_text(p.get("text", "")) for p in content if isinstance(p, dict))
+    if message.get("tool_calls"):
+        total += count_text(json.dumps(message["tool_calls"], ensure_ascii=False))
+    if message.get("name"):
+        total += count_text(str(message["name"]))
+    return total
+
+
+def count_messages(messages: list[dict[str, Any]]) -> int:
+    return sum(count_message(m) for m in messages) + 3
+
+
+def count_tools(tools: list[dict[str, Any]] | None) -> int:
+    if not tools:
+        return 0
+    return count_text(json.dumps(tools, ensure_ascii=False, separators=(",", ":")))
