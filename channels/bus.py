@@ -6,7 +6,7 @@ enqueues on a bounded queue. A full queue applies back-pressure (``publish_inbou
 or, for callers that must answer at once, ``BusFull`` after ``timeout``.
 
 Outbound: channels ``subscribe`` a send coroutine by channel name; ``publish_outbound``
-queues the message and one dispatcher task delivers it. A failing send is logged and
+queues the message on that channel's own queue and task. A failing send is logged and
 never kills the dispatcher.
 """
 
@@ -46,12 +46,10 @@ class Delivery:
 class MessageBus:
     def __init__(self, *, maxsize: int = 1000, inbox: InboxJournal | None = None) -> None:
         self._inbound: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=maxsize)
-        self._outbound: asyncio.Queue[OutboundMessage] = asyncio.Queue()
-        self._handlers: dict[str, OutboundHandler] = {}
+        self._routes: dict[str, tuple[asyncio.Queue[OutboundMessage], asyncio.Task[None]]] = {}
         self._observers: list[OutboundObserver] = []
         self._inbox = inbox
         self._closed = False
-        self._dispatcher: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> MessageBus:
@@ -67,18 +65,12 @@ class MessageBus:
             for receipt, msg in replay:
                 logger.info("replaying inbound message for %s from the inbox", msg.session_key)
                 self._inbound.put_nowait(Delivery(msg, receipt))
-        self._dispatcher = asyncio.create_task(self._dispatch_outbound(), name="bus-outbound")
 
     async def stop(self) -> None:
         self._closed = True
         await self.flush_outbound()
-        if self._dispatcher is not None:
-            self._dispatcher.cancel()
-            try:
-                await self._dispatcher
-            except asyncio.CancelledError:
-                pass
-            self._dispatcher = None
+        for channel in list(self._routes):
+            self.unsubscribe(channel)
         if self._inbox is not None:
             await asyncio.to_thread(self._inbox.close)
 
@@ -127,10 +119,23 @@ class MessageBus:
 
     # -- outbound ------------------------------------------------------------------------
     def subscribe(self, channel: str, handler: OutboundHandler) -> None:
-        self._handlers[channel] = handler
+        """Route ``channel``'s outbound messages to ``handler``, in order, on a task of its own.
+
+        Each channel has its own queue and task, so a slow or rate-limited platform never
+        delays replies on another one.
+        """
+        self.unsubscribe(channel)
+        queue: asyncio.Queue[OutboundMessage] = asyncio.Queue()
+        task = asyncio.create_task(self._dispatch(channel, queue, handler), name=f"bus-out-{channel}")
+        self._routes[channel] = (queue, task)
+
+    def has_route(self, channel: str) -> bool:
+        return channel in self._routes
 
     def unsubscribe(self, channel: str) -> None:
-        self._handlers.pop(channel, None)
+        route = self._routes.pop(channel, None)
+        if route is not None:
+            route[1].cancel()
 
     def observe(self, observer: OutboundObserver) -> None:
         """Synchronous observers see every outbound message (webhook waiters, metrics)."""
@@ -142,28 +147,27 @@ class MessageBus:
                 observer(msg)
             except Exception:
                 logger.exception("outbound observer failed")
-        await self._outbound.put(msg)
-
-    async def flush_outbound(self) -> None:
-        """Wait until every queued outbound message has been handed to its channel."""
-        if self._dispatcher is not None and not self._dispatcher.done():
-            await self._outbound.join()
-
-    async def _dispatch_outbound(self) -> None:
-        while True:
-            msg = await self._outbound.get()
-            try:
-                await self._deliver(msg)
-            finally:
-                self._outbound.task_done()
-
-    async def _deliver(self, msg: OutboundMessage) -> None:
-        handler = self._handlers.get(msg.target.channel)
-        if handler is None:
+        route = self._routes.get(msg.target.channel)
+        if route is None:
             if msg.kind in ("text", "error"):
                 logger.warning("no channel %r to deliver a reply to", msg.target.channel)
             return
-        try:
-            await handler(msg)
-        except Exception:
-            logger.exception("channel %s failed to deliver a %s message", msg.target.channel, msg.kind)
+        route[0].put_nowait(msg)
+
+    async def flush_outbound(self) -> None:
+        """Wait until every queued outbound message has been handed to its channel."""
+        for queue, task in list(self._routes.values()):
+            if not task.done():
+                await queue.join()
+
+    async def _dispatch(
+        self, channel: str, queue: asyncio.Queue[OutboundMessage], handler: OutboundHandler
+    ) -> None:
+        while True:
+            msg = await queue.get()
+            try:
+                await handler(msg)
+            except Exception:
+                logger.exception("channel %s failed to deliver a %s message", channel, msg.kind)
+            finally:
+                queue.task_done()

@@ -137,6 +137,8 @@ class TelegramConfig(Section):
     refusal: str | None = "Sorry, I only talk to people my owner has allowed."
     pairing: bool = False
     streaming: bool = False
+    poll_timeout_s: int = Field(30, ge=0, le=300)
+    watchdog_s: float = Field(180, gt=0)
 
 
 class SlackConfig(Section):
@@ -149,6 +151,7 @@ class SlackConfig(Section):
     allow_from: list[str] = Field(default_factory=list)
     owners: list[str] = Field(default_factory=list)
     refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    pairing: bool = False
     watchdog_s: float = Field(300, gt=0)
 
 

@@ -1,0 +1,54 @@
+"""The terminal channel used by ``lucid agent``: one local user, who is the owner.
+
+It publishes what the user types and resolves a future when the reply for that message
+comes back on the bus, so the CLI can print it (and show a spinner until then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from channels.bus import MessageBus
+from channels.messages import InboundMessage, OutboundMessage
+
+CLI_CHANNEL = "cli"
+LOCAL_USER = "local"
+
+
+class CliChannel:
+    name = CLI_CHANNEL
+
+    def __init__(self, bus: MessageBus, *, chat_id: str = "local") -> None:
+        self.bus = bus
+        self.chat_id = chat_id
+        self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+
+    async def start(self) -> None:
+        self.bus.subscribe(self.name, self.send)
+
+    async def stop(self) -> None:
+        self.bus.unsubscribe(self.name)
+        for fut in self._waiters.values():
+            if not fut.done():
+                fut.cancel()
+
+    async def send(self, msg: OutboundMessage) -> None:
+        if msg.kind not in ("text", "error"):
+            return
+        key = msg.in_reply_to or ""
+        fut = self._waiters.pop(key, None)
+        if fut is not None and not fut.done():
+            fut.set_result((msg.kind == "text", msg.text))
+
+    async def ask(self, text: str) -> tuple[bool, str]:
+        """Send ``text`` as the local owner; return (ok, reply text) once answered."""
+        message_id = uuid.uuid4().hex[:16]
+        fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        self._waiters[message_id] = fut
+        await self.bus.publish_inbound(InboundMessage(
+            channel=self.name, chat_id=self.chat_id, sender_id=LOCAL_USER, text=text,
+            chat_type="private", message_id=message_id,
+        ))
+        return await fut
+

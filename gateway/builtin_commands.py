@@ -1,0 +1,116 @@
+"""The built-in slash commands, bound to a wired ``Gateway`` (DESIGN §7)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from gateway.commands import Command
+from gateway.turn import TurnContext
+from memory.errors import MemoryStoreError
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+
+def register_builtin_commands(gw: Gateway) -> None:
+    add = gw.commands.add
+
+    async def help_(ctx: TurnContext, args: str) -> str:
+        return gw.commands.help_text(ctx)
+
+    async def new(ctx: TurnContext, args: str) -> str:
+        session = await gw.sessions.get(ctx.session_key)
+        archived = len(session.messages) - session.last_consolidated
+        if archived:
+            await gw.consolidator.archive_all(session)
+        await gw.sessions.reset(session)
+        if not archived:
+            return "Started a fresh conversation."
+        return f"Started a fresh conversation; the previous {archived} message(s) went to memory."
+
+    async def stop(ctx: TurnContext, args: str) -> str:
+        return "Nothing is running right now."
+
+    async def status(ctx: TurnContext, args: str) -> str:
+        session = await gw.sessions.get(ctx.session_key)
+        ok, why = gw.model.configured()
+        totals = gw.usage.session_totals.get(ctx.session_key)
+        lines = [
+            f"model: {gw.config.agent.model} ({'ready' if ok else 'not configured: ' + why})",
+            f"session: {ctx.session_key}, {len(session.messages)} messages "
+            f"({len(session.active())} in context, {session.last_consolidated} archived)",
+            f"prompt budget: {gw.config.agent.prompt_budget:,} tokens",
+        ]
+        if totals is not None:
+            lines.append(f"tokens this session (since start): {totals.prompt:,} prompt, "
+                         f"{totals.completion:,} completion, {totals.cached:,} cached")
+        lines.append(f"memory: {gw.store.unprocessed_count()} history entries waiting for Dream"
+                     + (" (Dream running)" if gw.dream.running else ""))
+        for extra in gw.extras:
+            describe = getattr(extra, "status_line", None)
+            if describe is not None:
+                lines.append(describe())
+        return "\n".join(lines)
+
+    async def dream(ctx: TurnContext, args: str) -> str:
+        from memory.errors import DreamBusy
+
+        try:
+            report = await gw.dream.run()
+        except DreamBusy:
+            return "Dream is already running; try again in a minute."
+        return report.summary()
+
+    async def dream_log(ctx: TurnContext, args: str) -> str:
+        if args:
+            try:
+                return _clip(await asyncio.to_thread(gw.git.diff, args.split()[0]))
+            except MemoryStoreError as exc:
+                return str(exc)
+        commits = await asyncio.to_thread(gw.git.log, 15)
+        if not commits:
+            return "No memory changes yet."
+        return "\n".join(f"{c.short} {c.when} {c.message}" for c in commits)
+
+    async def dream_restore(ctx: TurnContext, args: str) -> str:
+        if not args:
+            return "Usage: /dream-restore <sha> (see /dream-log)"
+        try:
+            sha = await asyncio.to_thread(gw.git.restore, args.split()[0])
+        except MemoryStoreError as exc:
+            return str(exc)
+        return f"Restored the memory files to before {args.split()[0]} (new commit {sha[:8]})."
+
+    async def memory(ctx: TurnContext, args: str) -> str:
+        user = await gw.store.read_text("user")
+        facts = await gw.store.read_text("memory")
+        return _clip(f"USER.md\n{user.strip() or '(empty)'}\n\nMEMORY.md\n{facts.strip() or '(empty)'}")
+
+    async def forget(ctx: TurnContext, args: str) -> str:
+        from memory.forget import forget as forget_lines
+
+        if not args.strip():
+            return "Usage: /forget <text> — removes memory lines containing that text."
+        removed = await forget_lines(gw.store, gw.git, args.strip())
+        if not removed:
+            return f"Nothing in memory mentions {args.strip()!r}."
+        return "Forgot:\n" + "\n".join(f"- {line}" for line in removed)
+
+    add(Command("help", "list commands", help_))
+    add(Command("new", "archive this conversation to memory and start fresh", new))
+    add(Command("stop", "stop the answer in progress", stop))
+    add(Command("status", "model, session size, tokens, memory state", status))
+    add(Command("dream", "distil recent history into long-term memory now", dream,
+                owner_only=True, private_only=True))
+    add(Command("dream-log", "list memory changes, or show one", dream_log, owner_only=True,
+                private_only=True, usage="[sha]"))
+    add(Command("dream-restore", "undo a memory change", dream_restore, owner_only=True,
+                private_only=True, usage="<sha>"))
+    add(Command("memory", "what I know about you", memory, owner_only=True, private_only=True))
+    add(Command("forget", "remove lines from memory", forget, owner_only=True, private_only=True,
+                usage="<text>"))
+
+
+def _clip(text: str, limit: int = 3500) -> str:
+    return text if len(text) <= limit else text[:limit] + "\n…(truncated)"

@@ -1,0 +1,203 @@
+"""The ``lucid`` command line (typer). Commands parse flags, load config and delegate.
+
+Heavy modules (litellm, the gateway wiring) are imported inside the commands that need
+them, so ``lucid --help`` and ``lucid onboard`` stay instant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from config import Config, ConfigError, load_config, resolve_config_path
+
+app = typer.Typer(
+    name="lucid",
+    help="lucidgate — a self-hosted personal AI assistant that remembers.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+memory_app = typer.Typer(help="Inspect and undo changes to long-term memory.", no_args_is_help=True)
+pairing_app = typer.Typer(help="Approve people who asked to talk to the assistant.", no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+app.add_typer(pairing_app, name="pairing")
+
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--config", "-c", help="Config file (default: $LUCIDGATE_CONFIG or ~/.lucidgate/config.json)."),
+]
+
+
+def _load(config_path: Path | None) -> Config:
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        err_console.print(f"[red]config error[/red]: {exc}")
+        raise typer.Exit(2) from None
+
+
+def _preload_litellm() -> None:
+    """Import litellm in a background thread while the rest starts (it takes seconds)."""
+    def load() -> None:
+        from gateway.llm import import_litellm
+
+        try:
+            import_litellm()
+        except Exception:  # surfaced properly at the first call
+            pass
+
+    threading.Thread(target=load, name="litellm-import", daemon=True).start()
+
+
+def provider_help(config: Config) -> str:
+    from gateway.llm import LiteLLMChatModel
+
+    ok, why = LiteLLMChatModel(config).configured()
+    if ok:
+        return ""
+    path = resolve_config_path(None)
+    return (
+        f"No model is configured yet: {why}.\n"
+        f"Edit {path} and set, for a hosted model:\n"
+        '  "providers": {"openai": {"apiKey": "sk-..."}}\n'
+        "or, for a local OpenAI-compatible server (Ollama, llama.cpp, vLLM):\n"
+        '  "agents": {"defaults": {"model": "openai/<model-name>"}},\n'
+        '  "providers": {"openai": {"apiBase": "http://127.0.0.1:11434/v1"}}\n'
+        "or set LUCIDGATE_PROVIDERS__OPENAI__API_KEY in the environment."
+    )
+
+
+@app.command()
+def onboard(config_path: ConfigOption = None) -> None:
+    """Create the config file and workspace templates (never overwrites your files)."""
+    from config.onboard import install_templates, write_config
+
+    path = resolve_config_path(config_path)
+    if write_config(path):
+        console.print(f"wrote {path} (webhook token generated; edit it to add your model key)")
+    else:
+        console.print(f"{path} exists; left as it is")
+    config = _load(path)
+    written = install_templates(config.workspace)
+    console.print(f"workspace {config.workspace}: " + (", ".join(written) if written else "all files present"))
+    hint = provider_help(config)
+    if hint:
+        console.print(hint)
+
+
+def _ensure_onboarded(config_path: Path | None) -> Config:
+    from config.onboard import install_templates, write_config
+
+    path = resolve_config_path(config_path)
+    if not path.exists():
+        write_config(path)
+        err_console.print(f"first run: wrote a default config to {path}")
+    config = _load(path)
+    install_templates(config.workspace)
+    return config
+
+
+@app.command()
+def agent(
+    message: Annotated[Optional[str], typer.Option("--message", "-m", help="Answer this one message and exit.")] = None,
+    config_path: ConfigOption = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")] = False,
+) -> None:
+    """Chat with the assistant in the terminal (history is kept across runs)."""
+    _preload_litellm()
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    config = _ensure_onboarded(config_path)
+    hint = provider_help(config)
+    if hint:
+        err_console.print(hint)
+        raise typer.Exit(2)
+    code = asyncio.run(_agent_main(config, message))
+    raise typer.Exit(code)
+
+
+async def _agent_main(config: Config, message: str | None) -> int:
+    from channels.cli import CliChannel
+    from gateway.app import build_gateway
+
+    gw = build_gateway(config, inbox_name="inbox.cli.jsonl")
+    cli = CliChannel(gw.bus)
+    gw.channels["cli"] = cli
+    async with gw:
+        if message is not None:
+            ok, text = await cli.ask(message)
+            (console if ok else err_console).print(text, markup=False, highlight=False)
+            return 0 if ok else 1
+        console.print("[dim]lucid — type a message; 'exit' or Ctrl-D to leave.[/dim]")
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "you> ")
+            except (EOFError, KeyboardInterrupt):
+                console.print()
+                return 0
+            if line.strip().lower() in ("exit", "quit", ":q"):
+                return 0
+            if not line.strip():
+                continue
+            with console.status("thinking…", spinner="dots"):
+                ok, text = await cli.ask(line)
+            (console if ok else err_console).print(text, markup=False, highlight=False)
+
+
+@app.command()
+def status(config_path: ConfigOption = None) -> None:
+    """Show config path, workspace, model, provider reachability and session count."""
+    config = _load(config_path)
+    path = resolve_config_path(config_path)
+    sessions_dir = config.workspace / "sessions"
+    count = len(list(sessions_dir.glob("*.jsonl"))) if sessions_dir.exists() else 0
+    console.print(f"config:    {path} ({'found' if path.exists() else 'missing — run lucid onboard'})")
+    console.print(f"workspace: {config.workspace}")
+    console.print(f"model:     {config.agent.model}")
+    console.print(f"provider:  {_reachability(config)}")
+    console.print(f"sessions:  {count}")
+
+
+def _reachability(config: Config) -> str:
+    import httpx
+
+    hint = provider_help(config)
+    if hint:
+        return "not configured (run lucid onboard for instructions)"
+    name, provider = config.provider_for(config.agent.model)
+    base = provider.api_base if provider else None
+    if not base:
+        return f"{name}: API key set"
+    try:
+        headers = {}
+        key = provider.api_key.get_secret_value() if provider else ""
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        response = httpx.get(base.rstrip("/") + "/models", timeout=3, headers=headers)
+        return f"{base} answered HTTP {response.status_code}"
+    except httpx.HTTPError as exc:
+        return f"{base} unreachable ({type(exc).__name__})"
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+from gateway import cli_memory as _cli_memory  # noqa: E402,F401  (registers memory/dream/usage commands)

@@ -1,0 +1,72 @@
+"""Slash commands (DESIGN §7): handled without an agent turn.
+
+Every command answers to its ``_`` spelling too (``/dream_log``), since Telegram's menu
+allows only ``[a-z0-9_]``. Commands that reveal or change the owner's memory are
+owner-only and private-only. Handlers get the frozen ``TurnContext`` and return the reply.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from gateway.turn import TurnContext
+
+Handler = Callable[[TurnContext, str], Awaitable[str]]
+
+_COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_\-]*)(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    summary: str
+    handler: Handler
+    owner_only: bool = False
+    private_only: bool = False
+    usage: str = ""
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``"/dream_log abc"`` -> ``("dream-log", "abc")``; None when ``text`` is not a command."""
+    match = _COMMAND.match(text.strip())
+    if match is None:
+        return None
+    return match.group(1).lower().replace("_", "-"), (match.group(2) or "").strip()
+
+
+class CommandRegistry:
+    def __init__(self) -> None:
+        self._commands: dict[str, Command] = {}
+
+    def add(self, command: Command) -> None:
+        self._commands[command.name] = command
+
+    def names(self) -> list[str]:
+        return list(self._commands)
+
+    def get(self, name: str) -> Command | None:
+        return self._commands.get(name)
+
+    def help_text(self, ctx: TurnContext) -> str:
+        lines = ["Commands:"]
+        for cmd in self._commands.values():
+            if cmd.owner_only and not ctx.is_owner:
+                continue
+            usage = f" {cmd.usage}" if cmd.usage else ""
+            lines.append(f"/{cmd.name}{usage} — {cmd.summary}")
+        lines.append("Anything else is a message to the assistant.")
+        return "\n".join(lines)
+
+    async def dispatch(self, ctx: TurnContext, name: str, args: str) -> str:
+        cmd = self._commands.get(name)
+        if cmd is None:
+            close = [n for n in self._commands if n.startswith(name[:3])]
+            hint = f" Did you mean /{close[0]}?" if close else ""
+            return f"Unknown command /{name}.{hint} Send /help for the list."
+        if cmd.owner_only and not ctx.is_owner:
+            return f"/{name} is only for the owner of this assistant."
+        if cmd.private_only and ctx.chat_type != "private":
+            return f"/{name} works only in a private chat with the assistant."
+        return await cmd.handler(ctx, args)

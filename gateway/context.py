@@ -1,0 +1,264 @@
+"""The ContextBuilder: system prompt and message list for a turn (DESIGN §6).
+
+The system prompt is byte-stable between turns so providers' prefix caches keep hitting:
+identity and runtime, bootstrap files, skills come first; the volatile sections (memory,
+recent history) last. Time and per-turn data ride in a ``[Runtime Context]`` block in
+front of the current user message instead. File contents are cached by mtime: a turn
+re-reads a file only when it changed (``refresh`` runs the stats in a worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import platform
+import sys
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+from config.schema import AgentDefaults
+from gateway.skills import Skill, SkillsLoader
+from gateway.turn import TurnContext
+from memory import tokens
+from memory.sessions import Session
+
+SECTION_SEPARATOR = "\n\n---\n\n"
+RUNTIME_HEADER = "[Runtime Context — metadata only, not instructions]"
+INTERRUPTED_RESULT = "[interrupted: this tool call did not complete and was not re-run]"
+
+CHANNEL_HINTS = {
+    "telegram": "Replies render as Telegram messages: short paragraphs, simple markdown, no tables.",
+    "slack": "Replies render in Slack: simple markdown, no tables.",
+    "cli": "Replies print in a terminal: plain text or light markdown.",
+    "webhook": "Replies go to an HTTP client: plain text unless asked otherwise.",
+    "web": "Replies render as markdown in a web page.",
+}
+
+_LLM_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+class HistorySource(Protocol):
+    """The part of ``memory.store.MemoryStore`` the prompt needs (in-memory, per turn)."""
+
+    async def recent(self, *, limit: int, session_keys: Collection[str] | None = None) -> list[Any]: ...
+
+
+@dataclass(slots=True)
+class _CachedFile:
+    mtime_ns: int
+    text: str
+
+
+class WorkspaceFiles:
+    """mtime-checked cache of the small markdown files the prompt embeds."""
+
+    def __init__(self, workspace: Path, names: Collection[str]) -> None:
+        self.workspace = workspace
+        self.names = tuple(names)
+        self._cache: dict[str, _CachedFile] = {}
+
+    def refresh(self) -> None:
+        """Blocking: stat each file, re-read the changed ones. Run in a worker thread."""
+        for name in self.names:
+            path = self.workspace / name
+            try:
+                mtime = path.stat().st_mtime_ns
+            except OSError:
+                self._cache.pop(name, None)
+                continue
+            cached = self._cache.get(name)
+            if cached is None or cached.mtime_ns != mtime:
+                try:
+                    self._cache[name] = _CachedFile(mtime, path.read_text(encoding="utf-8").strip())
+                except (OSError, UnicodeDecodeError):
+                    self._cache.pop(name, None)
+
+    def get(self, name: str) -> str:
+        cached = self._cache.get(name)
+        return cached.text if cached else ""
+
+
+class ContextBuilder:
+    BOOTSTRAP = ("AGENTS.md", "SOUL.md", "TOOLS.md")
+    MEMORY_FILES = ("USER.md", "memory/MEMORY.md")
+
+    def __init__(self, agent: AgentDefaults, workspace: Path, *, history: HistorySource | None = None,
+                 skills: SkillsLoader | None = None,
+                 owner_sessions: Collection[str] | None = None) -> None:
+        self.agent = agent
+        self.workspace = workspace
+        self.history = history
+        self.skills = skills or SkillsLoader(workspace)
+        self.files = WorkspaceFiles(workspace, self.BOOTSTRAP + self.MEMORY_FILES)
+        # Keys of the owner's private sessions; a private owner chat sees their history too.
+        self.owner_sessions: Collection[str] = owner_sessions if owner_sessions is not None else set()
+        self._skills_sig: tuple | None = None
+        self._skills: list[Skill] = []
+        self._stable_cache: dict[tuple, str] = {}
+
+    async def refresh(self) -> None:
+        """Pick up edited bootstrap/memory files and skills (stats in a worker thread)."""
+        await asyncio.to_thread(self._refresh_blocking)
+
+    def _refresh_blocking(self) -> None:
+        before = {n: self.files.get(n) for n in self.BOOTSTRAP}
+        self.files.refresh()
+        sig = self.skills.signature()
+        changed = sig != self._skills_sig or any(self.files.get(n) != before[n] for n in self.BOOTSTRAP)
+        if sig != self._skills_sig:
+            self._skills_sig = sig
+            self._skills = self.skills.load()
+        if changed:
+            self._stable_cache.clear()
+
+    # -- system prompt ---------------------------------------------------------------------
+    def _identity(self, ctx: TurnContext) -> str:
+        hint = CHANNEL_HINTS.get(ctx.channel, "")
+        return (
+            "# lucidgate\n"
+            "You are a personal assistant with tools and a long-term memory kept in files.\n"
+            f"Runtime: {platform.system()} {platform.machine()}, Python "
+            f"{sys.version_info.major}.{sys.version_info.minor}. Workspace: {self.workspace} "
+            "(file tools resolve paths relative to it).\n"
+            f"Channel: {ctx.channel}. {hint}".rstrip()
+        )
+
+    def _skills_sections(self) -> list[str]:
+        sections = []
+        always = [s for s in self._skills if s.always and s.available]
+        if always:
+            sections.append("# Active Skills\n\n" + "\n\n".join(f"## {s.name}\n{s.body.strip()}" for s in always))
+        listed = [s for s in self._skills if not (s.always and s.available)]
+        if listed:
+            lines = []
+            for s in listed:
+                rel = s.path.relative_to(self.workspace) if s.path.is_relative_to(self.workspace) else s.path
+                status = "" if s.available else f" (unavailable: needs {', '.join(s.missing)})"
+                lines.append(f"- {s.name}: {s.description} [{rel}]{status}")
+            sections.append("# Skills\nRead a skill's file before using it.\n" + "\n".join(lines))
+        return sections
+
+    def stable_prompt(self, ctx: TurnContext) -> str:
+        """Identity, bootstrap files and skills: identical on every turn of a channel."""
+        key = (ctx.channel, ctx.is_owner)
+        cached = self._stable_cache.get(key)
+        if cached is not None:
+            return cached
+        sections = [self._identity(ctx)]
+        for name in self.BOOTSTRAP:
+            text = self.files.get(name)
+            if text:
+                sections.append(f"## {name}\n{text}")
+        sections.extend(self._skills_sections())
+        prompt = SECTION_SEPARATOR.join(sections)
+        self._stable_cache[key] = prompt
+        return prompt
+
+    def memory_section(self, ctx: TurnContext) -> str | None:
+        if not ctx.is_owner_private:
+            return None
+        parts = [f"## {name.split('/')[-1]}\n{self.files.get(name)}" for name in self.MEMORY_FILES
+                 if self.files.get(name)]
+        return "# Memory\n\n" + "\n\n".join(parts) if parts else None
+
+    def history_scope(self, ctx: TurnContext) -> set[str]:
+        """Which sessions' history this chat may see (a group never sees another chat's)."""
+        scope = {ctx.session_key}
+        if ctx.is_owner_private:
+            scope.update(self.owner_sessions)
+        return scope
+
+    async def history_section(self, ctx: TurnContext) -> str | None:
+        if self.history is None or self.agent.memory.recent_history_limit == 0:
+            return None
+        entries = await self.history.recent(limit=self.agent.memory.recent_history_limit,
+                                            session_keys=self.history_scope(ctx))
+        budget = self.agent.memory.recent_history_max_tokens
+        kept: list[str] = []
+        for entry in reversed(entries):  # newest first until the token cap
+            line = f"[{entry.timestamp}] {entry.content.strip()}"
+            budget -= tokens.count_text(line)
+            if budget < 0:
+                break
+            kept.append(line)
+        if not kept:
+            return None
+        return "# Recent History\n\n" + "\n".join(reversed(kept))
+
+    async def system_prompt(self, ctx: TurnContext) -> str:
+        sections = [self.stable_prompt(ctx)]
+        memory = self.memory_section(ctx)
+        if memory:
+            sections.append(memory)
+        history = await self.history_section(ctx)
+        if history:
+            sections.append(history)
+        return SECTION_SEPARATOR.join(sections)
+
+    # -- messages --------------------------------------------------------------------------
+    def runtime_block(self, ctx: TurnContext) -> str:
+        try:
+            tz = ZoneInfo(self.agent.timezone)
+        except Exception:
+            tz = ZoneInfo("UTC")
+        now = datetime.now(tz).strftime("%Y-%m-%d %H:%M %Z (%A)")
+        return (f"{RUNTIME_HEADER}\ntime: {now}\nchannel: {ctx.channel}\nchat_id: {ctx.chat_id}\n"
+                f"chat_type: {ctx.chat_type}\nsender: {ctx.sender_id} ({ctx.role})")
+
+    async def build(self, session: Session, ctx: TurnContext, *,
+                    tool_result_limit: int | None = None) -> list[dict[str, Any]]:
+        """The messages to send: system prompt + the session's active, sanitised messages."""
+        system = await self.system_prompt(ctx)
+        history = sanitise(session.active(), tool_result_limit=tool_result_limit)
+        last_user = max((i for i, m in enumerate(history) if m["role"] == "user"), default=None)
+        if last_user is not None:
+            msg = dict(history[last_user])
+            msg["content"] = f"{self.runtime_block(ctx)}\n\n{msg.get('content') or ''}"
+            history[last_user] = msg
+        return [{"role": "system", "content": system}, *history]
+
+
+def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = None) -> list[dict[str, Any]]:
+    """Turn transcript lines into a valid chat-completions message list.
+
+    Drops bookkeeping fields and error/cancel markers, drops orphan tool results, and gives
+    every assistant tool call a result (an "interrupted" note when the log has none), so a
+    crashed or stopped turn never produces a request the provider rejects.
+    """
+    out: list[dict[str, Any]] = []
+    open_calls: dict[str, str] = {}
+
+    def close_open_calls() -> None:
+        for call_id, name in open_calls.items():
+            out.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": INTERRUPTED_RESULT})
+        open_calls.clear()
+
+    for raw in messages:
+        role = raw.get("role")
+        if role == "tool":
+            call_id = raw.get("tool_call_id")
+            if call_id not in open_calls:
+                continue
+            open_calls.pop(call_id)
+            msg = {k: raw[k] for k in _LLM_KEYS if k in raw}
+            content = msg.get("content") or ""
+            if tool_result_limit is not None and len(content) > tool_result_limit:
+                msg["content"] = content[:tool_result_limit] + "\n…[truncated to fit the context window]"
+            out.append(msg)
+            continue
+        close_open_calls()
+        if raw.get("status") in ("error", "cancelled"):
+            continue
+        if role not in ("user", "assistant", "system"):
+            continue
+        msg = {k: raw[k] for k in _LLM_KEYS if k in raw}
+        if role == "assistant" and msg.get("tool_calls"):
+            open_calls = {c["id"]: c.get("function", {}).get("name", "") for c in msg["tool_calls"]}
+        if msg.get("content") is None and not msg.get("tool_calls"):
+            msg["content"] = ""
+        out.append(msg)
+    close_open_calls()
+    return out

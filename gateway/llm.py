@@ -1,0 +1,218 @@
+"""The one place lucidgate calls a model: litellm ``acompletion`` with our own retries.
+
+litellm and the OpenAI SDK retry on their own by default, which hides timing and request
+counts; we turn both off (``num_retries=0``, ``max_retries=0``) and back off here, with a
+base delay tests can shrink (DESIGN §8, §11). litellm is imported lazily — it costs
+seconds — and only after ``LITELLM_LOCAL_MODEL_COST_MAP`` is set so it never phones home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from typing import Any
+
+from config.schema import Config
+from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
+from gateway.metrics import Metrics
+from gateway.usage import UsageLedger
+from memory.protocols import ChatResult, ToolCall, Usage
+
+logger = logging.getLogger(__name__)
+
+_TRANSIENT_NAMES = {
+    "RateLimitError",
+    "APIConnectionError",
+    "Timeout",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "BadGatewayError",
+}
+
+
+def import_litellm() -> Any:
+    """Import litellm offline-safe: local cost map, no telemetry, quiet logging."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    litellm.drop_params = True
+    return litellm
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if type(exc).__name__ in _TRANSIENT_NAMES:
+        return True
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status >= 500 or status == 429)
+
+
+def _is_overflow(exc: BaseException) -> bool:
+    if type(exc).__name__ == "ContextWindowExceededError":
+        return True
+    text = str(exc).lower()
+    return "context_length_exceeded" in text or "maximum context length" in text
+
+
+class LiteLLMChatModel:
+    """Implements ``memory.protocols.ChatModel`` over litellm."""
+
+    def __init__(self, config: Config, *, usage: UsageLedger | None = None,
+                 metrics: Metrics | None = None) -> None:
+        self._config = config
+        self._usage = usage
+        self._metrics = metrics
+        self._litellm: Any = None
+
+    @property
+    def model(self) -> str:
+        return self._config.agent.model
+
+    def configured(self) -> tuple[bool, str]:
+        """Whether a provider is usable, and if not, what the user should do."""
+        name, provider = self._config.provider_for(self.model)
+        if provider is None:
+            return False, f"no providers.{name} entry in the config for model {self.model!r}"
+        if provider.api_base or provider.api_key.get_secret_value():
+            return True, "ok"
+        env_key = f"{name.upper()}_API_KEY"
+        if os.environ.get(env_key):
+            return True, "ok"
+        return False, (
+            f"no API key for {name}: set providers.{name}.apiKey in the config (or {env_key}), "
+            f"or point providers.{name}.apiBase at a local OpenAI-compatible server "
+            "(e.g. http://127.0.0.1:11434/v1 for Ollama)"
+        )
+
+    def _client(self) -> Any:
+        if self._litellm is None:
+            self._litellm = import_litellm()
+        return self._litellm
+
+    def _call_kwargs(self) -> dict[str, Any]:
+        agent = self._config.agent
+        name, provider = self._config.provider_for(agent.model)
+        kwargs: dict[str, Any] = {
+            "model": agent.model,
+            "timeout": agent.llm_timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,
+        }
+        if provider is not None:
+            key = provider.api_key.get_secret_value()
+            if key:
+                kwargs["api_key"] = key
+            elif provider.api_base:
+                kwargs["api_key"] = "sk-no-key"  # local servers ignore it; the SDK insists on one
+            if provider.api_base:
+                kwargs["api_base"] = provider.api_base
+            if provider.extra_headers:
+                kwargs["extra_headers"] = dict(provider.extra_headers)
+        return kwargs
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        job: str,
+        session_key: str | None = None,
+        max_tokens: int | None = None,
+    ) -> ChatResult:
+        if self._usage is not None and self._usage.over_daily_budget():
+            raise BudgetExceeded(
+                "today's token budget (usage.dailyTokenBudget) is spent; raise it or wait until tomorrow"
+            )
+        litellm = await asyncio.to_thread(self._client) if self._litellm is None else self._litellm
+        kwargs = self._call_kwargs()
+        kwargs["messages"] = messages
+        kwargs["max_tokens"] = max_tokens or self._config.agent.max_completion_tokens
+        if tools:
+            kwargs["tools"] = tools
+        agent = self._config.agent
+        attempts = agent.llm_retries + 1
+        for attempt in range(1, attempts + 1):
+            started = time.monotonic()
+            try:
+                response = await litellm.acompletion(**kwargs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._record_failure(job)
+                if _is_overflow(exc):
+                    raise ContextOverflowError(
+                        "the conversation is too long for the model's context window"
+                    ) from exc
+                if attempt < attempts and _is_transient(exc):
+                    delay = agent.llm_retry_base_delay_s * (2 ** (attempt - 1)) * (1 + random.random() / 4)
+                    logger.warning("LLM call failed (%s), retry %d/%d in %.2fs",
+                                   type(exc).__name__, attempt, attempts - 1, delay)
+                    await asyncio.sleep(delay)
+                    continue
+                raise LLMError(_user_message(exc)) from exc
+            result = _to_result(response)
+            logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
+            self._record_success(job, session_key, result.usage)
+            return result
+        raise LLMError("the model did not answer")  # unreachable: the loop returns or raises
+
+    def _record_failure(self, job: str) -> None:
+        if self._metrics is not None:
+            self._metrics.llm_call(job, "error")
+
+    def _record_success(self, job: str, session_key: str | None, usage: Usage) -> None:
+        if self._metrics is not None:
+            self._metrics.llm_call(job, "ok", usage.prompt_tokens, usage.completion_tokens,
+                                   usage.cached_tokens)
+        if self._usage is not None:
+            self._usage.record(job=job, session_key=session_key, model=self.model, usage=usage)
+
+
+def _user_message(exc: BaseException) -> str:
+    name = type(exc).__name__
+    if name == "AuthenticationError":
+        return "the model provider refused the API key; check providers.<name>.apiKey in the config"
+    if name in ("Timeout",) or "timed out" in str(exc).lower():
+        return "the model did not answer in time (agents.defaults.llmTimeoutS)"
+    if name == "APIConnectionError":
+        return "could not reach the model provider; check providers.<name>.apiBase and your network"
+    if name == "NotFoundError":
+        return "the model was not found at the provider; check agents.defaults.model"
+    if _is_transient(exc):
+        return "the model provider kept failing; please try again in a moment"
+    return f"the model call failed ({name})"
+
+
+def _to_result(response: Any) -> ChatResult:
+    choice = response.choices[0]
+    message = choice.message
+    calls = []
+    for i, call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = call.function
+        arguments = function.arguments
+        if not isinstance(arguments, str):
+            import json
+
+            arguments = json.dumps(arguments)
+        calls.append(ToolCall(id=call.id or f"call_{i}", name=function.name or "", arguments=arguments or ""))
+    usage_obj = getattr(response, "usage", None)
+    usage = Usage()
+    if usage_obj is not None:
+        details = getattr(usage_obj, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", 0) if details is not None else 0
+        usage = Usage(
+            prompt_tokens=int(getattr(usage_obj, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage_obj, "completion_tokens", 0) or 0),
+            cached_tokens=int(cached or 0),
+        )
+    return ChatResult(
+        content=message.content,
+        tool_calls=tuple(calls),
+        usage=usage,
+        finish_reason=getattr(choice, "finish_reason", None),
+    )

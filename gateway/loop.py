@@ -1,0 +1,319 @@
+"""The AgentLoop: consumes the bus, one ordered worker per session (DESIGN §2).
+
+Messages of one session are handled strictly in order; sessions run concurrently,
+bounded by ``maxConcurrentSessions``. The user's message is appended to its session
+(fsynced) before any LLM call and only then acked on the bus. ``/stop`` bypasses the
+session's queue and cancels the turn in flight. On start, turns that a crash or a
+shutdown cut off are resumed from the transcript's tail and answered on their channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Any, Protocol
+
+from channels.bus import Delivery, MessageBus
+from channels.messages import InboundMessage, OutboundError, OutboundText, OutboundTyping, Target
+from config.schema import Config
+from gateway.commands import CommandRegistry, parse_command
+from gateway.context import INTERRUPTED_RESULT
+from gateway.errors import LLMError
+from gateway.metrics import Metrics
+from gateway.roles import OwnerSessions, role_of
+from gateway.runner import TurnRunner
+from gateway.turn import TurnContext
+from memory.sessions import Session, SessionStore
+from config.errors import LucidError
+
+logger = logging.getLogger(__name__)
+
+STOPPED_NOTE = "[turn stopped by the user with /stop]"
+
+
+class ConsolidationHooks(Protocol):
+    async def before_turn(self, session: Session) -> None: ...
+    def schedule(self, session_key: str) -> None: ...
+    async def drain(self) -> None: ...
+
+
+class AgentLoop:
+    def __init__(self, *, config: Config, bus: MessageBus, sessions: SessionStore,
+                 runner: TurnRunner, commands: CommandRegistry, owner_sessions: OwnerSessions,
+                 consolidator: ConsolidationHooks | None = None,
+                 metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.bus = bus
+        self.sessions = sessions
+        self.runner = runner
+        self.commands = commands
+        self.owner_sessions = owner_sessions
+        self.consolidator = consolidator
+        self.metrics = metrics
+        self._queues: dict[str, deque[Delivery]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._turns: dict[str, asyncio.Task[Any]] = {}
+        self._stop_requested: set[str] = set()
+        self._semaphore = asyncio.Semaphore(config.agent.max_concurrent_sessions)
+        self._consumer: asyncio.Task[None] | None = None
+        self._resumer: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._consumer = asyncio.create_task(self._consume(), name="agent-consume")
+        self._resumer = asyncio.create_task(self.resume_interrupted(), name="agent-resume")
+
+    async def stop(self, grace_s: float = 0.0) -> None:
+        """Stop taking messages; let running turns finish within ``grace_s``, then cancel.
+
+        A turn cancelled here is *not* marked stopped: its user message stays pending in the
+        transcript and the next start resumes it.
+        """
+        for task in (self._consumer, self._resumer):
+            if task is not None:
+                task.cancel()
+        workers = [t for t in self._workers.values() if not t.done()]
+        if workers and grace_s > 0:
+            await asyncio.wait(workers, timeout=grace_s)
+        for task in list(self._workers.values()) + list(self._turns.values()):
+            task.cancel()
+        await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        if self.consolidator is not None:
+            await self.consolidator.drain()
+
+    @property
+    def active_turns(self) -> int:
+        return len(self._turns)
+
+    @property
+    def queued(self) -> int:
+        return sum(len(q) for q in self._queues.values())
+
+    async def idle(self) -> None:
+        """Wait until no session has queued or running work (tests, benchmarks, CLI)."""
+        while self._workers:
+            await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+
+    # -- intake ----------------------------------------------------------------------------
+    async def _consume(self) -> None:
+        while True:
+            delivery = await self.bus.consume_inbound()
+            self.submit(delivery)
+
+    def submit(self, delivery: Delivery) -> None:
+        msg = delivery.msg
+        if self.metrics is not None:
+            self.metrics.message_in(msg.channel)
+        parsed = parse_command(msg.text)
+        if parsed is not None and parsed[0] == "stop":
+            asyncio.create_task(self._handle_stop(delivery), name=f"stop-{msg.session_key}")
+            return
+        key = msg.session_key
+        self._queues.setdefault(key, deque()).append(delivery)
+        if key not in self._workers:
+            self._workers[key] = asyncio.create_task(self._session_worker(key), name=f"session-{key}")
+
+    async def _session_worker(self, key: str) -> None:
+        queue = self._queues[key]
+        try:
+            while queue:
+                delivery = queue.popleft()
+                async with self._semaphore:
+                    await self._handle(delivery)
+        finally:
+            self._workers.pop(key, None)
+            if not queue:
+                self._queues.pop(key, None)
+
+    # -- one message -----------------------------------------------------------------------
+    def context_for(self, msg: InboundMessage) -> TurnContext:
+        return TurnContext(
+            session_key=msg.session_key, channel=msg.channel, chat_id=msg.chat_id,
+            sender_id=msg.sender_id, role=role_of(self.config, msg.channel, msg.sender_id),
+            chat_type=msg.chat_type, workspace=self.config.workspace, thread_id=msg.thread_id,
+            message_id=msg.message_id,
+        )
+
+    async def _handle(self, delivery: Delivery) -> None:
+        msg = delivery.msg
+        ctx = self.context_for(msg)
+        try:
+            parsed = parse_command(msg.text)
+            if parsed is not None:
+                await self.bus.ack(delivery)
+                reply = await self.commands.dispatch(ctx, *parsed)
+                await self._reply(ctx.target, reply, msg.message_id)
+                return
+            refusal = self._refuse(msg)
+            if refusal is not None:
+                await self.bus.ack(delivery)
+                await self.bus.publish_outbound(OutboundError(ctx.target, refusal, msg.message_id))
+                return
+            session = await self.sessions.get(msg.session_key, origin=_origin(msg))
+            if not _already_persisted(session, delivery.receipt):
+                await self.sessions.append(session, _user_line(msg, delivery.receipt), sync=True)
+            await self.bus.ack(delivery)
+            if ctx.is_owner_private:
+                await asyncio.to_thread(self.owner_sessions.add_persist, msg.session_key)
+            await self._run_turn(session, ctx, reply_to=msg.message_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("handling a message for %s failed", msg.session_key)
+            await self.bus.publish_outbound(OutboundError(
+                ctx.target, "Something went wrong on my side; your message is saved.", msg.message_id))
+
+    def _refuse(self, msg: InboundMessage) -> str | None:
+        limit = self.config.agent.max_message_chars
+        if not msg.text.strip() and not msg.media:
+            return "Your message was empty, so there is nothing to answer."
+        if len(msg.text) > limit:
+            return (f"Your message is {len(msg.text):,} characters; the limit is {limit:,} "
+                    "(agents.defaults.maxMessageChars). Please send it in parts or as a file.")
+        return None
+
+    async def _run_turn(self, session: Session, ctx: TurnContext, *, reply_to: str | None) -> None:
+        """One agent turn, as a task ``/stop`` can cancel; replies on the origin channel."""
+        started = time.monotonic()
+        await self.bus.publish_outbound(OutboundTyping(ctx.target))
+        turn = asyncio.create_task(self._turn_body(session, ctx), name=f"turn-{ctx.session_key}")
+        self._turns[ctx.session_key] = turn
+        try:
+            text = await turn
+        except asyncio.CancelledError:
+            if ctx.session_key in self._stop_requested and turn.cancelled():
+                self._stop_requested.discard(ctx.session_key)
+                await self.sessions.append(session, {"role": "assistant", "content": STOPPED_NOTE,
+                                                     "status": "cancelled"})
+                await self._reply(ctx.target, "Stopped.", reply_to)
+                return
+            raise
+        except LucidError as exc:
+            logger.warning("turn for %s failed: %s", ctx.session_key, exc)
+            await self.sessions.append(session, {"role": "assistant", "content": f"(no reply: {exc})",
+                                                 "status": "error"})
+            await self.bus.publish_outbound(OutboundError(ctx.target, f"Sorry — {exc}.", reply_to))
+            return
+        finally:
+            self._turns.pop(ctx.session_key, None)
+            if self.metrics is not None:
+                self.metrics.observe_turn(time.monotonic() - started)
+        await self._reply(ctx.target, text, reply_to)
+        if self.consolidator is not None:
+            self.consolidator.schedule(session.key)
+
+    async def _turn_body(self, session: Session, ctx: TurnContext) -> str:
+        if self.consolidator is not None:
+            await self.consolidator.before_turn(session)
+            session = self.sessions.cached(session.key) or session
+        result = await self.runner.run(session, ctx)
+        return result.text
+
+    async def _reply(self, target: Target, text: str, reply_to: str | None) -> None:
+        await self.bus.publish_outbound(OutboundText(target, text, in_reply_to=reply_to))
+        if self.metrics is not None:
+            self.metrics.message_out(target.channel)
+
+    async def _handle_stop(self, delivery: Delivery) -> None:
+        msg = delivery.msg
+        await self.bus.ack(delivery)
+        key = msg.session_key
+        turn = self._turns.get(key)
+        ctx = self.context_for(msg)
+        if turn is None or turn.done():
+            await self._reply(ctx.target, "Nothing is running right now.", msg.message_id)
+            return
+        self._stop_requested.add(key)
+        turn.cancel()
+
+    # -- recovery --------------------------------------------------------------------------
+    async def resume_interrupted(self) -> None:
+        """Finish turns a crash or shutdown cut off, answering on their origin channel."""
+        keys = await asyncio.to_thread(self.sessions.keys_on_disk)
+        for key in keys:
+            session = await self.sessions.get(key)
+            state = session.pending_state()
+            origin = session.metadata.get("origin")
+            if state is None or not origin:
+                continue
+            if not self.bus.has_route(origin.get("channel", "")):
+                continue  # its channel is not running in this process; it stays pending
+            if key in self._workers:
+                continue  # a new message for it is already being handled; it will carry on
+            logger.info("resuming an interrupted turn in %s (%s)", key, state)
+            self._workers[key] = asyncio.create_task(self._resume(session, origin), name=f"resume-{key}")
+
+    async def _resume(self, session: Session, origin: dict[str, Any]) -> None:
+        try:
+            last_user = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
+            msg = InboundMessage(
+                channel=origin["channel"], chat_id=origin["chat_id"],
+                sender_id=str(last_user.get("sender_id", "")), text="",
+                chat_type=origin.get("chat_type", "private"), thread_id=origin.get("thread_id"),
+                message_id=last_user.get("message_id"),
+            )
+            ctx = self.context_for(msg)
+            await self._close_interrupted_calls(session)
+            async with self._semaphore:
+                await self._run_turn(session, ctx, reply_to=msg.message_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("could not resume the turn in %s", session.key)
+        finally:
+            self._workers.pop(session.key, None)
+            queue = self._queues.get(session.key)
+            if queue:
+                self._workers[session.key] = asyncio.create_task(
+                    self._session_worker(session.key), name=f"session-{session.key}")
+
+
+    async def _close_interrupted_calls(self, session: Session) -> None:
+        """Record tool calls that were in flight at the crash as interrupted, never re-run."""
+        open_calls: dict[str, str] = {}
+        for m in session.messages[session.last_consolidated:]:
+            if m.get("role") == "assistant":
+                open_calls = {c["id"]: c.get("function", {}).get("name", "")
+                              for c in m.get("tool_calls") or []}
+            elif m.get("role") == "tool":
+                open_calls.pop(m.get("tool_call_id"), None)
+            else:
+                open_calls = {}
+        if open_calls:
+            await self.sessions.append(session, *[
+                {"role": "tool", "tool_call_id": cid, "name": name, "content": INTERRUPTED_RESULT}
+                for cid, name in open_calls.items()
+            ], sync=True)
+
+
+def _origin(msg: InboundMessage) -> dict[str, Any]:
+    return {"channel": msg.channel, "chat_id": msg.chat_id, "chat_type": msg.chat_type,
+            "thread_id": msg.thread_id}
+
+
+def _user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
+    line: dict[str, Any] = {"role": "user", "content": _content(msg), "sender_id": msg.sender_id}
+    if msg.message_id is not None:
+        line["message_id"] = msg.message_id
+    if receipt is not None:
+        line["inbox"] = receipt
+    return line
+
+
+def _content(msg: InboundMessage) -> str:
+    if not msg.media:
+        return msg.text
+    missing = [m for m in msg.media if m not in msg.text]
+    return "\n".join([msg.text, *(f"[attachment: {m}]" for m in missing)]).strip()
+
+
+def _already_persisted(session: Session, receipt: str | None) -> bool:
+    """A replayed inbox entry whose user line made it to the transcript before the crash."""
+    if receipt is None:
+        return False
+    for m in reversed(session.messages[-50:]):
+        if m.get("role") == "user" and m.get("inbox") == receipt:
+            return True
+    return False

@@ -1,0 +1,138 @@
+"""The tool loop of one turn (DESIGN §8), appending to the transcript as it goes.
+
+The log is its own checkpoint: the assistant message carrying ``tool_calls`` is appended
+before the tools run and each tool result as it completes, so a crash at any point leaves
+a transcript the next start can resume from. Context overflow is handled in three steps:
+retry with tool results truncated, then after a forced consolidation round, then fail.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.context import ContextBuilder
+from gateway.errors import ContextOverflowError, LLMError
+from gateway.metrics import Metrics
+from gateway.tools.base import ToolRegistry
+from gateway.turn import TurnContext
+from memory import tokens
+from memory.protocols import ChatModel, ChatResult
+from memory.sessions import Session, SessionStore
+
+logger = logging.getLogger(__name__)
+
+OVERFLOW_TOOL_RESULT_LIMIT = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    text: str
+    iterations: int
+    tool_calls: int
+
+
+class TurnRunner:
+    def __init__(self, *, model: ChatModel, builder: ContextBuilder, tools: ToolRegistry,
+                 sessions: SessionStore, max_iterations: int,
+                 force_consolidation: Callable[[Session], Awaitable[bool]] | None = None,
+                 metrics: Metrics | None = None) -> None:
+        self.model = model
+        self.builder = builder
+        self.tools = tools
+        self.sessions = sessions
+        self.max_iterations = max_iterations
+        self.force_consolidation = force_consolidation
+        self.metrics = metrics
+
+    async def run(self, session: Session, ctx: TurnContext) -> TurnResult:
+        """Run the model/tool loop until a final answer; raises ``LLMError`` on failure."""
+        await self.builder.refresh()
+        tool_calls = 0
+        for iteration in range(1, self.max_iterations + 1):
+            result = await self._complete(session, ctx)
+            if not result.tool_calls:
+                text = (result.content or "").strip() or "(no answer)"
+                await self.sessions.append(session, {"role": "assistant", "content": text})
+                return TurnResult(text, iteration, tool_calls)
+            await self.sessions.append(session, {
+                "role": "assistant",
+                "content": result.content,
+                "tool_calls": [c.as_message_part() for c in result.tool_calls],
+            })
+            for call in result.tool_calls:
+                started = time.monotonic()
+                output = await self.tools.execute(ctx, call.name, call.arguments)
+                tool_calls += 1
+                if self.metrics is not None:
+                    self.metrics.tool_call(call.name, "error" if output.startswith("Error:") else "ok")
+                logger.debug("tool %s took %.3fs", call.name, time.monotonic() - started)
+                await self.sessions.append(session, {
+                    "role": "tool", "tool_call_id": call.id, "name": call.name, "content": output,
+                })
+        text = (f"I stopped after {self.max_iterations} tool steps without finishing. "
+                "Tell me how to continue, or narrow the task.")
+        await self.sessions.append(session, {"role": "assistant", "content": text})
+        return TurnResult(text, self.max_iterations, tool_calls)
+
+    async def _complete(self, session: Session, ctx: TurnContext) -> ChatResult:
+        schemas = self.tools.schemas(ctx)
+        messages = await self.builder.build(session, ctx)
+        try:
+            return await self.model.complete(messages, tools=schemas or None, job="turn",
+                                             session_key=session.key)
+        except ContextOverflowError:
+            logger.warning("context overflow in %s: retrying with tool results truncated", session.key)
+        messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)
+        try:
+            return await self.model.complete(messages, tools=schemas or None, job="turn",
+                                             session_key=session.key)
+        except ContextOverflowError:
+            logger.warning("context overflow in %s: forcing a consolidation round", session.key)
+        if self.force_consolidation is not None and await self.force_consolidation(session):
+            messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)
+            try:
+                return await self.model.complete(messages, tools=schemas or None, job="turn",
+                                                 session_key=session.key)
+            except ContextOverflowError:
+                pass
+        raise LLMError("this conversation no longer fits the model's context window; "
+                       "send /new to start fresh (nothing is lost: it is archived to memory)")
+
+
+class PromptEstimator:
+    """Tokens the session's next prompt would take; cheap enough to run after every turn.
+
+    Per-message counts are cached on the in-memory message dicts (``_tok``, never written
+    to disk), and the system prompt's count by its text, so the cost per call is a sum.
+    """
+
+    RUNTIME_BLOCK_TOKENS = 60
+
+    def __init__(self, builder: ContextBuilder, tools: ToolRegistry) -> None:
+        self.builder = builder
+        self.tools = tools
+        self._system_counts: dict[int, int] = {}
+
+    async def estimate(self, session: Session, ctx: TurnContext) -> int:
+        system = await self.builder.system_prompt(ctx)
+        key = hash(system)
+        system_tokens = self._system_counts.get(key)
+        if system_tokens is None:
+            if len(self._system_counts) > 64:
+                self._system_counts.clear()
+            system_tokens = self._system_counts[key] = tokens.count_text(system)
+        total = system_tokens + tokens.count_tools(self.tools.schemas(ctx)) + self.RUNTIME_BLOCK_TOKENS
+        for msg in session.active():
+            total += _message_tokens(msg)
+        return total
+
+
+def _message_tokens(msg: dict[str, Any]) -> int:
+    cached = msg.get("_tok")
+    if cached is None:
+        cached = msg["_tok"] = tokens.count_message(msg)
+    return int(cached)

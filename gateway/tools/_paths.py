@@ -1,0 +1,157 @@
+"""Path confinement and small file helpers shared by the file tools (DESIGN §8, §9).
+
+Every path the model names is taken relative to the turn's workspace. With
+``restrictToWorkspace`` on, the path is fully resolved first (symlinks followed, ``..``
+normalised) and must land inside the resolved workspace, so neither ``../x``, an absolute
+path nor a symlink pointing out can escape. Some files in the workspace are the gateway's
+own state (session transcripts, the inbox journal, the memory git store); file tools
+refuse them for everyone, whatever the role, because a model that edits them corrupts the
+daemon and one that reads them leaks other chats.
+
+These helpers block on the file system: call them from ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from gateway.errors import ToolError
+
+Access = Literal["read", "write", "list"]
+
+# Folders no walk descends into (grep, list_dir): internal state or pure noise.
+SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache"})
+# Written only by the gateway (cursors, history); the model may read them but not write them.
+_GATEWAY_WRITTEN = frozenset({"memory/history.jsonl", "memory/.cursor", "memory/.dream_cursor"})
+_SNIFF_BYTES = 8192
+
+
+def resolve(workspace: Path, raw: str, *, restrict: bool, access: Access) -> Path:
+    """Turn the model's ``raw`` path into an absolute, resolved path it may use.
+
+    Raises ``ToolError`` (with a message the model can act on) for escapes and for the
+    gateway's internal files.
+    """
+    if not raw or not raw.strip():
+        raise ToolError("path is empty; give a path relative to the workspace, e.g. 'notes/todo.md'")
+    if "\x00" in raw:
+        raise ToolError("path contains a NUL character")
+    root = workspace.resolve()
+    candidate = Path(raw.strip()).expanduser()
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    resolved = candidate.resolve()
+    if restrict and not resolved.is_relative_to(root):
+        raise ToolError(
+            f"{raw!r} is outside the workspace (after resolving '..' and symlinks); "
+            "file tools only reach files inside the workspace, use a relative path"
+        )
+    reason = internal_reason(root, resolved, access)
+    if reason:
+        raise ToolError(f"{raw!r} is internal gateway state ({reason}); file tools cannot {access} it")
+    return resolved
+
+
+def internal_reason(root: Path, resolved: Path, access: Access) -> str | None:
+    """Why ``resolved`` is off limits for ``access``, or None when it is an ordinary file."""
+    try:
+        rel = resolved.relative_to(root)
+    except ValueError:
+        return None
+    parts = rel.parts
+    if ".git" in parts:
+        return "the .git folder is the memory version store"
+    if access == "list":
+        return None
+    if len(parts) > 1 and parts[0] == "sessions":
+        return "session transcripts are private to their chats"
+    if rel.as_posix() == "inbox.jsonl":
+        return "the inbox journal holds undelivered messages"
+    if access == "write" and rel.as_posix() in _GATEWAY_WRITTEN:
+        return "this file is written only by the memory pipeline"
+    return None
+
+
+def display(root: Path, path: Path) -> str:
+    """The path as the model should write it back: relative to the workspace when inside."""
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return str(path)
+    return rel.as_posix() or "."
+
+
+def is_binary(path: Path) -> bool:
+    """A NUL byte in the first 8 KiB: the same heuristic git and grep use."""
+    with open(path, "rb") as fh:
+        return b"\x00" in fh.read(_SNIFF_BYTES)
+
+
+def read_text_strict(path: Path, shown: str) -> str:
+    """The whole file as text, line endings kept, for rewriting it.
+
+    Refuses folders, missing and binary files, and files that are not valid UTF-8: a lossy
+    decode written back would silently corrupt the bytes the model never saw.
+    """
+    require_text_file(path, shown)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(
+            f"{shown} is not valid UTF-8 (byte {exc.start}); editing it would corrupt it"
+        ) from None
+
+
+def require_text_file(path: Path, shown: str) -> None:
+    require_file(path, shown)
+    if is_binary(path):
+        raise ToolError(f"{shown} is a binary file; only text files can be read or edited")
+
+
+def require_file(path: Path, shown: str) -> None:
+    if path.is_dir():
+        raise ToolError(f"{shown} is a directory; use list_dir to see what it contains")
+    if not path.exists():
+        raise ToolError(f"{shown} does not exist; use list_dir or grep to find the right path")
+    if not path.is_file():
+        raise ToolError(f"{shown} is not a regular file")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temp file in the same folder, fsync, ``os.replace``; keep the file's mode."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        # mkstemp creates 0600; keep an existing file's mode, give a new one the usual mode.
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@lru_cache(maxsize=1)
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022

@@ -1,0 +1,28 @@
+"""The six built-in tools, configured from ``config.tools`` (DESIGN §8, §10)."""
+
+from __future__ import annotations
+
+from config import Config
+from gateway.tools.base import Tool
+from gateway.tools.files import EditFile, ListDir, ReadFile, WriteFile
+from gateway.tools.search import Grep
+from gateway.tools.shell import ExecTool
+
+# read_file keeps its own page below the registry's cap so its "continue with offset=" footer
+# survives instead of being cut by the generic truncation marker.
+_READ_MARGIN = 500
+
+
+def builtin_tools(config: Config) -> list[Tool]:
+    """read_file, write_file, edit_file, list_dir, grep and exec (owner only)."""
+    tools = config.tools
+    restrict = tools.restrict_to_workspace
+    result_cap = config.agents.defaults.max_tool_result_chars
+    return [
+        ReadFile(restrict=restrict, max_chars=max(500, min(12_000, result_cap - _READ_MARGIN))),
+        WriteFile(restrict=restrict),
+        EditFile(restrict=restrict),
+        ListDir(restrict=restrict),
+        Grep(restrict=restrict),
+        ExecTool(timeout_s=tools.exec.timeout_s, max_output_chars=tools.exec.max_output_chars),
+    ]

@@ -1,0 +1,301 @@
+"""File tools: read_file, write_file, edit_file, list_dir (DESIGN §8).
+
+Each tool is configured once (``restrict``: confine paths to the workspace) and holds no
+per-turn state; the workspace comes from the ``TurnContext``. All file system work runs
+in a worker thread so a slow disk never stalls the event loop. Refusals raise
+``ToolError`` with a message that tells the model what to do instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from gateway.errors import ToolError
+from gateway.tools import _paths
+from gateway.tools.base import ToolParams
+from gateway.turn import TurnContext
+
+MAX_LINE_CHARS = 2000
+_PATH_HELP = "Relative to the workspace"
+
+
+class _FileTool:
+    owner_only: ClassVar[bool] = False
+
+    def __init__(self, *, restrict: bool = True) -> None:
+        self.restrict = restrict
+
+    def _resolve(self, ctx: TurnContext, raw: str, access: _paths.Access) -> tuple[Path, str]:
+        path = _paths.resolve(ctx.workspace, raw, restrict=self.restrict, access=access)
+        return path, _paths.display(ctx.workspace.resolve(), path)
+
+
+# --------------------------------------------------------------------------- read_file
+
+
+class ReadFile(_FileTool):
+    name: ClassVar[str] = "read_file"
+    description: ClassVar[str] = "Read a text file with line numbers; page big files with offset/limit."
+
+    class Params(ToolParams):
+        path: str = Field(description=_PATH_HELP)
+        offset: int = Field(1, ge=1, description="First line, 1-based")
+        limit: int = Field(2000, ge=1)
+
+    def __init__(self, *, restrict: bool = True, max_chars: int = 12_000) -> None:
+        super().__init__(restrict=restrict)
+        self.max_chars = max_chars
+
+    async def run(self, ctx: TurnContext, params: Params) -> str:
+        return await asyncio.to_thread(self._read, ctx, params)
+
+    def _read(self, ctx: TurnContext, params: Params) -> str:
+        path, shown = self._resolve(ctx, params.path, "read")
+        _paths.require_text_file(path, shown)
+        budget = max(200, self.max_chars - 200)  # room for the footer
+        out: list[str] = []
+        used = 0
+        first, last, total = params.offset, params.offset - 1, 0
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                total = number
+                if number < first or number >= first + params.limit or used >= budget:
+                    continue
+                text = line.rstrip("\n")
+                if len(text) > MAX_LINE_CHARS:
+                    text = text[:MAX_LINE_CHARS] + f" …[line cut at {MAX_LINE_CHARS} chars]"
+                entry = f"{number:>6}\t{text}"
+                if out and used + len(entry) + 1 > budget:
+                    used = budget
+                    continue
+                out.append(entry)
+                used += len(entry) + 1
+                last = number
+        if total == 0:
+            return f"({shown} is empty)"
+        if first > total:
+            raise ToolError(f"offset {first} is past the end of {shown}, which has {total} lines")
+        body = "\n".join(out)
+        if first > 1 or last < total:
+            more = f"; continue with offset={last + 1}" if last < total else ""
+            body += f"\n[{shown}: lines {first}-{last} of {total}{more}]"
+        return body
+
+
+# -------------------------------------------------------------------------- write_file
+
+
+class WriteFile(_FileTool):
+    name: ClassVar[str] = "write_file"
+    description: ClassVar[str] = "Create or overwrite a file (makes parent folders). Use edit_file for changes."
+
+    class Params(ToolParams):
+        path: str = Field(description=_PATH_HELP)
+        content: str
+
+    async def run(self, ctx: TurnContext, params: Params) -> str:
+        return await asyncio.to_thread(self._write, ctx, params)
+
+    def _write(self, ctx: TurnContext, params: Params) -> str:
+        path, shown = self._resolve(ctx, params.path, "write")
+        if path.is_dir():
+            raise ToolError(f"{shown} is a directory; give a file path")
+        existed = path.exists()
+        data = params.content.encode("utf-8")
+        _paths.atomic_write(path, data)
+        verb = "Overwrote" if existed else "Created"
+        return f"{verb} {shown} ({len(data)} bytes)"
+
+
+# --------------------------------------------------------------------------- edit_file
+
+
+class EditFile(_FileTool):
+    name: ClassVar[str] = "edit_file"
+    description: ClassVar[str] = "Replace exact text in a file; old_text must be unique unless replace_all."
+
+    class Params(ToolParams):
+        path: str = Field(description=_PATH_HELP)
+        old_text: str = Field(min_length=1)
+        new_text: str
+        replace_all: bool = False
+
+    async def run(self, ctx: TurnContext, params: Params) -> str:
+        if params.old_text == params.new_text:
+            raise ToolError("old_text and new_text are identical; nothing would change")
+        return await asyncio.to_thread(self._edit, ctx, params)
+
+    def _edit(self, ctx: TurnContext, params: Params) -> str:
+        path, shown = self._resolve(ctx, params.path, "write")
+        text = _paths.read_text_strict(path, shown)
+        old, new = _match_line_endings(text, params.old_text, params.new_text)
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(miss_message(text, old, shown))
+        if count > 1 and not params.replace_all:
+            lines = _occurrence_lines(text, old)
+            where = ", ".join(str(n) for n in lines[:10]) + (", …" if len(lines) > 10 else "")
+            raise ToolError(
+                f"old_text occurs {count} times in {shown} (lines {where}); include more "
+                "surrounding text to make it unique, or set replace_all=true"
+            )
+        updated = text.replace(old, new) if params.replace_all else text.replace(old, new, 1)
+        _paths.atomic_write(path, updated.encode("utf-8"))
+        replaced = count if params.replace_all else 1
+        return f"Edited {shown}: replaced {replaced} occurrence{'s' if replaced > 1 else ''}"
+
+
+def _match_line_endings(text: str, old: str, new: str) -> tuple[str, str]:
+    """Models write ``\\n``; a CRLF file would then never match. Adopt the file's endings."""
+    if "\r\n" in text and "\r" not in old and old not in text:
+        return old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+    return old, new
+
+
+def _occurrence_lines(text: str, needle: str) -> list[int]:
+    lines, start = [], 0
+    while (index := text.find(needle, start)) != -1:
+        lines.append(text.count("\n", 0, index) + 1)
+        start = index + len(needle)
+    return lines
+
+
+def miss_message(text: str, old: str, shown: str) -> str:
+    """Explain a failed match with a diff against the most similar region of the file."""
+    head = f"old_text was not found in {shown}."
+    file_lines = text.splitlines()
+    old_lines = old.splitlines() or [old]
+    if not file_lines:
+        return f"{head} The file is empty; use write_file to give it content."
+    start, ratio = closest_region(file_lines, old_lines)
+    if ratio < 0.3:
+        return f"{head} Nothing in it resembles old_text; read_file it and copy the exact text."
+    end = min(len(file_lines), start + len(old_lines))
+    region = file_lines[start:end]
+    diff = difflib.unified_diff(
+        old_lines, region, fromfile="old_text", tofile=f"{shown} lines {start + 1}-{end}", lineterm="", n=2
+    )
+    diff_text = "\n".join(diff)
+    if len(diff_text) > 3000:
+        diff_text = diff_text[:3000] + "\n…[diff cut]"
+    hint = ""
+    if " ".join(old.split()) == " ".join("\n".join(region).split()):
+        hint = " They differ only in whitespace or indentation."
+    return (
+        f"{head} Closest region is lines {start + 1}-{end} ({ratio:.0%} similar).{hint} "
+        f"Diff from your old_text to the file:\n{diff_text}\n"
+        "Retry with old_text copied exactly from the file."
+    )
+
+
+def closest_region(file_lines: list[str], old_lines: list[str]) -> tuple[int, float]:
+    """Start index and similarity of the window of ``len(old_lines)`` lines most like old_text.
+
+    A cheap upper bound (``quick_ratio``) ranks every window; only the best few get the
+    exact (quadratic) ratio, so a miss in a long file stays fast.
+    """
+    width = min(len(old_lines), len(file_lines))
+    target = "\n".join(old_lines)
+    matcher = difflib.SequenceMatcher(None, autojunk=False)
+    matcher.set_seq2(target)
+    bounds: list[tuple[float, int]] = []
+    for start in range(len(file_lines) - width + 1):
+        matcher.set_seq1("\n".join(file_lines[start : start + width]))
+        bounds.append((matcher.quick_ratio(), start))
+    bounds.sort(reverse=True)
+    best_start, best_ratio = 0, -1.0
+    for bound, start in bounds[:25]:
+        if bound <= best_ratio:
+            break
+        matcher.set_seq1("\n".join(file_lines[start : start + width]))
+        ratio = matcher.ratio()
+        if ratio > best_ratio:
+            best_start, best_ratio = start, ratio
+    return best_start, max(best_ratio, 0.0)
+
+
+# ---------------------------------------------------------------------------- list_dir
+
+
+class ListDir(_FileTool):
+    name: ClassVar[str] = "list_dir"
+    description: ClassVar[str] = "List a directory (folders end with /, files show sizes)."
+
+    class Params(ToolParams):
+        path: str = Field(".", description=_PATH_HELP)
+        depth: int = Field(1, ge=1, le=5)
+
+    def __init__(self, *, restrict: bool = True, max_entries: int = 200) -> None:
+        super().__init__(restrict=restrict)
+        self.max_entries = max_entries
+
+    async def run(self, ctx: TurnContext, params: Params) -> str:
+        return await asyncio.to_thread(self._list, ctx, params)
+
+    def _list(self, ctx: TurnContext, params: Params) -> str:
+        path, shown = self._resolve(ctx, params.path, "list")
+        if not path.exists():
+            raise ToolError(f"{shown} does not exist")
+        if not path.is_dir():
+            raise ToolError(f"{shown} is a file, not a directory; use read_file to read it")
+        out: list[str] = []
+        complete = self._walk(path, params.depth, 0, out)
+        if not out:
+            return f"({shown} is empty)"
+        if not complete:
+            out.append(f"[stopped at {self.max_entries} entries; list a subfolder to see more]")
+        return "\n".join(out)
+
+    def _walk(self, folder: Path, depth: int, level: int, out: list[str]) -> bool:
+        """Append entries of ``folder``; False when the entry cap cut the listing short."""
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: (not _is_dir(e), e.name.lower()))
+        except PermissionError:
+            out.append(f"{'  ' * level}(permission denied)")
+            return True
+        indent = "  " * level
+        for entry in entries:
+            if entry.name == ".git":
+                continue
+            if len(out) >= self.max_entries:
+                return False
+            if entry.is_symlink():
+                out.append(f"{indent}{entry.name} -> {_readlink(entry.path)}")
+            elif entry.is_dir():
+                skipped = entry.name in _paths.SKIP_DIRS
+                out.append(f"{indent}{entry.name}/" + (" (not expanded)" if skipped else ""))
+                if level + 1 < depth and not skipped:
+                    if not self._walk(Path(entry.path), depth, level + 1, out):
+                        return False
+            else:
+                out.append(f"{indent}{entry.name}  {_size(entry)}")
+        return True
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    return entry.is_dir(follow_symlinks=False)
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def _size(entry: os.DirEntry[str]) -> str:
+    try:
+        size = float(entry.stat(follow_symlinks=False).st_size)
+    except OSError:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return "?"

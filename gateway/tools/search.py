@@ -1,0 +1,130 @@
+"""The grep tool: regex search over the workspace's text files (DESIGN §8).
+
+Python ``re`` in a worker thread, so the event loop never waits on the disk or a slow
+pattern. Results are bounded (matches, line length, files scanned) because every match
+costs prompt tokens. Binary files, ``.git`` and the gateway's internal files (session
+transcripts, inbox) are skipped: the same confinement as the file tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+from pydantic import Field
+
+from gateway.errors import ToolError
+from gateway.tools import _paths
+from gateway.tools.base import ToolParams
+from gateway.turn import TurnContext
+
+MAX_SHOWN_LINE = 300
+MAX_FILE_BYTES = 5 * 1024 * 1024
+
+
+class Grep:
+    name: ClassVar[str] = "grep"
+    description: ClassVar[str] = "Search text files for a Python regex; returns path:line: text."
+    owner_only: ClassVar[bool] = False
+
+    class Params(ToolParams):
+        pattern: str
+        path: str = "."
+        glob: str = Field("", description="File filter, e.g. *.py")
+        ignore_case: bool = False
+
+    def __init__(self, *, restrict: bool = True, max_matches: int = 100,
+                 max_files: int = 5000, time_limit_s: float = 10.0) -> None:
+        self.restrict = restrict
+        self.max_matches = max_matches
+        self.max_files = max_files
+        self.time_limit_s = time_limit_s
+
+    async def run(self, ctx: TurnContext, params: Params) -> str:
+        if not params.pattern:
+            raise ToolError("pattern is empty")
+        try:
+            regex = re.compile(params.pattern, re.IGNORECASE if params.ignore_case else 0)
+        except re.error as exc:
+            raise ToolError(f"invalid regex {params.pattern!r}: {exc}") from None
+        return await asyncio.to_thread(self._search, ctx, params, regex)
+
+    def _search(self, ctx: TurnContext, params: Params, regex: re.Pattern[str]) -> str:
+        root = ctx.workspace.resolve()
+        start = _paths.resolve(ctx.workspace, params.path, restrict=self.restrict, access="read")
+        if not start.exists():
+            raise ToolError(f"{params.path!r} does not exist")
+        deadline = time.monotonic() + self.time_limit_s
+        hits: list[str] = []
+        scanned = 0
+        stopped = ""
+        for file in self._files(root, start, params.glob):
+            if scanned >= self.max_files:
+                stopped = f"stopped after {self.max_files} files; narrow path or glob"
+                break
+            if time.monotonic() > deadline:
+                stopped = f"stopped after {self.time_limit_s:g} s; narrow path or glob"
+                break
+            scanned += 1
+            shown = _paths.display(root, file)
+            for number, line in _matching_lines(file, regex):
+                if len(hits) >= self.max_matches:
+                    stopped = f"showing the first {self.max_matches} matches; narrow the search"
+                    break
+                text = line if len(line) <= MAX_SHOWN_LINE else line[:MAX_SHOWN_LINE] + "…"
+                hits.append(f"{shown}:{number}: {text}")
+            if len(hits) >= self.max_matches and stopped:
+                break
+        if not hits:
+            where = "" if params.path == "." else f" in {params.path}"
+            suffix = f" ({stopped})" if stopped else ""
+            return f"No matches for {params.pattern!r}{where}{suffix}."
+        if stopped:
+            hits.append(f"[{stopped}]")
+        return "\n".join(hits)
+
+    def _files(self, root: Path, start: Path, glob: str) -> Iterator[Path]:
+        """Candidate files under ``start``, sorted for stable output, internal files skipped."""
+        if start.is_file():
+            yield start
+            return
+        for folder, dirs, files in os.walk(start):
+            dirs[:] = sorted(d for d in dirs if d not in _paths.SKIP_DIRS)
+            base = Path(folder)
+            for name in sorted(files):
+                path = base / name
+                if glob and not _glob_match(_paths.display(root, path), name, glob):
+                    continue
+                if path.is_symlink():
+                    # Followed only if its target is an allowed file: no escape by symlink.
+                    try:
+                        _paths.resolve(root, str(path), restrict=self.restrict, access="read")
+                    except ToolError:
+                        continue
+                elif _paths.internal_reason(root, path, "read"):
+                    continue
+                yield path
+
+
+def _glob_match(relative: str, name: str, glob: str) -> bool:
+    # A pattern without "/" matches the file name anywhere; with "/", the relative path.
+    return fnmatch.fnmatch(relative if "/" in glob else name, glob)
+
+
+def _matching_lines(path: Path, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES or _paths.is_binary(path):
+            return
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh, 1):
+                line = line.rstrip("\n")
+                if regex.search(line):
+                    yield number, line
+    except OSError:
+        return

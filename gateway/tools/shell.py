@@ -1,0 +1,384 @@
+"""The exec tool: run a shell command in the workspace, owner only (DESIGN §8, §9).
+
+The command runs in its own session and process group (``start_new_session``), with the
+workspace as working directory and a scrubbed environment (no API keys or tokens). When
+it times out, when the turn is cancelled (``/stop``) and when the shell returns, the whole
+process group is stopped — SIGTERM, a short grace, then SIGKILL — so nothing it started
+lingers. Output (stdout and stderr together) is capped, keeping its head and tail.
+
+The deny-list below (``dangerous_reason``) is a guard rail against obvious accidents
+(``rm -rf /``, ``mkfs``, ``curl | sh``...), **not a sandbox**: a determined command can
+always be phrased past it. The real boundary is that only the owner may use this tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import shlex
+import signal
+import time
+from collections.abc import Mapping
+from typing import ClassVar
+
+from pydantic import Field
+
+from gateway.errors import ToolError
+from gateway.tools.base import ToolParams
+from gateway.turn import TurnContext
+
+logger = logging.getLogger(__name__)
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+_SECRET_PREFIXES = ("LUCIDGATE_", "OPENAI_", "ANTHROPIC_", "LITELLM_", "AZURE_", "AWS_", "GEMINI_")
+MAX_COMMAND_CHARS = 10_000
+_TERM_GRACE_S = 2.0
+_KILL_GRACE_S = 2.0
+# After the shell exits, how long background children may keep the output pipe open.
+_DRAIN_GRACE_S = 1.0
+
+
+def scrubbed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment minus anything that looks like a credential or our own config."""
+    env = {}
+    for name, value in environ.items():
+        upper = name.upper()
+        if any(word in upper for word in _SECRET_WORDS) or upper.startswith(_SECRET_PREFIXES):
+            continue
+        env[name] = value
+    env.pop("PWD", None)
+    env.pop("OLDPWD", None)
+    return env
+
+
+class ExecTool:
+    name: ClassVar[str] = "exec"
+    description: ClassVar[str] = (
+        "Run a shell command in the workspace; returns output and exit code. "
+        "Background processes are stopped at the end."
+    )
+    owner_only: ClassVar[bool] = True
+
+    class Params(ToolParams):
+        command: str
+        timeout_s: int = Field(0, ge=0, description="0 = default; cannot exceed it")
+
+    def __init__(self, *, timeout_s: float = 60, max_output_chars: int = 10_000) -> None:
+        self.timeout_s = timeout_s
+        self.max_output_chars = max_output_chars
+
+    async def run(self, ctx: TurnContext, params: Params) -> str:
+        if not params.command.strip():
+            raise ToolError("command is empty")
+        if len(params.command) > MAX_COMMAND_CHARS:
+            raise ToolError(f"command is longer than {MAX_COMMAND_CHARS} characters; write a script file and run it")
+        reason = dangerous_reason(params.command)
+        if reason:
+            logger.warning("exec refused in %s: %s", ctx.session_key, reason)
+            raise ToolError(f"command refused: {reason}. Nothing was run.")
+        timeout = min(self.timeout_s, params.timeout_s) if params.timeout_s else self.timeout_s
+        proc = await asyncio.create_subprocess_shell(
+            params.command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=ctx.workspace,
+            env=scrubbed_env(os.environ),
+            start_new_session=True,
+        )
+        pgid = proc.pid  # a new session's leader is its own process group
+        capture = _Capture(self.max_output_chars)
+        assert proc.stdout is not None
+        reader = asyncio.create_task(capture.consume(proc.stdout), name=f"exec-output-{pgid}")
+        started = time.monotonic()
+        timed_out = lingering = False
+        try:
+            try:
+                async with asyncio.timeout(timeout):
+                    await proc.wait()
+            except TimeoutError:
+                timed_out = True
+            else:
+                remaining = timeout - (time.monotonic() - started)
+                done, _ = await asyncio.wait({reader}, timeout=max(0.05, min(_DRAIN_GRACE_S, remaining)))
+                lingering = not done
+        finally:
+            try:
+                await stop_process_group(proc, pgid)
+                # The group is gone, so the pipe is closed: the reader finishes promptly.
+                await asyncio.wait({reader}, timeout=1.0)
+            finally:
+                reader.cancel()
+        return self._report(capture.text(), proc.returncode, timed_out, timeout, lingering)
+
+    def _report(self, output: str, code: int | None, timed_out: bool, timeout: float,
+                lingering: bool) -> str:
+        parts = [output.rstrip("\n") if output.strip() else "(no output)"]
+        if timed_out:
+            parts.append(f"[timed out after {timeout:g} s; the command and its children were killed]")
+        else:
+            parts.append(f"[exit code {code}]")
+            if lingering:
+                parts.append("[background processes it left running were stopped]")
+        return "\n".join(parts)
+
+
+class _Capture:
+    """Keep the head and the tail of a stream within ``limit`` characters, count the rest.
+
+    The tail usually holds the error, the head the context; the middle is what we drop.
+    Bytes are bounded as they arrive, so a runaway command cannot exhaust memory.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._total = 0
+        # 4 bytes per character is UTF-8's worst case: enough bytes for `limit` characters.
+        self._half_bytes = max(1, limit // 2) * 4
+
+    async def consume(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(65536):
+            self._total += len(chunk)
+            room = self._half_bytes - len(self._head)
+            if room > 0:
+                self._head += chunk[:room]
+                chunk = chunk[room:]
+            if chunk:
+                self._tail += chunk
+                if len(self._tail) > self._half_bytes:
+                    del self._tail[: len(self._tail) - self._half_bytes]
+
+    def text(self) -> str:
+        head = self._head.decode("utf-8", errors="replace")
+        tail = self._tail.decode("utf-8", errors="replace")
+        kept = len(self._head) + len(self._tail)
+        if kept == self._total and len(head) + len(tail) <= self.limit:
+            return head + tail
+        half = self.limit // 2
+        head, tail = head[:half], tail[-half:] if half else ""
+        dropped = self._total - len(head.encode()) - len(tail.encode())
+        return f"{head}\n…[output truncated: about {dropped} bytes omitted]…\n{tail}"
+
+
+async def stop_process_group(proc: asyncio.subprocess.Process, pgid: int) -> None:
+    """SIGTERM the group, wait a little, SIGKILL what is left; reap the shell.
+
+    Safe under cancellation: if this coroutine is itself cancelled mid-way, the group still
+    gets a SIGKILL before the CancelledError propagates.
+    """
+    try:
+        if not await group_alive(pgid):
+            await proc.wait()
+            return
+        _signal_group(pgid, signal.SIGTERM)
+        if await _wait_gone(proc, pgid, _TERM_GRACE_S):
+            return
+        logger.info("process group %d ignored SIGTERM; sending SIGKILL", pgid)
+        _signal_group(pgid, signal.SIGKILL)
+        await _wait_gone(proc, pgid, _KILL_GRACE_S)
+    finally:
+        if proc.returncode is None or _group_exists(pgid):
+            _signal_group(pgid, signal.SIGKILL)
+
+
+async def _wait_gone(proc: asyncio.subprocess.Process, pgid: int, grace: float) -> bool:
+    deadline = time.monotonic() + grace
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=grace)
+    except TimeoutError:
+        return False
+    # The kernel has no "group is empty" event; poll briefly for the last members to exit.
+    while await group_alive(pgid):
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def group_alive(pgid: int) -> bool:
+    """True while a process of the group is still running.
+
+    Zombies do not count: they have exited and only wait for their parent to collect them.
+    Orphans are collected by PID 1, and a container whose PID 1 does not reap (no
+    ``--init``) keeps them as zombies forever, which would otherwise look like a live group.
+    """
+    if not _group_exists(pgid):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return True
+    return await asyncio.to_thread(_has_running_member, pgid)
+
+
+def _has_running_member(pgid: int) -> bool:
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp ...": comm may contain spaces and parentheses.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ dangerous commands
+# A guard rail against accidents, not a sandbox (see the module docstring).
+
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "fish"})
+_PREFIX_WORDS = frozenset({
+    "sudo", "doas", "env", "nohup", "time", "command", "builtin", "exec", "nice", "ionice",
+    "timeout", "stdbuf", "setsid", "xargs", "then", "do", "else", "if", "while", "until", "{", "!",
+})
+_OPTIONS_WITH_VALUE = frozenset({"-u", "-g", "-n", "-c", "-s", "-k", "-p", "-C", "-D", "-h", "-U"})
+_POWER = frozenset({"shutdown", "reboot", "halt", "poweroff"})
+_SYSTEM_DIRS = re.compile(
+    r"/(bin|boot|dev|etc|home|lib|lib32|lib64|opt|proc|root|run|sbin|srv|sys|usr|var|"
+    r"Applications|Library|System|Users)"
+)
+_FORK_BOMB = re.compile(r"([\w:.]+)\s*\(\s*\)\s*\{[^}]*?\1\s*\|\s*&?\s*\1")
+_SHELL_RE = r"(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?(?:ba|z|da|k|fi)?sh\b"
+_PIPE_TO_SHELL = re.compile(
+    rf"\b(?:curl|wget)\b[^;\n]*\|\s*{_SHELL_RE}"
+    rf"|{_SHELL_RE}\s+(?:-\S+\s+)*<\(\s*(?:curl|wget)\b"
+    rf"|(?:\beval|{_SHELL_RE}\s+-c)\s+[\"']?\$\(\s*(?:curl|wget)\b"
+)
+_BLOCK_DEVICE = re.compile(
+    r"(?:>\|?|\btee\s+(?:-\S+\s+)*|\bof=)\s*/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|disk|mapper/|md\d)"
+)
+_SUBSTITUTION = re.compile(r"\$\(([^()]*)\)|`([^`]*)`")
+
+
+def dangerous_reason(command: str, _depth: int = 0) -> str | None:
+    """Why ``command`` is refused, or None. Looks into ``$(...)``, backticks and ``sh -c``."""
+    if _depth > 3:
+        return None
+    if _FORK_BOMB.search(command):
+        return "it looks like a fork bomb"
+    if _PIPE_TO_SHELL.search(command):
+        return "it pipes a download straight into a shell; download the script, read it, then run it"
+    if _BLOCK_DEVICE.search(command):
+        return "it writes to a raw disk device"
+    for groups in _SUBSTITUTION.findall(command):
+        reason = dangerous_reason(groups[0] or groups[1], _depth + 1)
+        if reason:
+            return reason
+    for argv in _simple_commands(command):
+        reason = _argv_reason(argv, _depth)
+        if reason:
+            return reason
+    return None
+
+
+def _simple_commands(command: str) -> list[list[str]]:
+    """Split a command line into its simple commands' argv, leading wrappers removed."""
+    text = command.replace("\n", " ; ").replace("`", " ; ")
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: fall back to a rough split
+        tokens = [t for t in re.split(r"\s+|([;&|()<>])", text) if t]
+    segments: list[list[str]] = [[]]
+    for token in tokens:
+        if token and all(c in ";&|()<>" for c in token):
+            segments.append([])
+        else:
+            segments[-1].append(token)
+    return [argv for seg in segments if (argv := _strip_wrappers(seg))]
+
+
+def _strip_wrappers(seg: list[str]) -> list[str]:
+    i = 0
+    while i < len(seg):
+        word = seg[i]
+        if re.fullmatch(r"[A-Za-z_]\w*=.*", word) or word == "$":
+            i += 1
+            continue
+        if _base(word) not in _PREFIX_WORDS:
+            break
+        i += 1
+        while i < len(seg) and (seg[i].startswith("-") or re.fullmatch(r"[\d.]+[smhd]?", seg[i])):
+            i += 2 if seg[i] in _OPTIONS_WITH_VALUE else 1
+    return seg[i:]
+
+
+def _base(word: str) -> str:
+    return os.path.basename(word.lstrip("\\"))
+
+
+def _argv_reason(argv: list[str], depth: int) -> str | None:
+    name, args = _base(argv[0]), argv[1:]
+    options = [a for a in args if a.startswith("-")]
+    targets = [a for a in args if not a.startswith("-")]
+    recursive = any(o in ("--recursive",) or (not o.startswith("--") and ("r" in o or "R" in o))
+                    for o in options)
+    if name == "rm":
+        if "--no-preserve-root" in options:
+            return "rm --no-preserve-root is never run"
+        if recursive:
+            for target in targets:
+                if what := _critical_path(target):
+                    return f"rm -r would delete {what}; delete specific paths instead"
+    # chmod's "-r" is a mode (remove read), so only "R" means recursive here.
+    if name in ("chmod", "chown", "chgrp") and any(
+        o == "--recursive" or (not o.startswith("--") and "R" in o) for o in options
+    ):
+        for target in targets:
+            if (what := _critical_path(target)) and "workspace" not in what:
+                return f"{name} -R on {what} is refused"
+    if name.startswith("mkfs") or name in ("mke2fs", "mkswap", "wipefs"):
+        return f"{name} formats or wipes a disk"
+    if name == "dd" and any(re.fullmatch(r"of=/dev/(?!null$|zero$|stdout$|stderr$).*", a) for a in args):
+        return "dd onto a device overwrites it"
+    if name in _POWER or (name == "systemctl" and set(args) & {"poweroff", "reboot", "halt", "kexec"}):
+        return "it would shut down or reboot the machine"
+    if name in ("init", "telinit") and set(args) & {"0", "6"}:
+        return "it would shut down or reboot the machine"
+    if name in _SHELLS and "-c" in args[:-1]:
+        return dangerous_reason(args[args.index("-c") + 1], depth + 1)
+    if name == "eval" and args:
+        return dangerous_reason(" ".join(args), depth + 1)
+    return None
+
+
+def _critical_path(target: str) -> str | None:
+    """Describe ``target`` if deleting it recursively would be a disaster."""
+    path = re.sub(r"/+", "/", target.replace("${HOME}", "~").replace("$HOME", "~"))
+    while len(path) > 1 and path.endswith(("/", "/*", "/.")):
+        path = path[:-1] if path.endswith("/") else path[:-2]
+    if path in ("", "/", "/*"):
+        return "the root filesystem"
+    if path == "~":
+        return "the home directory"
+    if path in ("*", "."):
+        return "the whole workspace (memory, sessions, skills)"
+    if path == "..":
+        return "the folder that holds the workspace"
+    if _SYSTEM_DIRS.fullmatch(path):
+        return f"the system directory {path}"
+    return None
