@@ -1,0 +1,102 @@
+"""Session transcripts: format, append-only writes, atomic header, corruption, keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from channels.messages import session_file_stem
+from memory.sessions import SessionStore, load_session_file
+
+
+async def test_round_trip_and_format(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("telegram:42", origin={"channel": "telegram", "chat_id": "42"})
+    await store.append(s, {"role": "user", "content": "hi"}, sync=True)
+    await store.append(s, {"role": "assistant", "content": "hello"})
+    lines = [json.loads(x) for x in s.path.read_text().splitlines()]
+    assert lines[0]["_type"] == "metadata" and lines[0]["key"] == "telegram:42"
+    assert lines[0]["v"] == 1 and lines[0]["last_consolidated"] == 0
+    assert [m["role"] for m in lines[1:]] == ["user", "assistant"]
+    assert all("timestamp" in m for m in lines[1:])
+    again = load_session_file(s.path)
+    assert again.key == "telegram:42" and len(again.messages) == 2
+    assert again.metadata["origin"]["chat_id"] == "42"
+
+
+async def test_appends_do_not_rewrite_the_file(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    await store.append(s, {"role": "user", "content": "one"})
+    inode = s.path.stat().st_ino
+    for i in range(20):
+        await store.append(s, {"role": "user", "content": f"m{i}"})
+    assert s.path.stat().st_ino == inode  # same file: appended, never replaced
+
+
+async def test_header_rewrite_is_atomic_and_keeps_messages(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    for i in range(10):
+        await store.append(s, {"role": "user", "content": f"m{i}"})
+    await store.set_last_consolidated(s, 6)
+    fresh = load_session_file(s.path)
+    assert fresh.last_consolidated == 6 and len(fresh.messages) == 10
+    assert [m["content"] for m in fresh.active()] == ["m6", "m7", "m8", "m9"]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+async def test_corrupt_lines_are_skipped(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    await store.append(s, {"role": "user", "content": "ok"})
+    with s.path.open("a") as fh:
+        fh.write("{not json\n[1,2]\n{\"no\": \"role\"}\n")
+    await store.append(s, {"role": "assistant", "content": "fine"})
+    loaded = load_session_file(s.path)
+    assert [m["content"] for m in loaded.messages] == ["ok", "fine"]
+
+
+async def test_pending_state_from_the_tail(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    assert s.pending_state() is None
+    await store.append(s, {"role": "user", "content": "q"})
+    assert s.pending_state() == "pending_user_turn"
+    call = {"id": "c1", "type": "function", "function": {"name": "list_dir", "arguments": "{}"}}
+    await store.append(s, {"role": "assistant", "content": None, "tool_calls": [call]})
+    assert s.pending_state() == "runtime_checkpoint"
+    await store.append(s, {"role": "tool", "tool_call_id": "c1", "name": "list_dir", "content": "x"})
+    assert s.pending_state() == "runtime_checkpoint"
+    await store.append(s, {"role": "assistant", "content": "done"})
+    assert s.pending_state() is None
+
+
+async def test_reset_keeps_old_transcript(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    await store.append(s, {"role": "user", "content": "remember me"})
+    fresh = await store.reset(s)
+    assert fresh.messages == [] and (await store.get("cli:local")) is fresh
+    olds = list(tmp_path.glob("*.old"))
+    assert len(olds) == 1 and "remember me" in olds[0].read_text()
+    assert store.keys_on_disk() == ["cli:local"]
+
+
+async def test_cache_is_bounded(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, cache_size=3)
+    for i in range(10):
+        await store.get(f"webhook:{i}")
+    assert len(store._cache) == 3
+    assert len(store.keys_on_disk()) == 10
+
+
+def test_file_names_never_collide_or_escape() -> None:
+    keys = ["telegram:42", "telegram_42", "webhook:a_b", "webhook:a:b", "webhook:../../etc/passwd",
+            "webhook:a/b", "webhook:a-b", "slack:C1:1700000000.000100", "webhook:" + "x" * 400, "webhook:.hidden"]
+    stems = [session_file_stem(k) for k in keys]
+    assert len(set(stems)) == len(keys)
+    for stem in stems:
+        assert "/" not in stem and "\\" not in stem and not stem.startswith(".")
+        assert len(stem) <= 160
+    assert session_file_stem("telegram:42") == "telegram_42"
