@@ -102,6 +102,9 @@ class LiteLLMChatModel:
             "timeout": agent.llm_timeout_s,
             "num_retries": 0,
             "max_retries": 0,
+            # litellm routes any call with tools through its MCP bridge, which imports the
+            # optional `mcp` package and fails without it; our tools are plain functions.
+            "_skip_mcp_handler": True,
         }
         if provider is not None:
             key = provider.api_key.get_secret_value()

@@ -1,0 +1,136 @@
+"""Foundation benchmark: the agent loop against a zero-latency fake LLM.
+
+Prints messages/s, turn latency p50/p95, CPU ms per message, event-loop lag p99, the
+prompt tokens of the first "hello" in a fresh session (all built-in tools on), the cold
+start of ``lucid agent -m hi`` and peak RSS. Run: ``.venv/bin/python bench/bench_agent.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from channels.messages import InboundMessage  # noqa: E402
+from config.schema import Config  # noqa: E402
+from tests.fakes.channel import FakeChannel  # noqa: E402
+from tests.fakes.llm import FakeLLMServer  # noqa: E402
+
+
+def make_config(workspace: Path, base_url: str) -> Config:
+    return Config.model_validate({
+        "agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model",
+                                "maxConcurrentSessions": 20}},
+        "providers": {"openai": {"apiKey": "sk-bench", "apiBase": base_url}},
+    })
+
+
+def pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+async def loop_lag_probe(samples: list[float], stop: asyncio.Event, interval: float = 0.01) -> None:
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(interval)
+        samples.append(max(0.0, time.perf_counter() - t - interval))
+
+
+async def throughput(messages: int, sessions: int) -> dict[str, float]:
+    from gateway.app import build_gateway
+    from memory import tokens
+
+    llm = FakeLLMServer().start_in_thread()
+    with tempfile.TemporaryDirectory() as tmp:
+        gw = build_gateway(make_config(Path(tmp), llm.base_url))
+        channel = FakeChannel(gw.bus, name="cli")
+        gw.channels["cli"] = channel
+        async with gw:
+            # warm-up (imports litellm, opens the HTTP pool) and the first-hello prompt size
+            await channel.say("hello", chat_id="warm", sender_id="local")
+            await channel.wait_replies(1, timeout=60)
+            first = llm.requests[0]
+            hello_tokens = tokens.count_messages(first["messages"]) + tokens.count_tools(first.get("tools"))
+            sent_at: dict[str, float] = {}
+            latencies: list[float] = []
+            original_send = channel.send
+
+            async def timed_send(msg):  # type: ignore[no-untyped-def]
+                if msg.kind in ("text", "error") and msg.in_reply_to in sent_at:
+                    latencies.append(time.perf_counter() - sent_at.pop(msg.in_reply_to))
+                await original_send(msg)
+
+            gw.bus.subscribe("cli", timed_send)
+            lag: list[float] = []
+            stop = asyncio.Event()
+            probe = asyncio.create_task(loop_lag_probe(lag, stop))
+            cpu0, t0 = time.process_time(), time.perf_counter()
+            for i in range(messages):
+                mid = f"b{i}"
+                sent_at[mid] = time.perf_counter()
+                await gw.bus.publish_inbound(InboundMessage(
+                    channel="cli", chat_id=f"s{i % sessions}", sender_id="local", text=f"message {i}",
+                    message_id=mid))
+            await channel.wait_replies(messages + 1, timeout=600)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            stop.set()
+            await probe
+    llm.stop_thread()
+    return {
+        "messages": messages, "sessions": sessions, "msg_per_s": messages / wall,
+        "turn_p50_ms": pct(latencies, 50) * 1000, "turn_p95_ms": pct(latencies, 95) * 1000,
+        # the fake LLM runs in this process (its own thread): its CPU is included, so this is an upper bound
+        "cpu_ms_per_msg": cpu / messages * 1000,
+        "loop_lag_p99_ms": pct(lag, 99) * 1000 if lag else 0.0,
+        "first_hello_prompt_tokens": hello_tokens,
+    }
+
+
+def cold_start() -> float:
+    llm = FakeLLMServer().start_in_thread()
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp) / "config.json"
+        cfg.write_text(json.dumps({
+            "agents": {"defaults": {"workspace": str(Path(tmp) / "ws"), "model": "openai/fake-model"}},
+            "providers": {"openai": {"apiKey": "sk-bench", "apiBase": llm.base_url}},
+        }))
+        lucid = Path(sys.executable).with_name("lucid")
+        runs = []
+        for _ in range(3):
+            t = time.perf_counter()
+            proc = subprocess.run([str(lucid), "agent", "-m", "hi", "--config", str(cfg)],
+                                  capture_output=True, text=True, timeout=120)
+            runs.append(time.perf_counter() - t)
+            if proc.returncode != 0:
+                raise SystemExit(f"lucid agent failed: {proc.stderr}")
+    llm.stop_thread()
+    return statistics.median(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=200)
+    parser.add_argument("--sessions", type=int, default=20)
+    args = parser.parse_args()
+    result = asyncio.run(throughput(args.messages, args.sessions))
+    result["cold_start_agent_m_s"] = cold_start()
+    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    width = max(len(k) for k in result)
+    for key, value in result.items():
+        print(f"{key:<{width}}  {value:,.2f}" if isinstance(value, float) else f"{key:<{width}}  {value}")
+
+
+if __name__ == "__main__":
+    main()
