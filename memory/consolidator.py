@@ -1,0 +1,262 @@
+"""Token-budget consolidation: move old session messages into history.jsonl (DESIGN §5.2).
+
+When the prompt a session would send reaches ``budget``, the oldest active messages are
+summarised by the LLM into one history entry and ``last_consolidated`` moves past them,
+in up to ``max_rounds`` chunks until the estimate is back under ``target = budget // 2``
+(halving leaves room for many turns before the next consolidation).
+
+Ordering is what makes this crash-safe: the history entry is appended *before* the session
+header moves. A crash in between can at worst archive a chunk twice, never lose it.
+
+Concurrency: one consolidation per session at a time (a per-key lock of our own — the
+SessionStore's lock guards single writes and is taken inside ``set_last_consolidated``).
+``schedule()`` runs the check in a background task after a turn; a ``schedule()`` while
+one runs only marks "check again". Turns keep appending while a background round runs:
+a round works on a snapshot that ends before the newest user message, so indices it
+archives never move.
+
+Events for metrics (``on_event``): ``"archived"`` per chunk summarised by the LLM
+(including a "(nothing)" answer), ``"raw_fallback"`` per chunk archived as ``[RAW]``,
+``"noop"`` per check that archived nothing. A "(nothing)" answer appends no history entry
+(there is nothing for Dream to read) but still advances ``last_consolidated``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from config.errors import LucidError
+from memory._boundaries import find_cut, protected_start
+from memory.consolidation_prompt import (
+    SUMMARY_MAX_TOKENS,
+    build_request,
+    parse_summary,
+    prompt_overhead_tokens,
+    raw_entry,
+)
+from memory.protocols import ChatModel
+from memory.sessions import Session, SessionStore
+
+if TYPE_CHECKING:
+    from memory.store import MemoryStore
+
+logger = logging.getLogger(__name__)
+
+Estimator = Callable[[Session], Awaitable[int]]
+
+
+def default_chunk_tokens(budget: int, requested: int | None = None) -> int:
+    """Largest chunk whose summarisation request still fits in ``budget``."""
+    ceiling = max(budget - prompt_overhead_tokens(), 1)
+    wanted = budget // 2 if requested is None else requested
+    return max(min(wanted, ceiling), 1)
+
+
+class Consolidator:
+    def __init__(
+        self,
+        sessions: SessionStore,
+        store: MemoryStore,
+        model: ChatModel,
+        *,
+        estimate: Estimator,
+        budget: int,
+        chunk_tokens: int | None = None,
+        max_rounds: int = 5,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
+        if budget <= 0:
+            raise ValueError(f"consolidation budget must be positive, got {budget}")
+        self._sessions = sessions
+        self._store = store
+        self._model = model
+        self._estimate = estimate
+        self.budget = budget
+        self.target = budget // 2
+        self.chunk_tokens = default_chunk_tokens(budget, chunk_tokens)
+        self.max_rounds = max(max_rounds, 1)
+        self._on_event = on_event
+        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+
+    # -- public entry points ---------------------------------------------------------------
+    async def before_turn(self, session: Session) -> None:
+        """Pre-turn check: only works (and only waits) when the session is over budget.
+
+        A failing memory store is logged, not raised: the turn can still be answered,
+        and the overflow path forces consolidation if the prompt really does not fit.
+        """
+        if await self._estimate(session) < self.budget:
+            self._emit("noop")
+            return
+        try:
+            async with self._hold(session.key):
+                await self._run(session)
+        except (LucidError, OSError):
+            logger.exception("pre-turn consolidation of %s failed; answering anyway", session.key)
+
+    def schedule(self, session_key: str) -> None:
+        """Check ``session_key`` in the background (call after every turn)."""
+        task = self._tasks.get(session_key)
+        if task is not None and not task.done():
+            self._again.add(session_key)
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._background(session_key), name=f"consolidate:{session_key}")
+        self._tasks[session_key] = task
+        task.add_done_callback(partial(self._forget, session_key))
+
+    async def archive_all(self, session: Session) -> None:
+        """``/new``: archive every active message, in token-bounded chunks.
+
+        Store errors propagate so the command can say archiving failed instead of
+        starting fresh as if it had worked.
+        """
+        async with self._hold(session.key):
+            limit = len(session.messages)
+            while session.last_consolidated < limit:
+                await self._archive_next(session, limit)
+            if session.last_consolidated != len(session.messages):
+                await self._sessions.set_last_consolidated(session, len(session.messages))
+
+    async def force_round(self, session: Session) -> bool:
+        """One round regardless of the estimate (context-overflow recovery).
+
+        False when nothing could move: only the turn being answered is left.
+        """
+        try:
+            async with self._hold(session.key):
+                moved = await self._archive_next(session)
+        except (LucidError, OSError):
+            logger.exception("forced consolidation of %s failed", session.key)
+            moved = False
+        if not moved:
+            self._emit("noop")
+        return moved
+
+    async def drain(self) -> None:
+        """Wait for every background check, including re-checks requested meanwhile."""
+        while pending := [t for t in self._tasks.values() if not t.done()]:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- internals -------------------------------------------------------------------------
+    @asynccontextmanager
+    async def _hold(self, key: str) -> AsyncIterator[None]:
+        """The per-session consolidation lock; dropped once nobody holds or awaits it."""
+        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            entry = self._locks.get(key)
+            if users[0] == 0 and entry is not None and entry[0] is lock:
+                del self._locks[key]
+
+    def _forget(self, key: str, task: asyncio.Task[None]) -> None:
+        if self._tasks.get(key) is task:
+            del self._tasks[key]
+
+    async def _background(self, key: str) -> None:
+        while True:
+            self._again.discard(key)
+            try:
+                session = await self._sessions.get(key)
+                async with self._hold(key):
+                    await self._run(session)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("background consolidation of %s failed", key)
+            if key not in self._again:
+                return
+
+    async def _run(self, session: Session) -> int:
+        """Rounds while over budget (call with the session's lock held); chunks archived."""
+        archived = 0
+        estimate = await self._estimate(session)
+        if estimate >= self.budget:
+            for _ in range(self.max_rounds):
+                if not await self._archive_next(session):
+                    if archived == 0:
+                        logger.warning("%s is over budget but only the current turn is left "
+                                       "to keep; nothing to archive", session.key)
+                    break
+                archived += 1
+                estimate = await self._estimate(session)
+                if estimate <= self.target:
+                    break
+            else:
+                if estimate >= self.budget:
+                    logger.warning("%s is still over budget (%d >= %d tokens) after %d rounds",
+                                   session.key, estimate, self.budget, self.max_rounds)
+        if archived == 0:
+            self._emit("noop")
+        return archived
+
+    async def _archive_next(self, session: Session, limit: int | None = None) -> bool:
+        """Archive one chunk starting at ``last_consolidated``; False if nothing may move.
+
+        ``limit`` is where archiving must stop (exclusive); by default the newest user
+        message, i.e. the turn being answered.
+        """
+        start = session.last_consolidated
+        if limit is None:
+            limit = protected_start(session.messages, start)
+        if limit <= start:
+            return False
+        snapshot = session.messages[start:limit]
+        before_user = limit < len(session.messages)
+        cut = await asyncio.to_thread(find_cut, snapshot, self.chunk_tokens, before_user=before_user)
+        if cut is None:  # unreachable for a non-empty snapshot; guard the invariant anyway
+            raise AssertionError(f"no cut found in {len(snapshot)} messages of {session.key}")
+        end = start + cut.end
+        chunk = snapshot[: cut.end]
+        if cut.oversize:
+            logger.info("%s: messages %d-%d form one unit of %d tokens (bound %d); truncating "
+                        "it for the summary", session.key, start, end - 1, cut.tokens, self.chunk_tokens)
+        content, raw = await self._summarise(session.key, chunk, start, end - 1)
+        if content:
+            await self._store.append_history(content, session_key=session.key)
+        await self._sessions.set_last_consolidated(session, end)
+        logger.debug("%s: archived messages %d-%d (%s cut, %d tokens%s)", session.key, start,
+                     end - 1, cut.kind, cut.tokens, ", raw" if raw else "")
+        self._emit("raw_fallback" if raw else "archived")
+        return True
+
+    async def _summarise(self, key: str, chunk: list[dict[str, Any]], first: int,
+                         last: int) -> tuple[str, bool]:
+        """(history entry text, whether it is a raw fallback); "" means nothing to keep."""
+        request = await asyncio.to_thread(build_request, chunk, session_key=key, first=first,
+                                          last=last, max_transcript_tokens=self.chunk_tokens)
+        try:
+            result = await self._model.complete(request, job="consolidation", session_key=key,
+                                                max_tokens=SUMMARY_MAX_TOKENS)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The type only: provider error texts may echo request details.
+            logger.warning("summary of %s messages %d-%d failed (%s); archiving raw", key,
+                           first, last, type(exc).__name__)
+        else:
+            summary = parse_summary(result.content)
+            if summary is not None:
+                return summary, False
+            logger.warning("summary of %s messages %d-%d was empty or not bullets; archiving raw",
+                           key, first, last)
+        return await asyncio.to_thread(raw_entry, chunk, first=first, last=last), True
+
+    def _emit(self, event: str) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception:
+            logger.exception("consolidation event hook failed for %r", event)
