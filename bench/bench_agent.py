@@ -48,21 +48,53 @@ async def loop_lag_probe(samples: list[float], stop: asyncio.Event, interval: fl
         samples.append(max(0.0, time.perf_counter() - t - interval))
 
 
-async def throughput(messages: int, sessions: int) -> dict[str, float]:
+class ExternalFakeLLM:
+    """The fake server in a child process: its CPU does not count as ours."""
+
+    def __init__(self, latency: float = 0.0) -> None:
+        script = Path(__file__).with_name("_fake_llm_server.py")
+        self.proc = subprocess.Popen([sys.executable, str(script), str(latency)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.base_url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+async def first_hello_tokens() -> int:
+    """Prompt tokens (messages + tool schemas) of "hello" in a fresh session, owner, all tools."""
     from gateway.app import build_gateway
     from memory import tokens
 
     llm = FakeLLMServer().start_in_thread()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            gw = build_gateway(make_config(Path(tmp), llm.base_url))
+            channel = FakeChannel(gw.bus, name="cli")
+            gw.channels["cli"] = channel
+            async with gw:
+                await channel.say("hello", sender_id="local")
+                await channel.wait_replies(1, timeout=60)
+            first = llm.requests[0]
+            return tokens.count_messages(first["messages"]) + tokens.count_tools(first.get("tools"))
+    finally:
+        llm.stop_thread()
+
+
+async def throughput(messages: int, sessions: int) -> dict[str, float]:
+    from gateway.app import build_gateway
+
+    hello_tokens = await first_hello_tokens()
+    llm = ExternalFakeLLM()
     with tempfile.TemporaryDirectory() as tmp:
         gw = build_gateway(make_config(Path(tmp), llm.base_url))
         channel = FakeChannel(gw.bus, name="cli")
         gw.channels["cli"] = channel
         async with gw:
-            # warm-up (imports litellm, opens the HTTP pool) and the first-hello prompt size
+            # warm-up: imports litellm and opens the HTTP pool
             await channel.say("hello", chat_id="warm", sender_id="local")
             await channel.wait_replies(1, timeout=60)
-            first = llm.requests[0]
-            hello_tokens = tokens.count_messages(first["messages"]) + tokens.count_tools(first.get("tools"))
             sent_at: dict[str, float] = {}
             latencies: list[float] = []
             original_send = channel.send
@@ -87,11 +119,10 @@ async def throughput(messages: int, sessions: int) -> dict[str, float]:
             wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             stop.set()
             await probe
-    llm.stop_thread()
+    llm.stop()
     return {
         "messages": messages, "sessions": sessions, "msg_per_s": messages / wall,
         "turn_p50_ms": pct(latencies, 50) * 1000, "turn_p95_ms": pct(latencies, 95) * 1000,
-        # the fake LLM runs in this process (its own thread): its CPU is included, so this is an upper bound
         "cpu_ms_per_msg": cpu / messages * 1000,
         "loop_lag_p99_ms": pct(lag, 99) * 1000 if lag else 0.0,
         "first_hello_prompt_tokens": hello_tokens,

@@ -86,6 +86,7 @@ class Gateway:
             await _quietly(channel.stop(), name)
         await self.agent.stop(grace)
         await self.bus.stop()
+        self.model.close()
 
 
 async def _quietly(awaitable: Any, what: str) -> None:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import random
+import threading
 import time
 from typing import Any
 
@@ -59,6 +60,48 @@ def _is_overflow(exc: BaseException) -> bool:
     return "context_length_exceeded" in text or "maximum context length" in text
 
 
+class _LLMThread:
+    """An event loop on its own thread for litellm calls.
+
+    Building a request costs litellm and the OpenAI SDK several ms of pure-Python work
+    per call; on the gateway's loop that stalls every channel and webhook while 20
+    sessions talk at once. Here it only competes for the GIL, which Python hands over
+    every few ms, so the main loop stays responsive. Cancellation propagates: cancelling
+    the awaiting task cancels the call on this loop.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="llm-io", daemon=True)
+        self._thread.start()
+
+    async def run(self, coro: Any) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        if not self.loop.is_running():
+            return
+
+        async def cancel_all() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_all(), self.loop).result(timeout=5)
+        except Exception:  # noqa: BLE001 — best effort at shutdown
+            logger.debug("LLM thread tasks did not cancel cleanly", exc_info=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        self.loop.close()
+
+
 class LiteLLMChatModel:
     """Implements ``memory.protocols.ChatModel`` over litellm."""
 
@@ -68,6 +111,7 @@ class LiteLLMChatModel:
         self._usage = usage
         self._metrics = metrics
         self._litellm: Any = None
+        self._io: _LLMThread | None = None
 
     @property
     def model(self) -> str:
@@ -142,7 +186,9 @@ class LiteLLMChatModel:
         for attempt in range(1, attempts + 1):
             started = time.monotonic()
             try:
-                response = await litellm.acompletion(**kwargs)
+                if self._io is None:
+                    self._io = _LLMThread()
+                response = await self._io.run(litellm.acompletion(**kwargs))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -163,6 +209,12 @@ class LiteLLMChatModel:
             self._record_success(job, session_key, result.usage)
             return result
         raise LLMError("the model did not answer")  # unreachable: the loop returns or raises
+
+    def close(self) -> None:
+        """Stop the LLM I/O thread (the gateway calls this on shutdown)."""
+        if self._io is not None:
+            self._io.close()
+            self._io = None
 
     def _record_failure(self, job: str) -> None:
         if self._metrics is not None:
