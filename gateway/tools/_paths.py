@@ -4,7 +4,7 @@ Every path the model names is taken relative to the turn's workspace. With
 ``restrictToWorkspace`` on, the path is fully resolved first (symlinks followed, ``..``
 normalised) and must land inside the resolved workspace, so neither ``../x``, an absolute
 path nor a symlink pointing out can escape. Some files in the workspace are the gateway's
-own state (session transcripts, the inbox journal, the memory git store); file tools
+own state (session transcripts, inbox journals, ``state/``, the memory git store); file tools
 refuse them for everyone, whatever the role, because a model that edits them corrupts the
 daemon and one that reads them leaks other chats.
 
@@ -25,8 +25,8 @@ Access = Literal["read", "write", "list"]
 
 # Folders no walk descends into (grep, list_dir): internal state or pure noise.
 SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache"})
-# Written only by the gateway (cursors, history); the model may read them but not write them.
-_GATEWAY_WRITTEN = frozenset({"memory/history.jsonl", "memory/.cursor", "memory/.dream_cursor"})
+# Written only by the memory pipeline; the model may read them but not write them.
+_MEMORY_PIPELINE = frozenset({"memory/history.jsonl", "memory/.cursor", "memory/.dream_cursor"})
 _SNIFF_BYTES = 8192
 
 
@@ -69,10 +69,14 @@ def internal_reason(root: Path, resolved: Path, access: Access) -> str | None:
         return None
     if len(parts) > 1 and parts[0] == "sessions":
         return "session transcripts are private to their chats"
-    if rel.as_posix() == "inbox.jsonl":
+    if len(parts) > 1 and parts[0] == "state":
+        return "pairing codes and routing state belong to the gateway"
+    if len(parts) == 1 and parts[0].startswith("inbox") and parts[0].endswith(".jsonl"):
         return "the inbox journal holds undelivered messages"
-    if access == "write" and rel.as_posix() in _GATEWAY_WRITTEN:
+    if access == "write" and rel.as_posix() in _MEMORY_PIPELINE:
         return "this file is written only by the memory pipeline"
+    if access == "write" and len(parts) > 1 and parts[0] == "usage":
+        return "the usage ledger is written only by the gateway"
     return None
 
 

@@ -63,6 +63,7 @@ class ReadFile(_FileTool):
         used = 0
         first, last, total = params.offset, params.offset - 1, 0
         with open(path, encoding="utf-8", errors="replace") as fh:
+            # Keep counting past the shown page: the footer says how many lines there are.
             for number, line in enumerate(fh, 1):
                 total = number
                 if number < first or number >= first + params.limit or used >= budget:
@@ -188,7 +189,7 @@ def miss_message(text: str, old: str, shown: str) -> str:
     if " ".join(old.split()) == " ".join("\n".join(region).split()):
         hint = " They differ only in whitespace or indentation."
     return (
-        f"{head} Closest region is lines {start + 1}-{end} ({ratio:.0%} similar).{hint} "
+        f"{head} Closest region is lines {start + 1}-{end} ({int(ratio * 100)}% similar).{hint} "
         f"Diff from your old_text to the file:\n{diff_text}\n"
         "Retry with old_text copied exactly from the file."
     )

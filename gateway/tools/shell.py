@@ -6,6 +6,11 @@ it times out, when the turn is cancelled (``/stop``) and when the shell returns,
 process group is stopped — SIGTERM, a short grace, then SIGKILL — so nothing it started
 lingers. Output (stdout and stderr together) is capped, keeping its head and tail.
 
+``restrictToWorkspace`` does not confine this tool: it only sets the working directory.
+Anything meant to outlive the command (a server) must leave the group itself (``setsid``,
+systemd). Orphans are reaped by PID 1; in a container, run with an init (``--init``/tini)
+or they stay as zombies — harmless, and not counted as running here.
+
 The deny-list below (``dangerous_reason``) is a guard rail against obvious accidents
 (``rm -rf /``, ``mkfs``, ``curl | sh``...), **not a sandbox**: a determined command can
 always be phrased past it. The real boundary is that only the owner may use this tool.
@@ -19,6 +24,7 @@ import os
 import re
 import shlex
 import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from typing import ClassVar
@@ -65,53 +71,54 @@ class ExecTool:
         command: str
         timeout_s: int = Field(0, ge=0, description="0 = default; cannot exceed it")
 
-    def __init__(self, *, timeout_s: float = 60, max_output_chars: int = 10_000) -> None:
+    def __init__(self, *, timeout_s: float = 60, max_output_chars: int = 10_000,
+                 term_grace_s: float = _TERM_GRACE_S) -> None:
         self.timeout_s = timeout_s
         self.max_output_chars = max_output_chars
+        self.term_grace_s = term_grace_s
 
     async def run(self, ctx: TurnContext, params: Params) -> str:
         if not params.command.strip():
             raise ToolError("command is empty")
         if len(params.command) > MAX_COMMAND_CHARS:
-            raise ToolError(f"command is longer than {MAX_COMMAND_CHARS} characters; write a script file and run it")
+            raise ToolError(f"command is over {MAX_COMMAND_CHARS} characters; write a script file and run it")
         reason = dangerous_reason(params.command)
         if reason:
             logger.warning("exec refused in %s: %s", ctx.session_key, reason)
             raise ToolError(f"command refused: {reason}. Nothing was run.")
         timeout = min(self.timeout_s, params.timeout_s) if params.timeout_s else self.timeout_s
-        proc = await asyncio.create_subprocess_shell(
+        capture = _Capture(self.max_output_chars)
+        loop = asyncio.get_running_loop()
+        # A protocol rather than create_subprocess_shell: Process.wait() only returns once
+        # the output pipe closes too, and a background child can hold it open for hours.
+        transport, proto = await loop.subprocess_shell(
+            lambda: _ExecProtocol(capture),
             params.command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             cwd=ctx.workspace,
             env=scrubbed_env(os.environ),
             start_new_session=True,
         )
-        pgid = proc.pid  # a new session's leader is its own process group
-        capture = _Capture(self.max_output_chars)
-        assert proc.stdout is not None
-        reader = asyncio.create_task(capture.consume(proc.stdout), name=f"exec-output-{pgid}")
-        started = time.monotonic()
+        pgid = transport.get_pid()  # a new session's leader is its own process group
         timed_out = lingering = False
         try:
-            try:
-                async with asyncio.timeout(timeout):
-                    await proc.wait()
-            except TimeoutError:
-                timed_out = True
-            else:
+            started = time.monotonic()
+            done, _ = await asyncio.wait({proto.exited}, timeout=timeout)
+            timed_out = not done
+            if not timed_out:
                 remaining = timeout - (time.monotonic() - started)
-                done, _ = await asyncio.wait({reader}, timeout=max(0.05, min(_DRAIN_GRACE_S, remaining)))
-                lingering = not done
+                await asyncio.wait({proto.closed}, timeout=max(0.05, min(_DRAIN_GRACE_S, remaining)))
+                lingering = await group_alive(pgid)
         finally:
             try:
-                await stop_process_group(proc, pgid)
-                # The group is gone, so the pipe is closed: the reader finishes promptly.
-                await asyncio.wait({reader}, timeout=1.0)
+                await stop_process_group(proto, pgid, term_grace_s=self.term_grace_s)
+                # The group is gone, so the pipe is closed: the last output arrives promptly.
+                await asyncio.wait({proto.closed}, timeout=1.0)
             finally:
-                reader.cancel()
-        return self._report(capture.text(), proc.returncode, timed_out, timeout, lingering)
+                transport.close()
+        return self._report(capture.text(), transport.get_returncode(), timed_out, timeout, lingering)
 
     def _report(self, output: str, code: int | None, timed_out: bool, timeout: float,
                 lingering: bool) -> str:
@@ -125,8 +132,30 @@ class ExecTool:
         return "\n".join(parts)
 
 
+class _ExecProtocol(asyncio.SubprocessProtocol):
+    """Collects output and exposes two moments: the shell exited; all output is in."""
+
+    def __init__(self, capture: _Capture) -> None:
+        loop = asyncio.get_running_loop()
+        self.capture = capture
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.closed: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.capture.feed(data if isinstance(data, bytes) else data.encode())
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # Called once the process has exited and every pipe is closed.
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
 class _Capture:
-    """Keep the head and the tail of a stream within ``limit`` characters, count the rest.
+    """Keep the head and the tail of the output within ``limit`` characters, count the rest.
 
     The tail usually holds the error, the head the context; the middle is what we drop.
     Bytes are bounded as they arrive, so a runaway command cannot exhaust memory.
@@ -140,17 +169,16 @@ class _Capture:
         # 4 bytes per character is UTF-8's worst case: enough bytes for `limit` characters.
         self._half_bytes = max(1, limit // 2) * 4
 
-    async def consume(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(65536):
-            self._total += len(chunk)
-            room = self._half_bytes - len(self._head)
-            if room > 0:
-                self._head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self._tail += chunk
-                if len(self._tail) > self._half_bytes:
-                    del self._tail[: len(self._tail) - self._half_bytes]
+    def feed(self, chunk: bytes) -> None:
+        self._total += len(chunk)
+        room = self._half_bytes - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail += chunk
+            if len(self._tail) > self._half_bytes:
+                del self._tail[: len(self._tail) - self._half_bytes]
 
     def text(self) -> str:
         head = self._head.decode("utf-8", errors="replace")
@@ -164,32 +192,31 @@ class _Capture:
         return f"{head}\n…[output truncated: about {dropped} bytes omitted]…\n{tail}"
 
 
-async def stop_process_group(proc: asyncio.subprocess.Process, pgid: int) -> None:
-    """SIGTERM the group, wait a little, SIGKILL what is left; reap the shell.
+async def stop_process_group(proto: _ExecProtocol, pgid: int, *,
+                             term_grace_s: float = _TERM_GRACE_S) -> None:
+    """SIGTERM the group, wait a little, SIGKILL what is left.
 
     Safe under cancellation: if this coroutine is itself cancelled mid-way, the group still
     gets a SIGKILL before the CancelledError propagates.
     """
     try:
         if not await group_alive(pgid):
-            await proc.wait()
             return
         _signal_group(pgid, signal.SIGTERM)
-        if await _wait_gone(proc, pgid, _TERM_GRACE_S):
+        if await _wait_gone(proto, pgid, term_grace_s):
             return
         logger.info("process group %d ignored SIGTERM; sending SIGKILL", pgid)
         _signal_group(pgid, signal.SIGKILL)
-        await _wait_gone(proc, pgid, _KILL_GRACE_S)
+        await _wait_gone(proto, pgid, _KILL_GRACE_S)
     finally:
-        if proc.returncode is None or _group_exists(pgid):
+        if not proto.exited.done() or _group_exists(pgid):
             _signal_group(pgid, signal.SIGKILL)
 
 
-async def _wait_gone(proc: asyncio.subprocess.Process, pgid: int, grace: float) -> bool:
+async def _wait_gone(proto: _ExecProtocol, pgid: int, grace: float) -> bool:
     deadline = time.monotonic() + grace
-    try:
-        await asyncio.wait_for(proc.wait(), timeout=grace)
-    except TimeoutError:
+    done, _ = await asyncio.wait({proto.exited}, timeout=grace)
+    if not done:
         return False
     # The kernel has no "group is empty" event; poll briefly for the last members to exit.
     while await group_alive(pgid):
