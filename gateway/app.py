@@ -26,6 +26,7 @@ from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import PromptEstimator, TurnRunner
 from gateway.tools.base import ToolRegistry
+from gateway.tools.message import MessageTool
 from gateway.turn import TurnContext
 from gateway.usage import UsageLedger
 from memory.consolidator import Consolidator
@@ -125,6 +126,7 @@ def build_gateway(config: Config, *, channels: dict[str, Channel] | None = None,
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions)
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
+    tools.register(MessageTool(bus))
     estimator = PromptEstimator(builder, tools)
 
     def origin_context(session: Session) -> TurnContext:

@@ -222,3 +222,16 @@ async def test_system_prompt_is_byte_stable_between_turns(
     first, second = fake_llm.requests
     assert first["messages"][0] == second["messages"][0]
     assert first["tools"] == second["tools"]
+
+
+async def test_message_tool_reaches_another_chat(fake_llm: FakeLLMServer, make_config: Callable) -> None:
+    fake_llm.queue(ToolCalls([("message", {"chat_id": "other", "text": "ping from A"}),
+                              ("message", {"channel": "nowhere", "chat_id": "1", "text": "x"})]),
+                   Reply("sent"))
+    async with running(make_config()) as (gw, ch):
+        await ch.say("tell the other chat", **OWNER)
+        await ch.wait_replies(2)
+    texts = {(m.target.chat_id, m.text) for m in ch.replies()}
+    assert ("other", "ping from A") in texts and ("1", "sent") in texts
+    results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert results[0] == "sent to cli:other" and "not running" in results[1]
