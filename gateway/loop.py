@@ -17,16 +17,15 @@ from typing import Any, Protocol
 
 from channels.bus import Delivery, MessageBus
 from channels.messages import InboundMessage, OutboundError, OutboundText, OutboundTyping, Target
+from config.errors import LucidError
 from config.schema import Config
 from gateway.commands import CommandRegistry, parse_command
 from gateway.context import INTERRUPTED_RESULT
-from gateway.errors import LLMError
 from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions, role_of
 from gateway.runner import TurnRunner
 from gateway.turn import TurnContext
 from memory.sessions import Session, SessionStore
-from config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,9 @@
-"""Errors raised by the memory layer."""
+"""Errors raised by the memory layer.
+
+    MemoryStoreError        a memory file could not be read or written
+    ├── GitStoreError       versioning failed (unknown commit, broken repo, lock held)
+    └── DreamBusy           another Dream holds the workspace's Dream lock
+"""
 
 from __future__ import annotations
 
@@ -7,3 +12,14 @@ from config.errors import LucidError
 
 class MemoryStoreError(LucidError):
     """A memory file could not be read or written; the message says which and why."""
+
+
+class GitStoreError(MemoryStoreError):
+    """Versioning the memory files failed (unknown commit, broken repository, lock held)."""
+
+
+class DreamBusy(MemoryStoreError):
+    """A Dream is already running for this workspace (here or in another lucid process)."""
+
+    def __init__(self, message: str = "a Dream is already running; try again when it finishes") -> None:
+        super().__init__(message)

@@ -1,0 +1,235 @@
+"""The three tools Dream's phase 2 may use, with every guard of DESIGN §5.3.
+
+They reach exactly the files GitStore versions — ``SOUL.md``, ``USER.md``,
+``memory/MEMORY.md`` (``edit_file``) and new skills under ``skills/`` (``write_file``) —
+so every change Dream makes can be undone with ``/dream-restore``. A refused call is an
+``Error: …`` string for the model, never an exception: the model can correct itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memory._atomic import atomic_write_text, read_text_or_empty
+
+logger = logging.getLogger(__name__)
+
+MEMORY_FILES = ("SOUL.md", "USER.md", "memory/MEMORY.md")
+SKILL_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MAX_SKILL_CHARS = 8000
+MAX_READ_CHARS = 40_000
+
+
+class ToolRefused(Exception):
+    """A guard refused the call; the message goes back to the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class SkillInfo:
+    name: str
+    description: str
+
+
+def list_skills(workspace: Path) -> list[SkillInfo]:
+    """Skills already in ``skills/<name>/SKILL.md`` (name and description from frontmatter)."""
+    root = workspace / "skills"
+    if not root.is_dir():
+        return []
+    found: list[SkillInfo] = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        meta = parse_frontmatter(read_text_or_empty(folder / "SKILL.md")) or {}
+        description = str(meta.get("description") or "").strip()
+        found.append(SkillInfo(folder.name, description))
+    return found
+
+
+def parse_frontmatter(text: str) -> dict[str, Any] | None:
+    """The YAML mapping between leading ``---`` lines, or None when there is none."""
+    if not text.startswith("---"):
+        return None
+    parts = text.split("\n---", 1)
+    if len(parts) != 2:
+        return None
+    try:
+        meta = yaml.safe_load(parts[0][3:])
+    except yaml.YAMLError:
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def entries(text: str) -> Counter[str]:
+    """A file's entries for the drop guard: its non-empty lines (bullets included)."""
+    return Counter(line.strip() for line in text.splitlines() if line.strip())
+
+
+TOOL_SCHEMAS: list[dict[str, Any]] = [
+    {"type": "function", "function": {
+        "name": "read_file",
+        "description": "Read SOUL.md, USER.md, memory/MEMORY.md or a file under skills/.",
+        "parameters": {"type": "object", "properties": {
+            "path": {"type": "string", "description": "Path relative to the workspace."}},
+            "required": ["path"]}}},
+    {"type": "function", "function": {
+        "name": "edit_file",
+        "description": ("Replace one exact, unique snippet of SOUL.md, USER.md or memory/MEMORY.md."
+                        " Use an empty new_text to delete the snippet."),
+        "parameters": {"type": "object", "properties": {
+            "path": {"type": "string"},
+            "old_text": {"type": "string", "description": "Exact text, occurring once in the file."},
+            "new_text": {"type": "string"}},
+            "required": ["path", "old_text", "new_text"]}}},
+    {"type": "function", "function": {
+        "name": "write_file",
+        "description": ("Create a NEW skill at skills/<name>/SKILL.md (YAML frontmatter with name"
+                        " and description, then the steps). Existing skills are never overwritten."),
+        "parameters": {"type": "object", "properties": {
+            "path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"]}}},
+]
+
+
+@dataclass
+class DreamTools:
+    """Phase-2 tools bound to one workspace and one run (``changes`` lists what succeeded)."""
+
+    workspace: Path
+    size_caps: dict[str, int]
+    user_writable: bool = True
+    changes: list[str] = field(default_factory=list)
+
+    async def call(self, name: str, raw_arguments: str) -> str:
+        try:
+            args = json.loads(raw_arguments or "{}")
+        except ValueError:
+            return "Error: the arguments are not valid JSON; send a JSON object"
+        if not isinstance(args, dict):
+            return "Error: the arguments must be a JSON object"
+        handler = {"read_file": self._read, "edit_file": self._edit,
+                   "write_file": self._write}.get(name)
+        if handler is None:
+            return f"Error: unknown tool {name!r}; use read_file, edit_file or write_file"
+        try:
+            return await asyncio.to_thread(handler, args)
+        except ToolRefused as exc:
+            logger.info("dream tool %s refused: %s", name, exc)
+            return f"Error: {exc}"
+        except OSError as exc:
+            logger.warning("dream tool %s failed: %s", name, exc)
+            return f"Error: {exc.strerror or exc}"
+
+    # ------------------------------------------------------------------ paths
+    def _resolve(self, path: object) -> tuple[Path, Path]:
+        if not isinstance(path, str) or not path.strip():
+            raise ToolRefused("'path' must be a non-empty string")
+        root = self.workspace.resolve()
+        candidate = Path(path.strip())
+        full = (candidate if candidate.is_absolute() else root / candidate).resolve()
+        return root, full
+
+    def _memory_file(self, path: object) -> str:
+        root, full = self._resolve(path)
+        for rel in MEMORY_FILES:
+            if full == (root / rel).resolve():
+                return rel
+        raise ToolRefused(f"{path!r} is not editable; edit_file only changes "
+                          "SOUL.md, USER.md or memory/MEMORY.md")
+
+    # ------------------------------------------------------------------ tools
+    def _read(self, args: dict[str, Any]) -> str:
+        root, full = self._resolve(args.get("path"))
+        skills = (root / "skills").resolve()
+        allowed = any(full == (root / rel).resolve() for rel in MEMORY_FILES)
+        if not allowed and not full.is_relative_to(skills):
+            raise ToolRefused(f"{args.get('path')!r} is outside what Dream may read "
+                              "(SOUL.md, USER.md, memory/MEMORY.md, skills/)")
+        if not full.is_file():
+            raise ToolRefused(f"{args.get('path')!r} does not exist")
+        text = full.read_text(encoding="utf-8", errors="replace")
+        return text[:MAX_READ_CHARS] or "(empty file)"
+
+    def _edit(self, args: dict[str, Any]) -> str:
+        rel = self._memory_file(args.get("path"))
+        old, new = args.get("old_text"), args.get("new_text")
+        if not isinstance(old, str) or not isinstance(new, str):
+            raise ToolRefused("'old_text' and 'new_text' must be strings")
+        if rel == "USER.md" and not self.user_writable:
+            raise ToolRefused("USER.md may only change from the owner's private conversations, "
+                              "and this batch has none; leave USER.md alone")
+        path = self.workspace / rel
+        text = read_text_or_empty(path)
+        if old == new:
+            raise ToolRefused("old_text and new_text are identical; a no-op edit changes nothing")
+        if old == "":
+            if text.strip():
+                raise ToolRefused("old_text is empty; quote the exact snippet to replace")
+            updated = new
+        else:
+            count = text.count(old)
+            if count == 0:
+                raise ToolRefused(f"old_text was not found in {rel}; it must match exactly "
+                                  "(whitespace included) — read the file again")
+            if count > 1:
+                raise ToolRefused(f"old_text occurs {count} times in {rel}; include more "
+                                  "surrounding text so it is unique")
+            updated = text.replace(old, new, 1)
+        if updated == text:
+            raise ToolRefused("the edit would not change the file")
+        self._check_size(rel, text, updated)
+        self._check_drops(rel, text, updated)
+        atomic_write_text(path, updated)
+        self.changes.append(f"edited {rel}")
+        return f"OK: edited {rel} ({len(updated)} chars)"
+
+    def _check_size(self, rel: str, before: str, after: str) -> None:
+        cap = self.size_caps.get(rel)
+        if cap is not None and len(after) > cap and len(after) > len(before):
+            raise ToolRefused(f"{rel} would grow to {len(after)} chars, over its cap of {cap}; "
+                              "condense or drop stale entries instead of adding")
+
+    @staticmethod
+    def _check_drops(rel: str, before: str, after: str) -> None:
+        existing = entries(before)
+        dropped = sum((existing - entries(after)).values())
+        total = sum(existing.values())
+        if dropped > max(1.0, total / 4):
+            raise ToolRefused(f"this edit would remove or rewrite {dropped} of {rel}'s {total} "
+                              "entries (more than a quarter); make smaller, surgical edits")
+
+    def _write(self, args: dict[str, Any]) -> str:
+        root, full = self._resolve(args.get("path"))
+        content = args.get("content")
+        if not isinstance(content, str):
+            raise ToolRefused("'content' must be a string")
+        if any(full == (root / rel).resolve() for rel in MEMORY_FILES):
+            raise ToolRefused("use edit_file for SOUL.md, USER.md and memory/MEMORY.md")
+        skills = (root / "skills").resolve()
+        rel_parts = full.relative_to(skills).parts if full.is_relative_to(skills) else ()
+        if len(rel_parts) != 2 or rel_parts[1] != "SKILL.md":
+            raise ToolRefused("write_file only creates skills/<name>/SKILL.md")
+        name = rel_parts[0]
+        if not SKILL_NAME_RE.match(name):
+            raise ToolRefused(f"skill name {name!r} must be lowercase letters, digits, '-' or '_'")
+        taken = {s.name.lower() for s in list_skills(self.workspace)}
+        if name.lower() in taken or (skills / name).exists():
+            raise ToolRefused(f"skill {name!r} already exists; existing skills are never "
+                              "overwritten — skip it or extend a different one")
+        if len(content) > MAX_SKILL_CHARS:
+            raise ToolRefused(f"a skill may hold at most {MAX_SKILL_CHARS} chars")
+        meta = parse_frontmatter(content)
+        if meta is None or not meta.get("name") or not meta.get("description"):
+            raise ToolRefused("SKILL.md must start with YAML frontmatter holding 'name' and "
+                              "'description' between '---' lines")
+        if str(meta["name"]).strip() != name:
+            raise ToolRefused(f"frontmatter name {meta['name']!r} must equal the folder name {name!r}")
+        atomic_write_text(skills / name / "SKILL.md", content)
+        self.changes.append(f"created skills/{name}/SKILL.md")
+        return f"OK: created skills/{name}/SKILL.md"

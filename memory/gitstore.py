@@ -1,0 +1,293 @@
+"""GitStore: version the long-term memory files so every Dream change can be undone.
+
+The repository's work tree is the workspace, but it tracks ONLY ``SOUL.md``, ``USER.md``,
+``memory/MEMORY.md`` and ``skills/`` (DESIGN §3): files are added by name, never with
+``add -A``, and a ``.gitignore`` ignores everything else in case someone runs git by hand.
+Sessions, history and config never enter the repository.
+
+Every mutating operation holds ``memory/.git.lock`` so the gateway and a ``lucid dream``
+beside it never interleave commits. The synchronous methods do the git work; the
+``a``-prefixed wrappers run them in a worker thread for async callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from git import Repo
+from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
+
+from memory.errors import GitStoreError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TRACKED", "CommitInfo", "GitStore"]
+
+TRACKED: tuple[str, ...] = ("SOUL.md", "USER.md", "memory/MEMORY.md", "skills")
+IDENTITY_ENV = {
+    "GIT_AUTHOR_NAME": "lucidgate",
+    "GIT_AUTHOR_EMAIL": "lucidgate@localhost",
+    "GIT_COMMITTER_NAME": "lucidgate",
+    "GIT_COMMITTER_EMAIL": "lucidgate@localhost",
+    "GIT_TERMINAL_PROMPT": "0",
+}
+GITIGNORE = """\
+# Written by lucidgate: only the long-term memory files are versioned here.
+/*
+!/SOUL.md
+!/USER.md
+!/memory/
+/memory/*
+!/memory/MEMORY.md
+!/skills/
+__pycache__/
+*.tmp
+"""
+_SHA_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
+_STALE_INDEX_LOCK_S = 60.0
+_RECORD, _FIELD = "\x1e", "\x1f"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    sha: str
+    short: str
+    message: str
+    when: datetime
+    files: tuple[str, ...]
+
+
+class GitStore:
+    def __init__(self, workspace: Path, *, lock_timeout_s: float = 60.0) -> None:
+        self.workspace = Path(workspace)
+        self._lock = FileLock(self.workspace / "memory" / ".git.lock", timeout=lock_timeout_s)
+
+    # ------------------------------------------------------------------ mutating operations
+    def init(self) -> None:
+        """Create the repository (first commit ``init: memory files``) unless it exists."""
+        with self._locked(), self._repo():
+            pass
+
+    def commit_manual_edits(self) -> str | None:
+        """Commit edits made outside lucid (``manual: <files>``); None when there are none."""
+        with self._locked(), self._repo() as repo:
+            return self._commit(repo, None)
+
+    def commit(self, message: str) -> str | None:
+        """Commit the tracked files as they are now; None when nothing changed."""
+        with self._locked(), self._repo() as repo:
+            return self._commit(repo, message)
+
+    def restore(self, sha: str) -> str:
+        """A NEW commit bringing the tracked files back to their state before ``sha``."""
+        with self._locked(), self._repo() as repo:
+            target = self._resolve(repo, sha)
+            parents = repo.git.rev_list("--parents", "-n", "1", target).split()[1:]
+            if not parents:
+                raise GitStoreError(
+                    f"{target[:8]} is the first commit; there is no earlier state to restore"
+                )
+            self._commit(repo, None)  # keep unsaved hand edits in history before overwriting
+            before = parents[0]
+            changed = _lines(repo.git.diff("--name-only", before, "HEAD", "--", *TRACKED))
+            if not changed:
+                raise GitStoreError(
+                    f"nothing to restore: the memory files already match the state before "
+                    f"{target[:8]}"
+                )
+            present = set(_lines(repo.git.ls_tree("-r", "--name-only", before, "--", *changed)))
+            if present:
+                repo.git.checkout(before, "--", *sorted(present))
+            gone = [f for f in changed if f not in present]
+            if gone:
+                repo.git.rm("-q", "-f", "--", *gone)
+            sha_new = self._commit(repo, f"restore: before {target[:8]}")
+            if sha_new is None:  # pragma: no cover - the diff above said otherwise
+                raise GitStoreError(f"restoring to before {target[:8]} changed nothing")
+            logger.info("memory files restored to before %s as %s", target[:8], sha_new[:8])
+            return sha_new
+
+    # ------------------------------------------------------------------ reading
+    def log(self, n: int = 20, *, prefix: str | None = None) -> list[CommitInfo]:
+        """The newest ``n`` commits (optionally only those whose message starts with ``prefix``)."""
+        if not (self.workspace / ".git").exists():
+            return []
+        with self._repo(create=False) as repo:
+            if not repo.head.is_valid():
+                return []
+            args = [f"--format={_RECORD}%H{_FIELD}%h{_FIELD}%ct{_FIELD}%s", "--name-only"]
+            args.append(f"-n{max(0, n)}" if prefix is None else "-n5000")
+            raw = repo.git.log(*args)
+        infos = [_parse_record(rec) for rec in raw.split(_RECORD) if rec.strip()]
+        if prefix is not None:
+            infos = [i for i in infos if i.message.startswith(prefix)][: max(0, n)]
+        return infos
+
+    def diff(self, sha: str) -> str:
+        """The patch a commit made (the root commit shows its whole content)."""
+        if not (self.workspace / ".git").exists():
+            raise GitStoreError("memory is not versioned yet; nothing to show")
+        with self._repo(create=False) as repo:
+            target = self._resolve(repo, sha)
+            return str(repo.git.show("--no-color", "--patch", "--format=medium", target, "--"))
+
+    # ------------------------------------------------------------------ async wrappers
+    async def ainit(self) -> None:
+        await asyncio.to_thread(self.init)
+
+    async def acommit_manual_edits(self) -> str | None:
+        return await asyncio.to_thread(self.commit_manual_edits)
+
+    async def acommit(self, message: str) -> str | None:
+        return await asyncio.to_thread(self.commit, message)
+
+    async def arestore(self, sha: str) -> str:
+        return await asyncio.to_thread(self.restore, sha)
+
+    async def alog(self, n: int = 20, *, prefix: str | None = None) -> list[CommitInfo]:
+        return await asyncio.to_thread(self.log, n, prefix=prefix)
+
+    async def adiff(self, sha: str) -> str:
+        return await asyncio.to_thread(self.diff, sha)
+
+    # ------------------------------------------------------------------ internals
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        (self.workspace / "memory").mkdir(parents=True, exist_ok=True)
+        try:
+            self._lock.acquire()
+        except Timeout as exc:
+            raise GitStoreError(
+                f"{self._lock.lock_file} stayed locked for {self._lock.timeout:.0f} s; another "
+                "lucid process is committing memory — retry when it is done"
+            ) from exc
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def _repo(self, *, create: bool = True) -> Iterator[Repo]:
+        """Open the workspace repository, re-creating it when missing or broken."""
+        git_dir = self.workspace / ".git"
+        repo: Repo | None = None
+        if git_dir.exists():
+            try:
+                repo = Repo(self.workspace)
+            except (InvalidGitRepositoryError, NoSuchPathError) as exc:
+                if not create:
+                    raise GitStoreError(f"{git_dir} is not a usable repository") from exc
+                aside = git_dir.with_name(f".git.broken-{time.strftime('%Y%m%d%H%M%S')}")
+                logger.warning("%s is not a usable repository; moved it to %s", git_dir, aside.name)
+                shutil.move(str(git_dir), aside)
+        elif not create:
+            raise GitStoreError("memory is not versioned yet")
+        fresh = repo is None
+        if repo is None:
+            if git_dir.exists():
+                logger.warning("re-initialising the memory repository in %s", self.workspace)
+            else:
+                logger.info("initialising the memory repository in %s", self.workspace)
+            repo = Repo.init(self.workspace, initial_branch="main")
+        try:
+            repo.git.update_environment(**IDENTITY_ENV)
+            if fresh or not (self.workspace / ".gitignore").exists():
+                (self.workspace / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+            if create and not repo.head.is_valid():
+                self._commit(repo, "init: memory files", allow_empty=True)
+            yield repo
+        finally:
+            repo.close()
+
+    def _resolve(self, repo: Repo, sha: str) -> str:
+        """Full sha of a commit on our history; a clear error for anything else."""
+        text = (sha or "").strip()
+        # Validate before git sees it: a "sha" from chat must never become a git option.
+        if not _SHA_RE.match(text):
+            raise GitStoreError(f"{sha!r} is not a commit id; see /dream-log for valid ones")
+        try:
+            full = repo.git.rev_parse("--verify", "--quiet", f"{text}^{{commit}}").strip()
+            repo.git.merge_base("--is-ancestor", full, "HEAD")
+        except GitCommandError:
+            raise GitStoreError(
+                f"unknown commit {text!r}; see /dream-log for the commits you can use"
+            ) from None
+        return full
+
+    def _commit(self, repo: Repo, message: str | None, *, allow_empty: bool = False) -> str | None:
+        """Stage the tracked files by name and commit them; ``message=None`` = manual edits."""
+        changed = self._stage(repo)
+        if not changed and not allow_empty:
+            return None
+        if message is None:
+            shown = ", ".join(changed[:5]) + (f" (+{len(changed) - 5} more)" if len(changed) > 5 else "")
+            message = f"manual: {shown}"
+        args = ["--no-verify", "--no-gpg-sign", "-q", "-m", message]
+        if allow_empty:
+            args.append("--allow-empty")
+        # Naming the paths commits only them, even if someone staged other files by hand.
+        repo.git.commit(*args, *(["--", *changed] if changed else []))
+        sha = repo.head.commit.hexsha
+        logger.info("memory commit %s: %s", sha[:8], message)
+        return sha
+
+    def _stage(self, repo: Repo) -> list[str]:
+        """``git add`` the tracked paths; the files whose staged state differs from HEAD."""
+        self._clear_stale_index_lock()
+        try:
+            known = _lines(repo.git.ls_files("--", *TRACKED))
+        except GitCommandError as exc:
+            if "index" not in str(exc).lower():
+                raise GitStoreError(f"git failed: {exc.stderr.strip()}") from exc
+            self._rebuild_index(repo)
+            known = _lines(repo.git.ls_files("--", *TRACKED))
+        paths = [p for p in TRACKED
+                 if (self.workspace / p).exists() or any(k == p or k.startswith(p + "/") for k in known)]
+        if paths:
+            repo.git.add("--", *paths)
+        # With an unborn HEAD, git compares the index against the empty tree.
+        return _lines(repo.git.diff("--cached", "--name-only", "--", *TRACKED))
+
+    def _rebuild_index(self, repo: Repo) -> None:
+        index = Path(repo.git_dir) / "index"
+        logger.warning("git index in %s is corrupt; rebuilding it from HEAD", repo.git_dir)
+        index.unlink(missing_ok=True)
+        if repo.head.is_valid():
+            repo.git.reset("-q")
+
+    def _clear_stale_index_lock(self) -> None:
+        # We hold .git.lock, so an old index.lock is a crashed git's leftover, not a live one.
+        lock = self.workspace / ".git" / "index.lock"
+        try:
+            age = time.time() - lock.stat().st_mtime
+        except FileNotFoundError:
+            return
+        if age > _STALE_INDEX_LOCK_S:
+            logger.warning("removing stale %s (%.0f s old)", lock, age)
+            lock.unlink(missing_ok=True)
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _parse_record(record: str) -> CommitInfo:
+    head, _, rest = record.partition("\n")
+    sha, short, ts, subject = head.split(_FIELD, 3)
+    return CommitInfo(
+        sha=sha,
+        short=short,
+        message=subject,
+        when=datetime.fromtimestamp(int(ts), tz=timezone.utc),
+        files=tuple(_lines(rest)),
+    )
