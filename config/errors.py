@@ -5,7 +5,10 @@
     ├── LLMError               (gateway.errors) the model could not answer
     │   └── ContextOverflowError
     ├── ToolError              (gateway.errors) a tool refused or failed; shown to the model
-    └── MemoryStoreError       (memory.errors) a memory file could not be read or written
+    ├── MemoryStoreError       (memory.errors) a memory file could not be read or written
+    │   ├── GitStoreError      the memory repository could not be read or changed
+    │   └── DreamBusy          a Dream is already running
+    └── BudgetExceeded         (gateway.errors) a token budget is spent
 
 Each error's message says what the user should do next.
 """

@@ -164,6 +164,9 @@ class WebhookConfig(Section):
     max_body_bytes: int = Field(1_048_576, ge=1024)
     rate_limit_per_min: int = Field(60, ge=1)
     callback_allow_hosts: list[str] = Field(default_factory=list)
+    callback_timeout_s: float = Field(10, gt=0)
+    callback_max_attempts: int = Field(6, ge=1)
+    callback_backoff_s: float = Field(5.0, ge=0)
 
 
 class CliChannelConfig(Section):

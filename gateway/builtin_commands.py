@@ -45,6 +45,7 @@ def register_builtin_commands(gw: Gateway) -> None:
         if totals is not None:
             lines.append(f"tokens this session (since start): {totals.prompt:,} prompt, "
                          f"{totals.completion:,} completion, {totals.cached:,} cached")
+        await gw.store.refresh()
         lines.append(f"memory: {gw.store.unprocessed_count()} history entries waiting for Dream"
                      + (" (Dream running)" if gw.dream.running else ""))
         for extra in gw.extras:
@@ -68,7 +69,10 @@ def register_builtin_commands(gw: Gateway) -> None:
                 return _clip(await asyncio.to_thread(gw.git.diff, args.split()[0]))
             except MemoryStoreError as exc:
                 return str(exc)
-        commits = await asyncio.to_thread(gw.git.log, 15)
+        try:
+            commits = await asyncio.to_thread(gw.git.log, 15)
+        except MemoryStoreError as exc:
+            return f"Cannot read the memory history: {exc}"
         if not commits:
             return "No memory changes yet."
         return "\n".join(f"{c.short} {c.when} {c.message}" for c in commits)
@@ -92,6 +96,8 @@ def register_builtin_commands(gw: Gateway) -> None:
 
         if not args.strip():
             return "Usage: /forget <text> — removes memory lines containing that text."
+        if gw.dream.running:
+            return "Dream is updating memory right now; try /forget again in a minute."
         removed = await forget_lines(gw.store, gw.git, args.strip())
         if not removed:
             return f"Nothing in memory mentions {args.strip()!r}."

@@ -98,6 +98,7 @@ class ContextBuilder:
         self._skills_sig: tuple | None = None
         self._skills: list[Skill] = []
         self._stable_cache: dict[tuple, str] = {}
+        self._history_tokens: dict[int, int] = {}
 
     async def refresh(self) -> None:
         """Pick up edited bootstrap/memory files and skills (stats in a worker thread)."""
@@ -176,17 +177,31 @@ class ContextBuilder:
             return None
         entries = await self.history.recent(limit=self.agent.memory.recent_history_limit,
                                             session_keys=self.history_scope(ctx))
-        budget = self.agent.memory.recent_history_max_tokens
+        budget = self.history_token_cap()
         kept: list[str] = []
         for entry in reversed(entries):  # newest first until the token cap
             line = f"[{entry.timestamp}] {entry.content.strip()}"
-            budget -= tokens.count_text(line)
+            budget -= self._line_tokens(entry.cursor, line)
             if budget < 0:
                 break
             kept.append(line)
         if not kept:
             return None
         return "# Recent History\n\n" + "\n".join(reversed(kept))
+
+    def history_token_cap(self) -> int:
+        """~8,000 tokens by default, but never more than a quarter of the prompt budget:
+        history must leave room for the conversation itself on small-window models."""
+        return min(self.agent.memory.recent_history_max_tokens, self.agent.prompt_budget // 4)
+
+    def _line_tokens(self, cursor: int, line: str) -> int:
+        """History lines never change once written: count each once."""
+        count = self._history_tokens.get(cursor)
+        if count is None:
+            if len(self._history_tokens) > 4096:
+                self._history_tokens.clear()
+            count = self._history_tokens[cursor] = tokens.count_text(line)
+        return count
 
     async def system_prompt(self, ctx: TurnContext) -> str:
         sections = [self.stable_prompt(ctx)]

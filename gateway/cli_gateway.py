@@ -1,0 +1,72 @@
+"""``lucid gateway``: run the daemon (all channels, the agent, health and metrics over HTTP).
+
+The command only parses flags, sets up logging, loads (or on first run writes) the config
+and hands over to ``gateway.serve.run_gateway``; heavy imports happen inside it.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from config.errors import LucidError
+from gateway.cli import ConfigOption, _ensure_onboarded, app, console, err_console, provider_help
+
+
+class LogFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def gateway(
+    config_path: ConfigOption = None,
+    host: Annotated[Optional[str], typer.Option("--host", help="Listen address (default: gateway.host).")] = None,
+    port: Annotated[Optional[int], typer.Option("--port", help="Listen port (default: gateway.port).")] = None,
+    log_format: Annotated[LogFormat, typer.Option("--log-format", help="text, or json for journald/Docker.")]
+    = LogFormat.text,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every HTTP request.")]
+    = True,
+) -> None:
+    """Run the gateway daemon: every enabled channel, the agent, /healthz, /readyz, /metrics."""
+    from gateway.logs import secrets_from_config, setup_logging
+    from gateway.serve import run_gateway
+
+    redactor = setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=log_format.value)
+    log = logging.getLogger("gateway")
+    config = _ensure_onboarded(config_path)
+    redactor.add(secrets_from_config(config))
+    try:
+        if host is not None:
+            config.gateway.host = host
+        if port is not None:
+            config.gateway.port = port
+    except ValueError as exc:
+        err_console.print(f"[red]invalid option[/red]: {exc}")
+        raise typer.Exit(2) from None
+    hint = provider_help(config)
+    if hint:
+        log.warning("no model is configured; the gateway starts anyway and /readyz reports not ready")
+        if log_format is LogFormat.json:
+            log.warning("%s", hint)
+        else:
+            err_console.print(hint, markup=False, highlight=False)
+
+    def announce(url: str) -> None:
+        webhook = config.channels.webhook
+        if webhook.enabled:
+            console.print(f"webhook: POST {url}/v1/messages (Authorization: Bearer <channels.webhook.token>)",
+                          markup=False, highlight=False, soft_wrap=True)
+        console.print(f"health: {url}/healthz  readiness: {url}/readyz  metrics: {url}/metrics  "
+                      f"API docs: {url}/docs", markup=False, highlight=False, soft_wrap=True)
+
+    try:
+        code = run_gateway(config, on_listening=announce, access_log=access_log)
+    except LucidError as exc:
+        err_console.print(f"[red]error[/red]: {exc}", highlight=False)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)

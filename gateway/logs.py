@@ -1,0 +1,184 @@
+"""Logging for the daemon: human-readable or JSON lines, with secrets redacted everywhere.
+
+The redaction is a filter on the root handler, not on our own loggers, because the lines
+that leak secrets usually come from libraries: an HTTP client logging a Telegram URL
+(``/bot<token>/``), an SDK echoing an ``Authorization`` header, a traceback quoting a
+config value. Every record that reaches the handler is rendered once, scrubbed of known
+secret values and of token-shaped strings, and handed on with no arguments left to
+re-format. Tracebacks are rendered and scrubbed here too (``exc_text``), so a formatter
+never sees the raw exception.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, SecretStr
+
+LogFormat = Literal["text", "json"]
+
+MASK = "***"
+# Known secret values shorter than this are not redacted by value: masking every "abc" in
+# every log line would destroy the logs and protect nothing.
+MIN_SECRET_LEN = 6
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # Authorization headers and similar: keep the scheme, drop the credential.
+    (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=\-]{6,}"), r"\1 " + MASK),
+    # Telegram bot tokens, wherever they appear (URLs: /bot<token>/getUpdates).
+    (re.compile(r"\b\d{5,}:[A-Za-z0-9_\-]{30,}"), MASK),
+    # Slack tokens.
+    (re.compile(r"\bx(?:ox[abposr]|app)-[A-Za-z0-9\-]{8,}"), MASK),
+    # OpenAI-style and similar API keys.
+    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"), MASK),
+    # key=value / "key": "value" pairs whose key names a secret.
+    (re.compile(r"""(?i)((?:api[_-]?key|apikey|access[_-]?token|secret|password|passwd|signing[_-]?secret|"""
+                r"""bot[_-]?token|app[_-]?token|callback[_-]?secret)["']?\s*[:=]\s*["']?)([^\s"',&;}]{4,})"""),
+     r"\1" + MASK),
+)
+
+_ENV_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+
+
+class Redactor:
+    """Replaces known secret values and token-shaped strings with ``***``."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets: set[str] = set()
+        self._by_value: re.Pattern[str] | None = None
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        fresh = {s for s in secrets if s and len(s) >= MIN_SECRET_LEN} - self._secrets
+        if not fresh:
+            return
+        self._secrets |= fresh
+        # Longest first so a secret that contains another is masked whole.
+        ordered = sorted(self._secrets, key=len, reverse=True)
+        self._by_value = re.compile("|".join(re.escape(s) for s in ordered))
+
+    def redact(self, text: str) -> str:
+        if self._by_value is not None:
+            text = self._by_value.sub(MASK, text)
+        for pattern, replacement in _PATTERNS:
+            text = pattern.sub(replacement, text)
+        return text
+
+
+class RedactingFilter(logging.Filter):
+    """Renders each record, redacts it, and freezes the result into ``record.msg``."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+        self._formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string must not lose the line
+            message = f"{record.msg!r} {record.args!r}"
+        record.msg = self.redactor.redact(message)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redactor.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redactor.redact(record.stack_info)
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, for journald and Docker log drivers."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = record.stack_info
+        return json.dumps(entry, ensure_ascii=False)
+
+
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+# Libraries that are chatty at INFO; their warnings still show.
+_QUIET = ("httpx", "httpcore", "LiteLLM", "litellm", "hpack", "apscheduler.scheduler", "git")
+
+
+def setup_logging(
+    *, level: int = logging.INFO, fmt: LogFormat = "text", stream: IO[str] | None = None,
+    secrets: Iterable[str] = (),
+) -> Redactor:
+    """Install one root handler with the redacting filter; returns the redactor to extend.
+
+    Calling it again replaces the handler it installed before (tests, re-configuration).
+    """
+    redactor = Redactor(secrets)
+    redactor.add(secrets_from_env(os.environ))
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.set_name("lucid")
+    handler.addFilter(RedactingFilter(redactor))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == "lucid"]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    # uvicorn loggers propagate to the root (we run it with log_config=None).
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+    return redactor
+
+
+def secrets_from_config(model: BaseModel) -> list[str]:
+    """Every ``SecretStr`` value anywhere in the configuration (tokens, keys, secrets)."""
+    found: list[str] = []
+
+    def walk(node: object, name: str = "") -> None:
+        if isinstance(node, SecretStr):
+            found.append(node.get_secret_value())
+        elif isinstance(node, BaseModel):
+            for field in type(node).model_fields:
+                walk(getattr(node, field, None), field)
+            for key, value in (node.__pydantic_extra__ or {}).items():
+                walk(value, key)
+        elif isinstance(node, dict):
+            for value in node.values():
+                # Extra provider headers usually carry credentials (Authorization, api-key).
+                if isinstance(value, str) and "header" in name:
+                    found.append(value)
+                else:
+                    walk(value, name)
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                walk(value, name)
+
+    walk(model)
+    return [s for s in found if s]
+
+
+def secrets_from_env(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """Values of environment variables whose names say they hold a secret."""
+    return [v for k, v in environ.items()
+            if v and k.upper().endswith(_ENV_SECRET_SUFFIXES)]

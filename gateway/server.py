@@ -1,0 +1,226 @@
+"""The FastAPI app: a factory, a lifespan that owns the gateway, health and metrics routes.
+
+``create_app(config)`` composes (builds the gateway and the enabled channels, mounts the
+channels' routers) but starts nothing; the lifespan starts the gateway and stops it. The
+split keeps the OpenAPI schema complete before the first request while all I/O — the
+workspace, the bus journal, channel connections, the agent — happens in the lifespan.
+
+Shutdown is a drain, not a drop (DESIGN §11): ``GatewayState.drain(grace)`` closes the
+bus intake (new messages get 503), lets running turns finish within the grace period,
+flushes their answers to the channels and lets channels answer whoever is still waiting;
+only then does the server stop. ``gateway.serve`` calls it on SIGTERM/SIGINT, and the
+lifespan calls it (a no-op the second time) so every way out drains the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from channels.base import HasRouter
+from config.schema import Config
+from gateway.app import Gateway, build_gateway
+from memory.sessions import SessionStore, read_header
+
+logger = logging.getLogger(__name__)
+
+VERSION = "0.1.0"
+
+
+@runtime_checkable
+class Drainable(Protocol):
+    """A channel that has work to finish when the gateway drains (answer waiting clients)."""
+
+    async def drain(self) -> None: ...
+
+
+class Check(BaseModel):
+    ok: bool
+    detail: str
+
+
+class Readiness(BaseModel):
+    ready: bool
+    checks: dict[str, Check]
+
+
+class Health(BaseModel):
+    status: str
+    version: str
+
+
+class GatewayState:
+    """What the routes and the server runner share: the gateway and the shutdown state."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.started = asyncio.Event()
+        self.draining = False
+        self._drain_task: asyncio.Task[None] | None = None
+        self._skip_grace = asyncio.Event()
+
+    async def drain(self, grace_s: float) -> None:
+        """Stop intake, finish turns within ``grace_s``, answer waiting clients. Idempotent."""
+        if self._drain_task is None:
+            self._drain_task = asyncio.create_task(self._drain(grace_s), name="gateway-drain")
+        await asyncio.shield(self._drain_task)
+
+    def skip_grace(self) -> None:
+        """A second signal: stop waiting for turns; they stay pending and resume at next start."""
+        self._skip_grace.set()
+
+    async def _drain(self, grace_s: float) -> None:
+        gw = self.gateway
+        self.draining = True
+        gw.bus.close_intake()
+        busy = gw.agent.active_turns + gw.agent.queued + gw.bus.inbound_depth
+        if busy:
+            logger.info("draining: no new messages; waiting up to %gs for %d turn(s)", grace_s, busy)
+        quiet = asyncio.create_task(self._quiesce(), name="gateway-quiesce")
+        skip = asyncio.create_task(self._skip_grace.wait(), name="gateway-skip-grace")
+        done, _ = await asyncio.wait({quiet, skip}, timeout=grace_s, return_when=asyncio.FIRST_COMPLETED)
+        for task in (quiet, skip):
+            task.cancel()
+        await asyncio.gather(quiet, skip, return_exceptions=True)
+        if quiet not in done:
+            left = gw.agent.active_turns + gw.agent.queued
+            logger.warning("grace period over with %d turn(s) unfinished; they stay pending and "
+                           "resume at the next start", left)
+        for name, channel in gw.channels.items():
+            if isinstance(channel, Drainable):
+                try:
+                    await asyncio.wait_for(channel.drain(), timeout=max(1.0, grace_s))
+                except Exception:
+                    logger.exception("draining channel %s failed", name)
+
+    async def _quiesce(self) -> None:
+        await self.gateway.agent.idle()
+        await self.gateway.bus.flush_outbound()
+
+
+class SessionsOnDisk:
+    """The read-only view of transcripts the webhook's sessions API uses."""
+
+    def __init__(self, sessions: SessionStore) -> None:
+        self.sessions = sessions
+
+    async def list(self, prefix: str, limit: int) -> list[dict[str, Any]]:
+        def scan() -> list[dict[str, Any]]:
+            found = []
+            if not self.sessions.dir.exists():
+                return found
+            for path in self.sessions.dir.glob("*.jsonl"):
+                header = read_header(path)
+                if header is None or not str(header["key"]).startswith(prefix):
+                    continue
+                key = str(header["key"])
+                found.append({"key": key, "chat_id": key[len(prefix):],
+                              "created_at": header.get("created_at"), "updated_at": header.get("updated_at")})
+            found.sort(key=lambda s: s.get("updated_at") or "", reverse=True)
+            return found[:limit]
+
+        return await asyncio.to_thread(scan)
+
+    async def recent(self, key: str, limit: int) -> dict[str, Any] | None:
+        if self.sessions.cached(key) is None:
+            exists = await asyncio.to_thread(self.sessions.path_for(key).exists)
+            if not exists:
+                return None
+        session = await self.sessions.get(key)
+        shown = [m for m in session.messages
+                 if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
+                 and m.get("content")]
+        return {"key": key, "pending": session.pending_state() is not None,
+                "messages": [{"role": m["role"], "content": m["content"], "timestamp": m.get("timestamp")}
+                             for m in shown[-limit:]]}
+
+
+def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
+    """Compose the app. Nothing is started until the lifespan runs."""
+    from channels.registry import build_channels
+
+    if gateway is None:
+        gateway = build_gateway(config)
+        gateway.channels.update(build_channels(config, gateway.bus, workspace=config.workspace))
+    state = GatewayState(gateway)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            await gateway.start()
+        except BaseException:
+            logger.error("the gateway failed to start; stopping what did start")
+            await gateway.stop(grace_s=0)
+            raise
+        ok, why = gateway.model.configured()
+        if not ok:
+            logger.warning("no model is configured (%s): messages will fail until one is", why)
+        state.started.set()
+        try:
+            yield
+        finally:
+            await state.drain(config.gateway.shutdown_grace_s)
+            await gateway.stop(grace_s=0)
+            logger.info("gateway stopped")
+
+    app = FastAPI(title="lucidgate", version=VERSION, lifespan=lifespan,
+                  description="A self-hosted gateway for a personal AI assistant that remembers.")
+    app.state.lucid = state
+    _add_health_routes(app, state)
+    view = SessionsOnDisk(gateway.sessions)
+    for name, channel in gateway.channels.items():
+        bind = getattr(channel, "bind_sessions", None)
+        if callable(bind):
+            bind(view)
+        if isinstance(channel, HasRouter):
+            app.include_router(channel.router())
+            logger.debug("mounted the %s channel's routes", name)
+    return app
+
+
+def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
+    @app.get("/healthz", response_model=Health, tags=["ops"], summary="The process is up")
+    async def healthz() -> Health:
+        return Health(status="ok", version=VERSION)
+
+    @app.get("/readyz", response_model=Readiness, tags=["ops"], summary="Ready to take messages",
+             responses={503: {"model": Readiness, "description": "Not ready; see which check failed."}})
+    async def readyz() -> JSONResponse:
+        gw = state.gateway
+        accepting = state.started.is_set() and gw.bus.accepting and not state.draining
+        bus_detail = "accepting messages" if accepting else (
+            "shutting down" if state.draining or not gw.bus.accepting else "starting")
+        writable, ws_detail = await asyncio.to_thread(_workspace_writable, gw.config.workspace)
+        ok, why = gw.model.configured()
+        checks = {
+            "bus": Check(ok=accepting, detail=bus_detail),
+            "workspace": Check(ok=writable, detail=ws_detail),
+            "provider": Check(ok=ok, detail=f"{gw.config.agent.model}" if ok else why),
+        }
+        ready = all(c.ok for c in checks.values())
+        return JSONResponse(Readiness(ready=ready, checks=checks).model_dump(), status_code=200 if ready else 503)
+
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response,
+             responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}})
+    async def metrics() -> Response:
+        return Response(state.gateway.metrics.render(), headers={"Content-Type": state.gateway.metrics.content_type})
+
+
+def _workspace_writable(workspace: Path) -> tuple[bool, str]:
+    try:
+        fd, path = tempfile.mkstemp(dir=workspace, prefix=".readyz.")
+        os.close(fd)
+        os.unlink(path)
+    except OSError as exc:
+        return False, f"{workspace} is not writable ({exc.strerror or exc})"
+    return True, str(workspace)
