@@ -116,6 +116,7 @@ class PromptEstimator:
         self.builder = builder
         self.tools = tools
         self._system_counts: dict[int, int] = {}
+        self._tool_counts: dict[bool, int] = {}  # tool schemas are fixed once the gateway is wired
 
     async def estimate(self, session: Session, ctx: TurnContext) -> int:
         system = await self.builder.system_prompt(ctx)
@@ -125,7 +126,10 @@ class PromptEstimator:
             if len(self._system_counts) > 64:
                 self._system_counts.clear()
             system_tokens = self._system_counts[key] = tokens.count_text(system)
-        total = system_tokens + tokens.count_tools(self.tools.schemas(ctx)) + self.RUNTIME_BLOCK_TOKENS
+        tool_tokens = self._tool_counts.get(ctx.is_owner)
+        if tool_tokens is None:
+            tool_tokens = self._tool_counts[ctx.is_owner] = tokens.count_tools(self.tools.schemas(ctx))
+        total = system_tokens + tool_tokens + self.RUNTIME_BLOCK_TOKENS
         for msg in session.active():
             total += _message_tokens(msg)
         return total

@@ -14,6 +14,7 @@ class FakeChannel:
         self.name = name
         self.bus = bus
         self.sent: list[OutboundMessage] = []
+        self.reply_count = 0
         self._ids = itertools.count(1)
         self._changed = asyncio.Event()
 
@@ -25,6 +26,8 @@ class FakeChannel:
 
     async def send(self, msg: OutboundMessage) -> None:
         self.sent.append(msg)
+        if msg.kind in ("text", "error"):
+            self.reply_count += 1
         self._changed.set()
 
     def replies(self, chat_id: str | None = None) -> list[OutboundMessage]:
@@ -41,7 +44,7 @@ class FakeChannel:
 
     async def wait_replies(self, count: int, timeout: float = 10.0) -> list[OutboundMessage]:
         async def until() -> None:
-            while len(self.replies()) < count:
+            while self.reply_count < count:
                 self._changed.clear()
                 await self._changed.wait()
         await asyncio.wait_for(until(), timeout)
