@@ -146,21 +146,29 @@ class OutboundLimiter:
                     await asyncio.sleep(delay)
 
     async def _slot(self, key: str | None) -> None:
-        """Reserve the next slot under the lock, then sleep until it outside the lock."""
+        """Wait for the chat's own slot first, then for a global one.
+
+        In two steps so a chat that must wait never holds up other chats' global slots.
+        """
+        if key is not None:
+            async with self._lock:
+                now = time.monotonic()
+                bucket = self._per_key.get(key)
+                if bucket is None:
+                    if len(self._per_key) > 10_000:
+                        self._forget_idle(now)
+                    bucket = self._per_key[key] = _Gcra(*self._key_rate)
+                at = bucket.earliest(now)
+                bucket.take(at)
+            await self._sleep_until(at)
         async with self._lock:
             now = time.monotonic()
             at = max(self._global.earliest(now), self._paused_until)
-            bucket = None
-            if key is not None:
-                bucket = self._per_key.get(key)
-                if bucket is None:
-                    bucket = self._per_key[key] = _Gcra(*self._key_rate)
-                at = max(at, bucket.earliest(now))
             self._global.take(at)
-            if bucket is not None:
-                bucket.take(at)
-            if len(self._per_key) > 10_000:
-                self._forget_idle(now)
+        await self._sleep_until(at)
+
+    @staticmethod
+    async def _sleep_until(at: float) -> None:
         delay = at - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)

@@ -1,4 +1,9 @@
-"""Markdown (as the model writes it) → Telegram-safe HTML, split to the message limit.
+"""Pure translation for the Telegram channel: replies to Telegram HTML, messages to our text.
+
+Outbound, markdown (as the model writes it) becomes Telegram-safe HTML split to the
+message limit. Inbound, a group message counts only when it addresses the bot, and its
+text loses the ``@botname`` mention and command suffix. No I/O here: everything is tested
+on plain values and recorded Telegram JSON.
 
 Telegram's HTML mode accepts a handful of tags and insists they balance; anything else
 (an unescaped ``<``, a stray tag) fails the whole message with "can't parse entities".
@@ -17,6 +22,11 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from telegram import Message, MessageEntity
 
 MAX_MESSAGE_CHARS = 4096
 
@@ -26,11 +36,21 @@ _INLINE_CODE = re.compile(r"`([^`\n]+)`")
 _LINK = re.compile(r"\[([^\]\n]+)\]\(((?:https?|tg|mailto):[^)\s]+)\)")
 _BARE_URL = re.compile(r"https?://[^\s<>\"]+")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
-_ITALIC = re.compile(r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])|(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])")
+_ITALIC = re.compile(
+    r"(?<![\w*])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![\w*])"
+    r"|(?<![\w_])_(?=[^\s_])(.+?)(?<=[^\s_])_(?![\w_])"
+)
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+")
 _TAG = re.compile(r"<(/?)([a-z]+)[^>]*>")
+_COMMAND = re.compile(r"^/([A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(?=\s|$)")
+_MIME_EXT = {"application/pdf": ".pdf", "application/zip": ".zip", "application/json": ".json",
+             "text/plain": ".txt", "text/csv": ".csv", "text/markdown": ".md", "image/jpeg": ".jpg",
+             "image/png": ".png", "image/webp": ".webp", "image/gif": ".gif", "audio/mpeg": ".mp3",
+             "audio/ogg": ".ogg", "audio/mp4": ".m4a", "video/mp4": ".mp4", "video/quicktime": ".mov"}
+_MEDIA = {"photo": ("image", ".jpg"), "voice": ("voice", ".ogg"), "audio": ("audio", ".mp3"),
+          "video": ("video", ".mp4"), "document": ("file", ".bin")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +77,8 @@ def render(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
     for unit in _units(text, limit):
         grow = len(unit[0]) + (len(unit[1]) if current else 0)
         if current and size + grow > limit:
-            keep, carry = _break_point(current, limit)
+            starts_block = unit[1] == "\n\n" or unit[0].startswith("<pre>")
+            keep, carry = (current, []) if starts_block else _break_point(current, limit)
             chunks.append(_join(keep))
             current, size = carry, len(_join(carry))
             if current and size + len(unit[1]) + len(unit[0]) > limit:
@@ -91,18 +112,18 @@ def _break_point(
 
 
 def split_plain(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
-    """Plain text split on paragraph, then line, then word boundaries."""
+    """Text split on paragraph, then line, then word boundaries; never inside ``&entity;``."""
     chunks: list[str] = []
     rest = text
     while len(rest) > limit:
         window = rest[: limit + 1]
-        cut = max(window.rfind("\n\n"), -1)
+        cut = window.rfind("\n\n")
         if cut <= 0:
             cut = window.rfind("\n")
         if cut <= 0:
             cut = window.rfind(" ")
         if cut <= 0:
-            cut = limit
+            cut = _safe_cut(rest, limit)
         chunks.append(rest[:cut].rstrip())
         rest = rest[cut:].lstrip("\n ")
     if rest.strip():
@@ -183,14 +204,18 @@ def _hard_cut(escaped: str, limit: int) -> list[str]:
     """Cut escaped text to ``limit`` without splitting an ``&entity;``."""
     pieces: list[str] = []
     while len(escaped) > limit:
-        cut = limit
-        amp = escaped.rfind("&", max(0, cut - 8), cut)
-        if amp != -1 and ";" not in escaped[amp:cut]:
-            cut = amp or limit
+        cut = _safe_cut(escaped, limit)
         pieces.append(escaped[:cut])
         escaped = escaped[cut:]
     pieces.append(escaped)
     return pieces
+
+
+def _safe_cut(text: str, limit: int) -> int:
+    amp = text.rfind("&", max(0, limit - 9), limit)
+    if amp > 0 and ";" not in text[amp:limit] and ";" in text[limit : amp + 10]:
+        return amp
+    return limit
 
 
 # -- inline ----------------------------------------------------------------------------
@@ -203,7 +228,10 @@ def convert_line(line: str) -> str:
         return f"\x00{len(stash) - 1}\x00"
 
     heading = _HEADING.match(line)
-    text = heading.group(1) if heading else _BULLET.sub(lambda m: f"{m.group(1)}• ", line)
+    if heading:  # the whole heading is bold already; nested <b> helps nobody
+        text = heading.group(1).replace("**", "").replace("__", "")
+    else:
+        text = _BULLET.sub(lambda m: f"{m.group(1)}• ", line)
     text = _INLINE_CODE.sub(lambda m: keep(f"<code>{html.escape(m.group(1), quote=False)}</code>"), text)
     text = _LINK.sub(
         lambda m: keep(f'<a href="{html.escape(m.group(2))}">{html.escape(m.group(1), quote=False)}</a>'),
@@ -231,3 +259,61 @@ def _balanced(fragment: str) -> bool:
         elif not stack or stack.pop() != name:
             return False
     return not stack
+
+
+# -- inbound ---------------------------------------------------------------------------
+def is_addressed(msg: Message, entities: dict[MessageEntity, str], bot_id: int, username: str) -> bool:
+    """In a group only a mention, a command for us, or a reply to one of our messages counts."""
+    reply = msg.reply_to_message
+    if reply is not None and reply.from_user is not None and reply.from_user.id == bot_id:
+        return True
+    username = username.lower()
+    for entity, value in entities.items():
+        if entity.type == "mention" and value.lower() == f"@{username}":
+            return True
+        if entity.type == "text_mention" and entity.user is not None and entity.user.id == bot_id:
+            return True
+        if entity.type == "bot_command" and entity.offset == 0:
+            _, _, addressee = value.partition("@")
+            if not addressee or addressee.lower() == username:
+                return True
+    return False
+
+
+def clean_text(text: str, username: str) -> str:
+    """Drop ``@botname`` mentions and command suffixes; ``/start`` means ``/help``."""
+    command = _COMMAND.match(text)
+    if command and (command.group(2) is None or command.group(2).lower() == username.lower()):
+        if command.group(1).lower() == "start":
+            return "/help"
+        text = f"/{command.group(1)}{text[command.end():]}"
+    if username:
+        text = re.sub(rf"(?<![\w@])@{re.escape(username)}\b", "", text, flags=re.IGNORECASE)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+def media_items(msg: Message) -> list[tuple[str, Any, str]]:
+    """(label, PTB file object, file extension) for each attachment we download."""
+    items = []
+    for kind, (label, default_ext) in _MEDIA.items():
+        item = getattr(msg, kind, None)
+        if not item:
+            continue
+        if kind == "photo":
+            item = item[-1]  # the largest size
+        items.append((label, item, _extension(kind, item, default_ext)))
+    return items
+
+
+def safe_name(value: str) -> str:
+    """A path component that cannot escape its directory."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", value)[:100] or "_"
+
+
+def _extension(kind: str, item: Any, default: str) -> str:
+    suffix = Path(getattr(item, "file_name", None) or "").suffix.lower()
+    if re.fullmatch(r"\.[a-z0-9]{1,8}", suffix):
+        return suffix
+    if kind == "voice":
+        return default
+    return _MIME_EXT.get(str(getattr(item, "mime_type", "") or "").lower(), default)

@@ -41,10 +41,22 @@ class MemoryConfig(Section):
     max_soul_chars: int = Field(8000, ge=100)
 
 
+class HeartbeatTarget(Section):
+    """The chat a heartbeat's message goes to, e.g. ``{"channel": "telegram", "chatId": "42"}``."""
+
+    model_config = ConfigDict(**Section.model_config, coerce_numbers_to_str=True)  # "chatId": 42 is fine
+
+    channel: str = Field(min_length=1)
+    chat_id: str = Field(min_length=1)
+    thread_id: str | None = None
+
+
 class HeartbeatConfig(Section):
     enabled: bool = False
     interval_min: float = Field(30, gt=0)
     token_budget: int = Field(50_000, ge=1000)
+    # Where a heartbeat's non-NO_REPLY answer is delivered; without one it is only logged.
+    target: HeartbeatTarget | None = None
 
 
 class AgentDefaults(Section):

@@ -80,12 +80,15 @@ class Gateway:
 
     async def stop(self, grace_s: float | None = None) -> None:
         grace = self.config.gateway.shutdown_grace_s if grace_s is None else grace_s
+        # Intake first (channels see BusClosed and leave platform messages unacked), then
+        # let turns finish and their replies go out, and only then stop the channels.
         self.bus.close_intake()
         for extra in reversed(self.extras):
             await _quietly(extra.stop(), "extra")
+        await self.agent.stop(grace)
+        await _quietly(asyncio.wait_for(self.bus.flush_outbound(), 15), "outbound flush")
         for name, channel in self.channels.items():
             await _quietly(channel.stop(), name)
-        await self.agent.stop(grace)
         await self.bus.stop()
         self.model.close()
 
@@ -153,6 +156,15 @@ def build_gateway(config: Config, *, channels: dict[str, Channel] | None = None,
                       agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
                       owner_sessions=owner_sessions, channels=dict(channels or {}))
     register_builtin_commands(gateway)
+    # Scheduler: Dream every intervalH, reminders (cron tool), heartbeat. Only the daemon
+    # (the default inbox) runs Dream and the heartbeat; `lucid agent` just its own reminders.
+    from gateway.tools.cron import CronTool
+    from scheduler import SchedulerService
+
+    scheduler = SchedulerService(config, bus=bus, dream=dream, usage=usage,
+                                 background_jobs=inbox_name == "inbox.jsonl")
+    gateway.extras.append(scheduler)
+    tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
     return gateway

@@ -1,0 +1,733 @@
+"""The Telegram channel: python-telegram-bot's ``Application`` for the Bot API, our own intake.
+
+PTB provides the bot (HTTP client, typed objects, ``base_url`` injection so tests and
+self-hosted Bot API servers work); intake is ours, because durability needs an ordering
+PTB's ``Updater`` does not give: an update is journalled by ``bus.publish_inbound`` *before*
+the next ``getUpdates`` offset acknowledges it, and the last acknowledged ``update_id`` is
+persisted (``state/telegram.json``) so a restart resumes exactly there. A redelivered
+message is still caught by the bus's dedupe id (``telegram:<chat>:<message_id>``).
+
+Intake is long polling (with backoff, one log line per incident and a liveness watchdog)
+or, when ``webhook.url`` is set, a FastAPI route checked against the secret-token header.
+Outbound messages go through one ``OutboundLimiter`` (flood limits, ``retry_after``, no
+blind resend of a timed-out send); replies are rendered to Telegram HTML by
+``channels.telegram_format`` and fall back to plain text if Telegram rejects the markup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from fastapi import APIRouter, Request, Response
+from telegram import BotCommand, Message, ReplyParameters, Update
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.ext import Application, ApplicationBuilder
+
+from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
+from channels.access import AccessPolicy
+from channels.bus import BusClosed, MessageBus
+from channels.messages import (
+    InboundMessage,
+    OutboundMessage,
+    OutboundProgress,
+    OutboundTyping,
+    Target,
+)
+from channels.pairing import PairingError, PairingStore, default_path
+from channels.telegram_format import (
+    MAX_MESSAGE_CHARS,
+    clean_text,
+    html_to_plain,
+    is_addressed,
+    media_items,
+    render,
+    safe_name,
+)
+from config.errors import ConfigError, LucidError
+
+if TYPE_CHECKING:
+    from config import Config
+    from config.schema import TelegramConfig
+
+logger = logging.getLogger(__name__)
+
+NAME = "telegram"
+DEFAULT_API_BASE = "https://api.telegram.org"
+ALLOWED_UPDATES = ["message"]
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
+MAX_WEBHOOK_BYTES = 1024 * 1024
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+COMMANDS = [
+    ("help", "What I can do"),
+    ("new", "Start a fresh conversation"),
+    ("stop", "Stop the answer in progress"),
+    ("status", "Model, session and memory status"),
+    ("dream", "Distil recent history into memory now"),
+    ("dream_log", "Recent memory changes"),
+    ("memory", "What I remember"),
+]
+
+
+def create_channel(config: Config, bus: MessageBus, *, workspace: Path) -> TelegramChannel:
+    return TelegramChannel(config.channels.telegram, bus, workspace=workspace)
+
+
+# -- logging ---------------------------------------------------------------------------
+class TokenRedactor(logging.Filter):
+    """Replaces secrets in log records: httpx and PTB log request URLs, and the token is in them."""
+
+    def __init__(self, *secrets: str) -> None:
+        super().__init__()
+        self._secrets = [s for s in secrets if s]
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "<redacted>")
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is the logging module's problem, not ours
+            return True
+        clean = self.redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
+        return True
+
+    def install(self) -> None:
+        """On the root handlers (every propagated record) and on the HTTP/PTB loggers."""
+        for target in self._targets():
+            if self not in target.filters:
+                target.addFilter(self)
+
+    def uninstall(self) -> None:
+        for target in self._targets():
+            target.removeFilter(self)
+
+    @staticmethod
+    def _targets() -> list[logging.Filterer]:
+        names = [
+            n for n in list(logging.Logger.manager.loggerDict)
+            if n.split(".")[0] in ("httpx", "httpcore", "telegram")
+        ]
+        loggers = [logging.getLogger(n) for n in {"httpx", "httpcore", "telegram", *names}]
+        return [*logging.getLogger().handlers, *loggers]
+
+
+# -- failure classification for the limiter --------------------------------------------
+def classify(exc: BaseException) -> Verdict:
+    """How the limiter treats a failed Bot API call (see ``channels._ratelimit``)."""
+    if isinstance(exc, RetryAfter):
+        delta = getattr(exc, "_retry_after", None)  # the public property warns (PTB 22.2+)
+        return Verdict.wait(delta.total_seconds() if delta is not None else 1.0)
+    if isinstance(exc, BadRequest):
+        return Verdict.fail()
+    cause = exc.__cause__
+    if isinstance(exc, TimedOut):
+        # Nothing left our side on a connect/pool timeout; any later timeout may have been delivered.
+        if isinstance(cause, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return Verdict.retry()
+        return Verdict.uncertain()
+    if isinstance(exc, NetworkError):
+        if cause is None or isinstance(cause, httpx.ConnectError):
+            return Verdict.retry()  # an HTTP error status (5xx), or the connection never opened
+        return Verdict.uncertain()
+    return Verdict.fail()
+
+
+# -- small state -----------------------------------------------------------------------
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _read_state(path: Path) -> int | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("last_update_id")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError):
+        logger.warning("%s is unreadable; polling starts from Telegram's own offset", path)
+        return None
+    return value if isinstance(value, int) else None
+
+
+@dataclass(slots=True)
+class _Preview:
+    message_id: int
+    text: str
+    sent_at: float
+
+
+class TelegramChannel:
+    name = NAME
+
+    def __init__(
+        self,
+        cfg: TelegramConfig,
+        bus: MessageBus,
+        *,
+        workspace: Path,
+        limiter: OutboundLimiter | None = None,
+        retry_base_s: float = 1.0,
+        retry_max_s: float = 30.0,
+        typing_refresh_s: float = 4.0,
+        typing_max_s: float = 120.0,
+        refusal_interval_s: float = 600.0,
+        preview_interval_s: float = 1.0,
+        request_timeout_s: float = 10.0,
+        send_wait_s: float = 30.0,
+    ) -> None:
+        self._cfg = cfg
+        self.bus = bus
+        self.workspace = Path(workspace)
+        self._token = cfg.token.get_secret_value()
+        self.api_base = (cfg.api_base or DEFAULT_API_BASE).rstrip("/")
+        self.access = AccessPolicy(cfg.allow_from, cfg.owners)
+        self.pairing = PairingStore(default_path(self.workspace))
+        self.limiter = limiter or OutboundLimiter(NAME, classify)
+        self._state_path = self.workspace / "state" / "telegram.json"
+        self._webhook_url = cfg.webhook.url if cfg.webhook and cfg.webhook.url else None
+        secret = cfg.webhook.secret_token.get_secret_value() if cfg.webhook else ""
+        self._webhook_secret = secret or hmac.new(
+            self._token.encode(), b"lucidgate-telegram-webhook", hashlib.sha256
+        ).hexdigest()
+        self._redactor = TokenRedactor(self._token, self._webhook_secret)
+        self._retry = (retry_base_s, retry_max_s)
+        self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
+        self._refusal_interval_s = refusal_interval_s
+        self._preview_interval_s = preview_interval_s
+        self._request_timeout_s = request_timeout_s
+        self._send_wait_s = send_wait_s
+        self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
+        self._ready = asyncio.Event()
+        self._stopping = False
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._typing: dict[tuple[str, str | None], asyncio.Task[None]] = {}
+        self._previews: dict[tuple[str, str | None, str | None], _Preview] = {}
+        self._refused: dict[str, float] = {}
+        self.last_update_id: int | None = None
+        self._last_beat = time.monotonic()
+        self._in_bus = False
+        self.poll_restarts = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def bot(self) -> Any:
+        if self._app is None:
+            raise RuntimeError("the Telegram channel is not started")
+        return self._app.bot
+
+    @property
+    def username(self) -> str:
+        return str(self.bot.username or "")
+
+    def is_owner(self, sender_id: str) -> bool:
+        return self.access.is_owner(sender_id)
+
+    def describe(self) -> str:
+        """The registry's one-line summary (never the token)."""
+        mode = f"webhook {self._webhook_url}" if self._webhook_url else "long polling"
+        return f"{mode} via {self.api_base}, {len(self._cfg.allow_from)} allowed, pairing {self._cfg.pairing}"
+
+    async def start(self) -> None:
+        if not self._token:
+            raise ConfigError(
+                "channels.telegram.token is empty: set it (or LUCIDGATE_CHANNELS__TELEGRAM__TOKEN)"
+            )
+        self._stopping = False
+        self._redactor.install()
+        timeout = self._request_timeout_s
+        self._app = (
+            ApplicationBuilder()
+            .token(self._token)
+            .base_url(f"{self.api_base}/bot")
+            .base_file_url(f"{self.api_base}/file/bot")
+            .updater(None)
+            .job_queue(None)
+            .read_timeout(timeout)
+            .write_timeout(timeout)
+            .connect_timeout(timeout)
+            .get_updates_read_timeout(timeout)
+            .build()
+        )
+        self._redactor.install()  # PTB created the bot's loggers just now
+        self.last_update_id = await asyncio.to_thread(_read_state, self._state_path)
+        self.bus.subscribe(NAME, self.send)
+        try:
+            await self._connect()
+        except InvalidToken:
+            await self.stop()
+            raise ConfigError("Telegram rejected channels.telegram.token; check the bot token") from None
+        except BadRequest as exc:  # e.g. a webhook url or secret Telegram will not accept
+            await self.stop()
+            reason = self._redactor.redact(str(exc))
+            raise ConfigError(f"Telegram refused the channel setup: {reason}") from None
+        except TelegramError as exc:
+            reason = self._redactor.redact(str(exc))
+            logger.warning("Telegram is unreachable at start (%s); will keep trying", reason)
+            self._spawn("connect", self._connect_then_run())
+            return
+        self._run_intake()
+
+    async def _connect(self) -> None:
+        """getMe, the command menu, and the webhook (set, or deleted for polling)."""
+        assert self._app is not None
+        await self._app.initialize()
+        try:
+            await self.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
+        except TelegramError as exc:
+            logger.warning("could not register the Telegram command menu: %s", exc)
+        if self._webhook_url:
+            await self.bot.set_webhook(
+                self._webhook_url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES
+            )
+        else:
+            await self.bot.delete_webhook(drop_pending_updates=False)
+        self._ready.set()
+        mode = "webhook" if self._webhook_url else "polling"
+        logger.info("Telegram channel ready as @%s (%s)", self.username, mode)
+
+    async def _connect_then_run(self) -> None:
+        failures = 0
+        while not self._ready.is_set():
+            failures += 1
+            await asyncio.sleep(self._backoff(failures))
+            try:
+                await self._connect()
+            except (InvalidToken, BadRequest) as exc:
+                logger.error("Telegram refused the channel setup (%s); the channel stays offline",
+                             self._redactor.redact(str(exc)))
+                return
+            except TelegramError:
+                continue
+        self._run_intake()
+
+    def _run_intake(self) -> None:
+        if not self._webhook_url:
+            self._spawn("poll", self._poll_loop())
+            self._spawn("watchdog", self._watchdog())
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
+        try:
+            await asyncio.wait_for(self.bus.flush_outbound(), 10)
+        except TimeoutError:
+            logger.warning("Telegram replies still queued at shutdown were dropped")
+        self.bus.unsubscribe(NAME)
+        for task in self._typing.values():
+            task.cancel()
+        self._typing.clear()
+        if self._app is not None:
+            try:
+                await self._app.shutdown()
+                await self._app.bot.shutdown()  # closes the HTTP clients even if initialize() failed
+            except Exception:
+                logger.exception("Telegram application shutdown failed")
+            self._app = None
+        self._ready.clear()
+        self._redactor.uninstall()
+
+    def _spawn(self, name: str, coro: Any) -> None:
+        self._tasks[name] = asyncio.create_task(coro, name=f"telegram-{name}")
+
+    def _backoff(self, failures: int) -> float:
+        base, cap = self._retry
+        return float(min(cap, base * 2 ** max(0, failures - 1)))
+
+    # -- polling -------------------------------------------------------------------------
+    async def _poll_loop(self) -> None:
+        """getUpdates → publish each update → persist its id → the next call acknowledges it."""
+        failures = 0
+        update_failures: dict[int, int] = {}
+        while True:
+            self._last_beat = time.monotonic()
+            offset = self.last_update_id + 1 if self.last_update_id is not None else None
+            try:
+                updates = await self.bot.get_updates(
+                    offset=offset, timeout=self._cfg.poll_timeout_s, allowed_updates=ALLOWED_UPDATES
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failures += 1
+                if failures == 1:  # once per incident, not per attempt
+                    reason = self._redactor.redact(repr(exc))
+                    logger.warning("Telegram polling failed (%s); retrying with backoff", reason)
+                self._last_beat = time.monotonic()
+                await asyncio.sleep(self._backoff(failures))
+                continue
+            if failures:
+                logger.info("Telegram polling recovered after %d failed attempt(s)", failures)
+                failures = 0
+            handled = False
+            for update in updates:
+                if self.last_update_id is not None and update.update_id <= self.last_update_id:
+                    continue
+                try:
+                    await self.handle_update(update)
+                except BusClosed:
+                    return  # not acknowledged: Telegram redelivers it after the restart
+                except Exception:
+                    count = update_failures[update.update_id] = update_failures.get(update.update_id, 0) + 1
+                    if count < 3:
+                        logger.exception("Telegram update %d failed; will retry it", update.update_id)
+                        break
+                    logger.error("Telegram update %d failed %d times; skipping it", update.update_id, count)
+                update_failures.pop(update.update_id, None)
+                self.last_update_id = update.update_id
+                self._last_beat = time.monotonic()
+                handled = True
+            if handled:
+                await self._save_state()
+            if update_failures:
+                await asyncio.sleep(self._backoff(max(update_failures.values())))
+
+    async def _save_state(self) -> None:
+        payload = json.dumps({"last_update_id": self.last_update_id}).encode()
+        try:
+            await asyncio.to_thread(_write_atomic, self._state_path, payload)
+        except OSError:
+            logger.exception("could not persist the Telegram offset to %s", self._state_path)
+
+    async def _watchdog(self) -> None:
+        """Restart the polling task when it makes no progress (a hung connection, a stuck await)."""
+        limit = self._cfg.watchdog_s
+        if limit <= self._cfg.poll_timeout_s + self._request_timeout_s:
+            logger.warning("channels.telegram.watchdogS (%ss) should exceed pollTimeoutS plus the request "
+                           "timeout (%ss), or healthy long polls get restarted",
+                           limit, self._cfg.poll_timeout_s + self._request_timeout_s)
+        while True:
+            await asyncio.sleep(max(0.05, limit / 4))
+            poll = self._tasks.get("poll")
+            if poll is not None and poll.done() and not poll.cancelled() and poll.exception() is None:
+                return  # polling ended on purpose (the bus closed for shutdown)
+            if self._in_bus:  # waiting on a full bus is back-pressure, not a hang
+                self._last_beat = time.monotonic()
+                continue
+            if time.monotonic() - self._last_beat <= limit:
+                continue
+            logger.warning("Telegram polling made no progress for %.0fs; restarting it", limit)
+            self.poll_restarts += 1
+            if poll is not None:
+                poll.cancel()
+                await asyncio.gather(poll, return_exceptions=True)
+            self._spawn("poll", self._poll_loop())
+
+    # -- webhook -------------------------------------------------------------------------
+    def router(self) -> APIRouter:
+        """``POST /telegram/webhook`` (only in webhook mode; otherwise an empty router)."""
+        router = APIRouter()
+        if self._webhook_url:
+
+            @router.post("/telegram/webhook", include_in_schema=False)
+            async def telegram_webhook(request: Request) -> Response:
+                return await self._on_webhook(request)
+
+        return router
+
+    async def _on_webhook(self, request: Request) -> Response:
+        given = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self._webhook_secret.encode()):
+            return Response(status_code=403)
+        if not self._ready.is_set() or self._stopping:
+            return Response(status_code=503)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_WEBHOOK_BYTES:
+            return Response(status_code=413)
+        body = bytearray()  # counted as it streams: a chunked body has no Content-Length
+        async for part in request.stream():
+            body += part
+            if len(body) > MAX_WEBHOOK_BYTES:
+                return Response(status_code=413)
+        try:
+            update = Update.de_json(json.loads(body), self.bot)
+        except Exception:
+            return Response(status_code=400)
+        if update is None:
+            return Response(status_code=400)
+        try:
+            await self.handle_update(update)
+        except BusClosed:
+            return Response(status_code=503)  # Telegram retries later
+        return Response(status_code=200)
+
+    # -- inbound -------------------------------------------------------------------------
+    async def handle_update(self, update: Update) -> None:
+        """Turn one update into at most one ``InboundMessage`` (or a refusal)."""
+        msg = update.message
+        if msg is None or msg.from_user is None or msg.from_user.is_bot:
+            return
+        chat_type = msg.chat.type
+        if chat_type not in ("private", "group", "supergroup"):
+            return
+        is_group = chat_type != "private"
+        text = msg.text or msg.caption or ""
+        entities = msg.parse_entities() if msg.text else msg.parse_caption_entities()
+        if is_group and not is_addressed(msg, entities, self.bot.id, self.username):
+            return
+        sender = msg.from_user
+        sender_id, chat_id = str(sender.id), str(msg.chat.id)
+        if not await self._allowed(sender_id, sender.username):
+            await self._refuse(msg, sender_id, private=not is_group)
+            return
+        text = clean_text(text, self.username)
+        notes, media = await self._download_media(msg, chat_id)
+        full = "\n".join([*notes, text] if text else notes)
+        if not full.strip():
+            return
+        inbound = InboundMessage(
+            channel=NAME,
+            chat_id=chat_id,
+            sender_id=sender_id,
+            text=full,
+            chat_type="group" if is_group else "private",
+            thread_id=str(msg.message_thread_id) if msg.is_topic_message and msg.message_thread_id else None,
+            media=tuple(media),
+            message_id=str(msg.message_id),
+            sender_name=sender.full_name or sender.username,
+        )
+        self._in_bus = True
+        try:
+            accepted = await self.bus.publish_inbound(inbound)
+        finally:
+            self._in_bus = False
+        if not accepted:
+            logger.info("duplicate Telegram message %s in chat %s ignored", inbound.message_id, chat_id)
+
+    async def _allowed(self, sender_id: str, username: str | None) -> bool:
+        if self.access.allows(sender_id, username):
+            return True
+        return await asyncio.to_thread(self.pairing.is_approved, NAME, sender_id)
+
+    async def _refuse(self, msg: Message, sender_id: str, *, private: bool) -> None:
+        """One short fixed answer per sender per interval, never through the LLM."""
+        logger.info("refused a Telegram message from unknown sender %s in chat %s", sender_id, msg.chat.id)
+        if self._cfg.refusal is None:
+            return
+        now = time.monotonic()
+        last = self._refused.get(sender_id)
+        if last is not None and now - last < self._refusal_interval_s:
+            return
+        self._refused[sender_id] = now
+        if len(self._refused) > 10_000:
+            self._refused = {k: v for k, v in self._refused.items() if now - v < self._refusal_interval_s}
+        text = self._cfg.refusal
+        if self._cfg.pairing and private:
+            try:
+                code = await asyncio.to_thread(self.pairing.issue, NAME, sender_id)
+            except PairingError as exc:
+                logger.warning("no pairing code for %s: %s", sender_id, exc)
+            else:
+                text += (
+                    f"\n\nPairing code: {code} (valid for 1 hour). "
+                    f"Ask the owner to run: lucid pairing approve {code}"
+                )
+        target = Target(NAME, str(msg.chat.id), None, str(msg.message_id))
+        try:
+            await self._send_chunk(target, text, target.reply_to, html=False)
+        except (TelegramError, LucidError) as exc:
+            logger.warning("could not send the refusal to %s: %s", sender_id, exc)
+
+    async def _download_media(self, msg: Message, chat_id: str) -> tuple[list[str], list[str]]:
+        """Save photos, voice notes, audio, video and documents; return (text notes, paths)."""
+        notes: list[str] = []
+        paths: list[str] = []
+        for label, item, ext in media_items(msg):
+            size = getattr(item, "file_size", None) or 0
+            if size > MAX_DOWNLOAD_BYTES:
+                notes.append(f"[{label} not downloaded: {size / 1e6:.1f} MB is over the 20 MB limit]")
+                continue
+            rel = Path("media", NAME, safe_name(chat_id), safe_name(item.file_unique_id) + ext)
+            try:
+                file = await self.bot.get_file(item.file_id)
+                if (file.file_size or 0) > MAX_DOWNLOAD_BYTES:
+                    raise ValueError("over the 20 MB limit")
+                data = await file.download_as_bytearray()
+                if len(data) > MAX_DOWNLOAD_BYTES:
+                    raise ValueError("over the 20 MB limit")
+                await asyncio.to_thread(_write_atomic, self.workspace / rel, bytes(data))
+            except (TelegramError, ValueError, RuntimeError, OSError) as exc:
+                logger.warning("could not download a %s from chat %s: %s", label, chat_id, exc)
+                notes.append(f"[{label} could not be downloaded]")
+                continue
+            paths.append(rel.as_posix())
+            notes.append(f"[{label}: {rel.as_posix()}]")
+        return notes, paths
+
+    # -- outbound ------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        if not self._ready.is_set():
+            try:  # still connecting (Telegram was unreachable at start): hold the reply a while
+                await asyncio.wait_for(self._ready.wait(), self._send_wait_s)
+            except TimeoutError:
+                logger.warning("Telegram is not connected; a %s message for chat %s was dropped",
+                               msg.kind, msg.target.chat_id)
+                return
+        if isinstance(msg, OutboundTyping):
+            await self._start_typing(msg.target)
+            return
+        if isinstance(msg, OutboundProgress):
+            if self._cfg.streaming:
+                await self._preview(msg.target, msg.text)
+            return
+        self._stop_typing(msg.target)
+        await self._deliver(msg.target, msg.text)
+
+    async def _deliver(self, target: Target, text: str) -> None:
+        chunks = render(text, MAX_MESSAGE_CHARS)
+        preview = self._previews.pop(_preview_key(target), None)
+        for i, chunk in enumerate(chunks):
+            try:
+                if i == 0 and preview is not None and await self._edit(target, preview, chunk):
+                    continue
+                await self._send_chunk(target, chunk, target.reply_to if i == 0 else None)
+            except DeliveryUncertain:
+                continue  # logged by the limiter; resending could double-post
+            except (TelegramError, DeliveryFailed) as exc:
+                logger.error(
+                    "could not deliver a reply to Telegram chat %s (part %d of %d): %s",
+                    target.chat_id, i + 1, len(chunks), exc,
+                )
+                return
+
+    async def _send_chunk(
+        self, target: Target, text: str, reply_to: str | None, *, html: bool = True
+    ) -> Message:
+        kwargs: dict[str, Any] = {"chat_id": target.chat_id}
+        if target.thread_id:
+            kwargs["message_thread_id"] = int(target.thread_id)
+        if reply_to and reply_to.isdigit():
+            kwargs["reply_parameters"] = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+        if not html:
+            return await self.limiter.run(target.chat_id, lambda: self.bot.send_message(text=text, **kwargs))
+        try:
+            return await self.limiter.run(
+                target.chat_id,
+                lambda: self.bot.send_message(text=text, parse_mode=ParseMode.HTML, **kwargs),
+                what="sendMessage",
+            )
+        except BadRequest as exc:
+            if "can't parse entities" not in str(exc).lower():
+                raise
+            logger.warning("Telegram rejected a reply's formatting (%s); resending it as plain text", exc)
+            plain = html_to_plain(text)
+            return await self.limiter.run(target.chat_id, lambda: self.bot.send_message(text=plain, **kwargs))
+
+    async def _edit(self, target: Target, preview: _Preview, chunk: str) -> bool:
+        """Replace the streaming preview with the final text; False means send it anew."""
+
+        def edit(text: str, parse_mode: str | None) -> Any:
+            return self.limiter.run(
+                target.chat_id,
+                lambda: self.bot.edit_message_text(
+                    text=text, chat_id=target.chat_id, message_id=preview.message_id, parse_mode=parse_mode
+                ),
+                what="editMessageText",
+            )
+
+        try:
+            await edit(chunk, ParseMode.HTML)
+        except BadRequest as exc:
+            reason = str(exc).lower()
+            if "not modified" in reason:
+                return True
+            if "can't parse entities" not in reason:
+                logger.warning("could not edit the preview in chat %s (%s); sending anew",
+                               target.chat_id, exc)
+                return False
+            await edit(html_to_plain(chunk), None)
+        return True
+
+    async def _preview(self, target: Target, text: str) -> None:
+        """Streaming: one preview message per turn, edited at most once per interval."""
+        key = _preview_key(target)
+        text = text[:MAX_MESSAGE_CHARS]
+        if not text.strip():
+            return
+        now = time.monotonic()
+        preview = self._previews.get(key)
+        try:
+            if preview is None:
+                sent = await self._send_chunk(target, text, target.reply_to, html=False)
+                self._previews[key] = _Preview(sent.message_id, text, now)
+            elif now - preview.sent_at >= self._preview_interval_s and text != preview.text:
+                preview.sent_at, preview.text = now, text
+                await self.limiter.run(
+                    target.chat_id,
+                    lambda: self.bot.edit_message_text(
+                        text=text, chat_id=target.chat_id, message_id=preview.message_id
+                    ),
+                    what="editMessageText",
+                )
+        except (TelegramError, LucidError) as exc:
+            logger.debug("streaming preview update failed in chat %s: %s", target.chat_id, exc)
+
+    async def _start_typing(self, target: Target) -> None:
+        """Show the indicator now, then keep refreshing it on a task of its own."""
+        key = (target.chat_id, target.thread_id)
+        task = self._typing.get(key)
+        if task is not None and not task.done():
+            return
+        await self._send_typing(target)
+        self._typing[key] = asyncio.create_task(self._typing_loop(target), name=f"telegram-typing-{key[0]}")
+
+    def _stop_typing(self, target: Target) -> None:
+        task = self._typing.pop((target.chat_id, target.thread_id), None)
+        if task is not None:
+            task.cancel()
+
+    async def _typing_loop(self, target: Target) -> None:
+        """The indicator lasts ~5 s on Telegram's side: refresh it until the reply (or a cap)."""
+        deadline = time.monotonic() + self._typing_max_s
+        while True:
+            await asyncio.sleep(self._typing_refresh_s)
+            if time.monotonic() >= deadline:
+                break
+            await self._send_typing(target)
+        if self._typing.get((target.chat_id, target.thread_id)) is asyncio.current_task():
+            del self._typing[(target.chat_id, target.thread_id)]
+
+    async def _send_typing(self, target: Target) -> None:
+        kwargs: dict[str, Any] = {"message_thread_id": int(target.thread_id)} if target.thread_id else {}
+        try:
+            await self.limiter.run(
+                None,
+                lambda: self.bot.send_chat_action(target.chat_id, ChatAction.TYPING, **kwargs),
+                what="sendChatAction",
+            )
+        except (TelegramError, LucidError) as exc:
+            logger.debug("typing indicator failed in chat %s: %s", target.chat_id, exc)
+
+
+def _preview_key(target: Target) -> tuple[str, str | None, str | None]:
+    return (target.chat_id, target.thread_id, target.reply_to)
