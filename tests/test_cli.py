@@ -1,0 +1,74 @@
+"""The `lucid` command line, run as a real subprocess against the fake OpenAI server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.llm import FakeLLMServer, Reply
+
+LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+
+
+async def lucid(*args: str, home: Path, timeout: float = 90) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
+    env["HOME"] = str(home)
+    proc = await asyncio.create_subprocess_exec(
+        *LUCID, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def write_config(path: Path, workspace: Path, api_base: str | None) -> Path:
+    doc: dict = {"agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model",
+                                         "llmRetryBaseDelayS": 0.01}}}
+    if api_base:
+        doc["providers"] = {"openai": {"apiBase": api_base}}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.slow
+async def test_agent_one_shot_answers_and_keeps_history(fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.json", tmp_path / "ws", fake_llm.base_url)
+    fake_llm.queue(Reply("Hello from the fake model"), Reply("Second answer"))
+    code, out, err = await lucid("agent", "-m", "hi there", "--config", str(config), home=tmp_path)
+    assert code == 0, err
+    assert "Hello from the fake model" in out
+    code, out, err = await lucid("agent", "-m", "again", "--config", str(config), home=tmp_path)
+    assert code == 0 and "Second answer" in out
+    second = fake_llm.requests[-1]["messages"]
+    assert any(m["role"] == "assistant" and m["content"] == "Hello from the fake model" for m in second)
+    sessions = list((tmp_path / "ws" / "sessions").glob("cli_*.jsonl"))
+    assert len(sessions) == 1
+    assert (tmp_path / "ws" / "SOUL.md").exists()  # templates installed on first run
+
+
+@pytest.mark.slow
+async def test_agent_without_a_model_explains_how_to_add_one(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "config.json", tmp_path / "ws", None)
+    code, out, err = await lucid("agent", "-m", "hi", "--config", str(config), home=tmp_path)
+    assert code == 2
+    assert "apiKey" in err and "apiBase" in err and "Traceback" not in err
+
+
+async def test_onboard_then_status_and_help(tmp_path: Path) -> None:
+    code, out, err = await lucid("onboard", home=tmp_path)
+    assert code == 0, err
+    config_path = tmp_path / ".lucidgate" / "config.json"
+    doc = json.loads(config_path.read_text())
+    assert doc["channels"]["webhook"]["token"]
+    assert (tmp_path / ".lucidgate" / "workspace" / "memory" / "MEMORY.md").exists()
+    assert oct(config_path.stat().st_mode & 0o777) == "0o600"
+    code, out, _ = await lucid("onboard", home=tmp_path)
+    assert "left as it is" in out and json.loads(config_path.read_text()) == doc
+    code, out, _ = await lucid("status", home=tmp_path)
+    assert code == 0 and "workspace" in out and "not configured" in out
+    code, out, _ = await lucid("--help", home=tmp_path)
+    assert code == 0 and "agent" in out and "gateway" in out and "memory" in out
