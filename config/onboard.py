@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import tempfile
 from importlib import resources
 from pathlib import Path
 
+from config.fileio import atomic_write_text
 from config.schema import Config
+
+__all__ = ["atomic_write_text", "default_config_document", "install_templates", "write_config"]
 
 TEMPLATE_FILES = {
     "AGENTS.md": "AGENTS.md",
@@ -65,18 +67,3 @@ def install_templates(workspace: Path) -> list[str]:
     for folder in ("sessions", "skills", "memory"):
         (workspace / folder).mkdir(parents=True, exist_ok=True)
     return written
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder and ``os.replace`` it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
