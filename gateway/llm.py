@@ -234,7 +234,7 @@ def _user_message(exc: BaseException) -> str:
         return "the model provider refused the API key; check providers.<name>.apiKey in the config"
     if name in ("Timeout",) or "timed out" in str(exc).lower():
         return "the model did not answer in time (agents.defaults.llmTimeoutS)"
-    if name == "APIConnectionError":
+    if name == "APIConnectionError" or "connection error" in str(exc).lower():
         return "could not reach the model provider; check providers.<name>.apiBase and your network"
     if name == "NotFoundError":
         return "the model was not found at the provider; check agents.defaults.model"
