@@ -202,3 +202,4 @@ def main() -> None:
 
 from gateway import cli_memory as _cli_memory  # noqa: E402,F401  (registers memory/dream/usage commands)
 from gateway import cli_gateway as _cli_gateway  # noqa: E402,F401  (registers `lucid gateway`)
+from gateway import cli_jobs as _cli_jobs  # noqa: E402,F401  (registers `lucid jobs`)

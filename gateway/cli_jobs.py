@@ -1,0 +1,81 @@
+"""``lucid jobs``: what the scheduler will do next and what it did last.
+
+Reads the scheduler's files (``state/scheduler.json`` and ``state/reminders.sqlite``), so it
+works whether or not the gateway is running, and from another process than the gateway.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, tzinfo
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from gateway.cli import ConfigOption, _load, app, console, err_console
+
+
+def _when(value: Any, tz: tzinfo) -> str:
+    if isinstance(value, datetime):
+        when = value
+    elif isinstance(value, str) and value:
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    else:
+        return "—"
+    return when.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+
+
+@app.command()
+def jobs(
+    show_all: Annotated[bool, typer.Option("--all", help="Also list finished, missed and removed reminders.")] = False,
+    config_path: ConfigOption = None,
+) -> None:
+    """List scheduled jobs (Dream, heartbeat, reminders): next run, last run and result."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from scheduler.reminder_jobs import upcoming
+    from scheduler.reminders import ReminderStore
+    from scheduler.state import JobState
+    from scheduler.triggers import describe
+
+    config = _load(config_path)
+    agent = config.agent
+    try:
+        tz: tzinfo = ZoneInfo(agent.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        err_console.print(f"unknown timezone {agent.timezone!r} (agents.defaults.timezone); showing UTC")
+        tz = ZoneInfo("UTC")
+    state_dir = config.workspace / "state"
+    state = JobState(state_dir / "scheduler.json").load()
+
+    table = Table("job", "schedule", "next run", "last run", "last result",
+                  title=f"scheduled jobs (times in {tz})")
+    dream = state.get("dream", {})
+    table.add_row("dream", f"every {agent.dream.interval_h:g} h" if agent.dream.enabled else "off",
+                  _when(dream.get("next_run"), tz) if agent.dream.enabled else "—",
+                  _when(dream.get("last_run"), tz), dream.get("last_result", "never ran"))
+    beat = state.get("heartbeat", {})
+    last = beat.get("last_result", "never ran")
+    if beat.get("last_reply"):
+        last += f"; answer: {beat['last_reply']}"
+    table.add_row("heartbeat",
+                  f"every {agent.heartbeat.interval_min:g} min" if agent.heartbeat.enabled else "off",
+                  _when(beat.get("next_run"), tz) if agent.heartbeat.enabled else "—",
+                  _when(beat.get("last_run"), tz), last)
+    console.print(table)
+
+    db = state_dir / "reminders.sqlite"
+    reminders = ReminderStore(db).all() if db.exists() else []
+    if not show_all:
+        reminders = [r for r in reminders if r.status == "active"]
+    if not reminders:
+        console.print("no reminders" if show_all else "no active reminders (--all shows finished ones)")
+        return
+    rtable = Table("id", "chat", "schedule", "next run", "status", "last fired", "text", title="reminders")
+    for r in sorted(reminders, key=lambda r: r.id):
+        rtable.add_row(str(r.id), r.session_key, describe(r.kind, r.spec, tz), _when(upcoming(r, tz), tz),
+                       r.status, _when(r.last_fired, tz), r.text if len(r.text) <= 60 else r.text[:59] + "…")
+    console.print(rtable)

@@ -1,0 +1,217 @@
+"""Reminders the assistant sets for a chat: validation, APScheduler jobs, firing, misfires.
+
+A reminder belongs to the chat (session key) it was set in, and fires back into that chat
+through the bus as ``⏰ Reminder: <text>``; no LLM is involved. Chats only ever see and
+remove their own reminders.
+
+Firing claims the reminder in SQLite first, then publishes, so a crash in between loses at
+most that one message and nothing is ever sent twice. A reminder whose time passed while
+the gateway was down fires once on start if it is at most ``grace_s`` late; older ones are
+reported to their chat as missed, never silently dropped. A reminder for a channel that
+is not running in this process is logged and kept for a process that runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.base import BaseTrigger
+
+from channels.bus import MessageBus
+from channels.messages import OutboundText, Target
+from scheduler.errors import ReminderError
+from scheduler.reminders import Reminder, ReminderStore
+from scheduler.triggers import (WallClockCronTrigger, build_trigger, check_every, format_time,
+                                parse_at)
+
+logger = logging.getLogger(__name__)
+
+MAX_PER_CHAT = 50
+MAX_TEXT_CHARS = 1000
+REMINDER_PREFIX = "⏰ Reminder: "
+MISSED_PREFIX = "⏰ Missed while I was offline: "
+
+JobFn = Callable[..., Coroutine[Any, Any, None]]
+
+
+def first_due(reminder: Reminder, trigger: BaseTrigger) -> datetime | None:
+    """The reminder's earliest occurrence that has not fired yet (may lie in the past)."""
+    if reminder.kind == "at":
+        return trigger.get_next_fire_time(None, reminder.created_at)
+    after = (reminder.last_fired or reminder.created_at) + timedelta(milliseconds=1)
+    return trigger.get_next_fire_time(None, after)
+
+
+def upcoming(reminder: Reminder, tz: tzinfo, now: datetime | None = None) -> datetime | None:
+    """When an active reminder fires next, computed from SQLite alone (``lucid jobs``)."""
+    if reminder.status != "active":
+        return None
+    try:
+        trigger = build_trigger(reminder.kind, reminder.spec, tz, reminder.created_at)
+    except (ReminderError, ValueError):
+        return None
+    now = now or datetime.now(UTC)
+    due = first_due(reminder, trigger)
+    if due is not None and reminder.recurring and due < now:
+        due = trigger.get_next_fire_time(None, now)
+    return due
+
+
+class ReminderJobs:
+    def __init__(self, store: ReminderStore, bus: MessageBus, tz: tzinfo, *,
+                 grace_s: float = 3600, min_every_s: int = 60) -> None:
+        self.store = store
+        self.bus = bus
+        self.tz = tz
+        self.grace_s = grace_s
+        self.min_every_s = min_every_s
+        self.scheduler: AsyncIOScheduler | None = None
+        self._wrap: Callable[[JobFn], JobFn] = lambda fn: fn
+        self._spawn: Callable[[Coroutine[Any, Any, None], str], object] = (
+            lambda coro, name: asyncio.create_task(coro, name=name))
+
+    def attach(self, scheduler: AsyncIOScheduler | None, *,
+               wrap: Callable[[JobFn], JobFn] | None = None,
+               spawn: Callable[[Coroutine[Any, Any, None], str], object] | None = None) -> None:
+        """Use ``scheduler`` (None: detached); ``wrap``/``spawn`` let the service track job tasks."""
+        self.scheduler = scheduler
+        if wrap is not None:
+            self._wrap = wrap
+        if spawn is not None:
+            self._spawn = spawn
+
+    # -- the user's requests (the cron tool) -------------------------------------------------
+    async def add(self, *, session_key: str, target: Target, text: str, at: str | None = None,
+                  every: int | None = None, cron: str | None = None) -> tuple[Reminder, datetime | None]:
+        text = (text or "").strip()
+        if not text:
+            raise ReminderError("a reminder needs a text: what should I remind about?")
+        if len(text) > MAX_TEXT_CHARS:
+            raise ReminderError(f"the reminder text is {len(text)} characters; keep it under {MAX_TEXT_CHARS}")
+        given = [name for name, value in (("at", at), ("every", every), ("cron", cron)) if value is not None]
+        if len(given) != 1:
+            raise ReminderError("give exactly one of 'at' (an ISO time), 'every' (seconds) or "
+                                f"'cron' (5-field expression); got {', '.join(given) or 'none'}")
+        now = datetime.now(self.tz)
+        if at is not None:
+            kind, spec = "at", parse_at(at, self.tz, now).isoformat()
+        elif every is not None:
+            kind, spec = "every", str(check_every(int(every), self.min_every_s))
+        else:
+            kind, spec = "cron", WallClockCronTrigger(str(cron), self.tz).expression
+        if await asyncio.to_thread(self.store.count_active, session_key) >= MAX_PER_CHAT:
+            raise ReminderError(f"this chat already has {MAX_PER_CHAT} reminders; remove some first")
+        reminder = await asyncio.to_thread(
+            self.store.add, session_key=session_key, channel=target.channel, chat_id=target.chat_id,
+            thread_id=target.thread_id, kind=kind, spec=spec, text=text, created_at=now)
+        logger.info("reminder #%d set for %s (%s %s)", reminder.id, session_key, kind, spec)
+        if self.scheduler is not None and self.bus.has_route(reminder.channel):
+            return reminder, self.schedule(reminder, now)
+        return reminder, self.next_run(reminder)
+
+    async def list(self, session_key: str) -> list[tuple[Reminder, datetime | None]]:
+        reminders = await asyncio.to_thread(self.store.active, session_key)
+        return [(r, self.next_run(r)) for r in reminders]
+
+    async def remove(self, session_key: str, reminder_id: int) -> Reminder:
+        reminder = await asyncio.to_thread(self.store.get, reminder_id)
+        removed = await asyncio.to_thread(self.store.remove, session_key, reminder_id)
+        if not removed or reminder is None:
+            # Same answer whether it is unknown or another chat's: never reveal other chats.
+            raise ReminderError(f"there is no active reminder #{reminder_id} in this chat; "
+                                "use action 'list' to see this chat's reminders")
+        self._unschedule(reminder.job_id)
+        logger.info("reminder #%d removed by %s", reminder_id, session_key)
+        return reminder
+
+    def next_run(self, reminder: Reminder) -> datetime | None:
+        job = self.scheduler.get_job(reminder.job_id) if self.scheduler is not None else None
+        if job is not None:
+            return job.next_run_time
+        return upcoming(reminder, self.tz)
+
+    # -- scheduling ------------------------------------------------------------------------
+    async def load(self) -> None:
+        """Rebuild the jobs from SQLite (start of the gateway), handling what came due meanwhile."""
+        now = datetime.now(self.tz)
+        for reminder in await asyncio.to_thread(self.store.active):
+            if not self.bus.has_route(reminder.channel):
+                logger.info("reminder #%d is for channel %r, which is not running here; kept",
+                            reminder.id, reminder.channel)
+                continue
+            self.schedule(reminder, now)
+
+    def schedule(self, reminder: Reminder, now: datetime) -> datetime | None:
+        """Add (or replace) the reminder's job; returns when it fires next."""
+        assert self.scheduler is not None
+        try:
+            trigger = build_trigger(reminder.kind, reminder.spec, self.tz, reminder.created_at)
+        except (ReminderError, ValueError) as exc:
+            logger.error("reminder #%d has an unusable schedule (%s %r): %s; left as is",
+                         reminder.id, reminder.kind, reminder.spec, exc)
+            return None
+        due = first_due(reminder, trigger)
+        if due is not None and due < now - timedelta(seconds=self.grace_s):
+            self._spawn(self._wrap(self.report_missed)(reminder.id, due), f"missed-{reminder.job_id}")
+            if not reminder.recurring:
+                return None
+            due = trigger.get_next_fire_time(None, now)
+        if due is None:
+            logger.warning("reminder #%d will never fire again; kept for the record", reminder.id)
+            return None
+        self.scheduler.add_job(
+            self._wrap(self.fire), trigger, args=[reminder.id], id=reminder.job_id,
+            name=f"reminder #{reminder.id}", replace_existing=True, next_run_time=due,
+            misfire_grace_time=int(self.grace_s) or 1, coalesce=True, max_instances=1)
+        return due
+
+    def _unschedule(self, job_id: str) -> None:
+        if self.scheduler is None:
+            return
+        try:
+            self.scheduler.remove_job(job_id)
+        except JobLookupError:
+            pass
+
+    # -- firing ----------------------------------------------------------------------------
+    def _min_gap_s(self, reminder: Reminder) -> float:
+        if reminder.kind == "every":
+            return min(30.0, int(reminder.spec) / 2)
+        return 30.0
+
+    async def _claim(self, reminder: Reminder, status: str) -> bool:
+        now = datetime.now(UTC)
+        if reminder.recurring:
+            return await asyncio.to_thread(self.store.claim_occurrence, reminder.id, now,
+                                           self._min_gap_s(reminder))
+        return await asyncio.to_thread(self.store.claim_once, reminder.id, status, now)  # type: ignore[arg-type]
+
+    async def _deliver(self, reminder_id: int, status: str, text: Callable[[Reminder], str]) -> None:
+        reminder = await asyncio.to_thread(self.store.get, reminder_id)
+        if reminder is None or reminder.status != "active":
+            return
+        if not self.bus.has_route(reminder.channel):
+            logger.warning("reminder #%d is due but channel %r is not running here; kept",
+                           reminder_id, reminder.channel)
+            return
+        if not await self._claim(reminder, status):
+            logger.info("reminder #%d was already delivered for this occurrence; not sent again", reminder_id)
+            return
+        target = Target(reminder.channel, reminder.chat_id, reminder.thread_id)
+        await self.bus.publish_outbound(OutboundText(target, text(reminder)))
+        logger.info("reminder #%d %s for %s", reminder_id,
+                    "fired" if status == "done" else "reported missed", reminder.session_key)
+
+    async def fire(self, reminder_id: int) -> None:
+        await self._deliver(reminder_id, "done", lambda r: f"{REMINDER_PREFIX}{r.text}")
+
+    async def report_missed(self, reminder_id: int, due: datetime | None = None) -> None:
+        when = f" (it was due {format_time(due, self.tz)})" if due is not None else ""
+        logger.warning("reminder #%d missed its time%s", reminder_id, when)
+        await self._deliver(reminder_id, "missed", lambda r: f"{MISSED_PREFIX}{r.text}{when}")

@@ -1,0 +1,171 @@
+"""The heartbeat: silent when there is nothing to do, a guest turn in its own session when
+there is, NO_REPLY dropped, anything else forwarded to the configured chat, a daily budget."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.app import Gateway, build_gateway
+from scheduler import SchedulerService
+from scheduler.heartbeat import heartbeat_tasks
+from tests.fakes.channel import FakeChannel
+from tests.fakes.llm import Fail, FakeLLMServer, Reply
+
+TASKS = "# Heartbeat tasks\n\n<!-- - not a task, a commented example -->\n- Check whether the plants need water\n"
+
+
+@asynccontextmanager
+async def running(config: Any) -> AsyncIterator[tuple[Gateway, FakeChannel, SchedulerService]]:
+    gw = build_gateway(config)
+    channel = FakeChannel(gw.bus, name="cli")
+    gw.channels["cli"] = channel
+    service = next(x for x in gw.extras if isinstance(x, SchedulerService))
+    async with gw:
+        yield gw, channel, service
+
+
+def beat_config(make_config: Callable, *, target: bool = True, **heartbeat: Any) -> Any:
+    section: dict[str, Any] = {"enabled": True, "intervalMin": 0.005, **heartbeat}  # every 0.3 s
+    if target:
+        section["target"] = {"channel": "cli", "chatId": 1}
+    return make_config(agents={"defaults": {"llmRetries": 0, "heartbeat": section}})
+
+
+def write_heartbeat(workspace: Path, text: str) -> None:
+    (workspace / "HEARTBEAT.md").write_text(text)
+
+
+def state(workspace: Path) -> dict[str, Any]:
+    path = workspace / "state" / "scheduler.json"
+    return json.loads(path.read_text())["jobs"].get("heartbeat", {}) if path.exists() else {}
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+def test_only_bullets_outside_comments_are_tasks() -> None:
+    assert heartbeat_tasks("# Tasks\n<!-- - example\n- another -->\n") == []
+    assert heartbeat_tasks("intro\n- water plants\n  * check mail \n-not a bullet\n- \n") == [
+        "water plants", "check mail"]
+    assert heartbeat_tasks("- real\n<!-- unclosed\n- hidden\n") == ["real"]
+    template = (Path(__file__).parents[1] / "config" / "templates" / "HEARTBEAT.md").read_text()
+    assert heartbeat_tasks(template) == []  # the shipped template costs nothing
+
+
+async def test_no_tasks_means_no_llm_calls(fake_llm: FakeLLMServer, make_config: Callable,
+                                           workspace: Path) -> None:
+    write_heartbeat(workspace, "# Heartbeat tasks\n\n<!-- - add tasks like this -->\n")
+    async with running(beat_config(make_config)) as (_, ch, svc):
+        assert "heartbeat every 0.005 min" in svc.status_line()
+        await wait_for(lambda: state(workspace).get("last_result", "").startswith("idle"))
+        await asyncio.sleep(0.7)  # a few more beats
+    assert fake_llm.requests == [] and ch.sent == []
+
+
+async def test_no_reply_is_dropped_and_the_turn_stays_in_its_own_session(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    write_heartbeat(workspace, TASKS)
+    fake_llm.default = lambda request: Reply("NO_REPLY")
+    async with running(beat_config(make_config)) as (_, ch, _):
+        await fake_llm.wait_for_requests(2, timeout=8)
+        await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
+    assert ch.replies() == []
+    prompt = fake_llm.last_user_text(fake_llm.requests[0])
+    assert "- Check whether the plants need water" in prompt and "NO_REPLY" in prompt
+    assert "not a task" not in prompt
+    assert not fake_llm.requests[0].get("tools")  # a guest turn: no tools
+    assert (workspace / "sessions" / "heartbeat_main.jsonl").exists()
+    assert not (workspace / "sessions" / "cli_1.jsonl").exists()  # never the user's history
+
+
+async def test_something_to_say_goes_to_the_target_chat(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    write_heartbeat(workspace, TASKS)
+    fake_llm.queue(Reply("The basil looks dry: water it today."))
+    fake_llm.default = lambda request: Reply("NO_REPLY")
+    async with running(beat_config(make_config)) as (_, ch, _):
+        [msg] = await ch.wait_replies(1)
+        await fake_llm.wait_for_requests(2, timeout=5)  # the next beat said NO_REPLY
+        await asyncio.sleep(0.2)
+    assert msg.text == "The basil looks dry: water it today."  # type: ignore[union-attr]
+    assert (msg.target.channel, msg.target.chat_id) == ("cli", "1")
+    assert len(ch.replies()) == 1
+
+
+async def test_without_a_target_the_message_is_logged_not_sent(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_heartbeat(workspace, TASKS)
+    fake_llm.default = lambda request: Reply("Water the plants!")
+    with caplog.at_level(logging.WARNING, logger="scheduler"):
+        async with running(beat_config(make_config, target=False)) as (_, ch, _):
+            await wait_for(lambda: "heartbeat.target is not set" in caplog.text)
+    assert ch.sent == []
+
+
+async def test_llm_failure_in_a_beat_is_logged_and_the_next_beat_still_runs(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_heartbeat(workspace, TASKS)
+    fake_llm.queue(Fail(500, "upstream exploded"))
+    fake_llm.default = lambda request: Reply("NO_REPLY")
+    with caplog.at_level(logging.WARNING, logger="scheduler"):
+        async with running(beat_config(make_config)) as (_, ch, svc):
+            await fake_llm.wait_for_requests(2, timeout=8)
+            await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
+            assert svc.running
+    assert "heartbeat turn failed" in caplog.text
+    assert ch.sent == []
+
+
+async def test_the_daily_token_budget_stops_beats(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    write_heartbeat(workspace, TASKS)
+    fake_llm.default = lambda request: Reply("NO_REPLY", prompt_tokens=1500, completion_tokens=10)
+    with caplog.at_level(logging.INFO, logger="scheduler"):
+        async with running(beat_config(make_config, tokenBudget=1000)) as (_, _, _):
+            await wait_for(lambda: "budget spent" in state(workspace).get("last_result", ""))
+            await asyncio.sleep(0.7)
+    assert len(fake_llm.requests) == 1  # the first beat spent the budget; the rest were skipped
+    assert "heartbeat skipped: 1510 tokens used today, budget 1000" in caplog.text
+
+
+async def test_budget_spent_by_an_earlier_run_today_counts(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    write_heartbeat(workspace, TASKS)
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    (workspace / "usage").mkdir()
+    (workspace / "usage" / f"{day}.jsonl").write_text(json.dumps({
+        "ts": f"{day}T00:00:01+00:00", "job": "chat", "session": "heartbeat:main", "model": "m",
+        "prompt": 60_000, "completion": 0, "cached": 0}) + "\n")
+    async with running(beat_config(make_config)) as (_, _, _):
+        await wait_for(lambda: "budget spent (60000 of 50000" in state(workspace).get("last_result", ""))
+    assert fake_llm.requests == []
+
+
+async def test_heartbeat_is_off_by_default(fake_llm: FakeLLMServer, make_config: Callable,
+                                           workspace: Path) -> None:
+    write_heartbeat(workspace, TASKS)
+    async with running(make_config()) as (gw, _, svc):
+        assert "heartbeat off" in svc.status_line()
+        assert not gw.bus.has_route("heartbeat")
+        await asyncio.sleep(0.4)
+    assert fake_llm.requests == []
