@@ -3,7 +3,8 @@
 Inbound: ``publish_inbound`` writes the message to the inbox journal (when one is
 configured) *before* it returns, so a channel may ack its platform right after; then it
 enqueues on a bounded queue. A full queue applies back-pressure (``publish_inbound`` waits)
-or, for callers that must answer at once, ``BusFull`` after ``timeout``.
+or, for callers that must answer at once, ``BusFull`` after ``timeout`` — in which case the
+message was *not* accepted (it is retracted from the journal): answer 503 / don't ack.
 
 Outbound: channels ``subscribe`` a send coroutine by channel name; ``publish_outbound``
 queues the message on that channel's own queue and task. A failing send is logged and
@@ -103,10 +104,15 @@ class MessageBus:
             await self._inbound.put(delivery)
             return True
         try:
-            await asyncio.wait_for(self._inbound.put(delivery), timeout)
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
+            async with asyncio.timeout(timeout):
+                await self._inbound.put(delivery)
         except TimeoutError:
-            # Still journalled: it will be replayed on the next start, never lost.
-            raise BusFull("the assistant is busy; the message was saved and will be handled") from None
+            # Not accepted: take it back out of the journal (and forget its dedupe id) so the
+            # caller's 503 / missing ack is the truth and the platform's retry is welcome.
+            if self._inbox is not None and receipt is not None:
+                await asyncio.to_thread(self._inbox.retract, receipt, msg.dedupe_id)
+            raise BusFull("the assistant is busy right now; please retry in a few seconds") from None
         return True
 
     async def consume_inbound(self) -> Delivery:

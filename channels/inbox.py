@@ -61,6 +61,8 @@ class InboxJournal:
             entry = json.loads(line)
             if "done" in entry:
                 pending.pop(entry["done"], None)
+            elif "unseen" in entry:
+                self._seen.pop(entry["unseen"], None)
             elif "seen" in entry:
                 self._remember(entry["seen"])
             else:
@@ -108,6 +110,15 @@ class InboxJournal:
         with self._lock:
             if self._pending.pop(entry_id, None) is not None:
                 self._write({"done": entry_id}, sync=False)
+
+    def retract(self, entry_id: str, dedupe_id: str | None) -> None:
+        """The message was refused after all (queue full): not pending, not a duplicate."""
+        with self._lock:
+            self._pending.pop(entry_id, None)
+            self._write({"done": entry_id}, sync=False)
+            if dedupe_id is not None and dedupe_id in self._seen:
+                del self._seen[dedupe_id]
+                self._write({"unseen": dedupe_id}, sync=True)
 
     def _write(self, entry: dict, *, sync: bool) -> None:
         if self._fh is None:

@@ -1,0 +1,477 @@
+"""The Slack channel: slack-bolt (async) in Socket Mode by default, or HTTP Events mode.
+
+Inbound: Bolt verifies and parses events; ``parse_event`` decides what is a turn (every DM
+message; in channels only an @mention, answered in its thread). The listener checks the
+sender, downloads attached files, publishes to the bus (journalled) and returns, and only
+then does Bolt acknowledge Slack (``process_before_response``), so an acked message is never
+lost. Slack's retries carry the same ``event_id`` and message ``ts``: both are deduplicated.
+
+Outbound: Markdown becomes mrkdwn, long replies are split, every Web API call goes through
+one ``OutboundLimiter`` that honours 429 ``Retry-After`` and never resends a timed-out post.
+A reaction (``:eyes:``) marks the user's message while its turn runs.
+
+The SDK keeps its own HTTP clients; ``apiBase`` is injected as their ``base_url`` so tests
+run the real libraries against a loopback stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import httpx
+from fastapi import APIRouter, Request, Response
+from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels._ratelimit import OutboundLimiter, Verdict
+from channels.access import AccessPolicy
+from channels.bus import BusFull, MessageBus
+from channels.messages import (
+    InboundMessage,
+    OutboundError,
+    OutboundMessage,
+    OutboundProgress,
+    OutboundTyping,
+    Target,
+)
+from channels.slack_format import SlackEvent, as_command, is_message_ts, parse_event, split_message, to_mrkdwn
+from channels.slack_socket import SocketSupervisor
+from config.errors import ConfigError, LucidError
+
+if TYPE_CHECKING:
+    import config
+    from config.schema import SlackConfig
+
+logger = logging.getLogger(__name__)
+sdk_logger = logging.getLogger("channels.slack.sdk")  # handed to Bolt and slack-sdk
+
+DEFAULT_API_BASE = "https://slack.com/api/"
+MAX_FILE_BYTES = 20 * 1024 * 1024
+MAX_BODY_BYTES = 1024 * 1024
+REFUSAL_INTERVAL_S = 3600.0
+REACTION = "eyes"
+_SEEN_KEEP = 5000
+
+# ----------------------------------------------------------------------------- redaction
+
+_TOKEN_RE = re.compile(r"\b(xox[a-z]|xapp)-[A-Za-z0-9-]+")
+
+
+def redact(text: str) -> str:
+    return _TOKEN_RE.sub(lambda m: f"{m.group(1)}-***", text)
+
+
+class TokenRedactor(logging.Filter):
+    """Rewrites log records so no ``xoxb-``/``xapp-`` token ever reaches a handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if _TOKEN_RE.search(message):
+            record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+# A filter on a logger sees only records logged on that very logger, so it goes on each.
+_REDACTED_LOGGERS = (
+    __name__, sdk_logger.name, "channels.slack_socket", "slack_sdk", "slack_bolt",
+    "slack_sdk.web.async_base_client", "slack_sdk.web.async_slack_response",
+    "slack_sdk.socket_mode.aiohttp", "slack_bolt.AsyncApp",
+)
+
+
+def install_redaction() -> None:
+    for name in _REDACTED_LOGGERS:
+        target = logging.getLogger(name)
+        if not any(isinstance(f, TokenRedactor) for f in target.filters):
+            target.addFilter(TokenRedactor())
+
+
+# ----------------------------------------------------------------------------- outbound errors
+
+
+def classify(exc: BaseException) -> Verdict:
+    """How the limiter treats a failed Web API call (see ``channels._ratelimit``)."""
+    if isinstance(exc, SlackApiError):
+        status = getattr(exc.response, "status_code", 200)
+        if status == 429:
+            headers = getattr(exc.response, "headers", {}) or {}
+            retry_after = next((v for k, v in headers.items() if k.lower() == "retry-after"), "1")
+            try:
+                return Verdict.wait(float(retry_after[0] if isinstance(retry_after, list) else retry_after))
+            except (TypeError, ValueError):
+                return Verdict.wait(1.0)
+        return Verdict.retry() if status in (502, 503, 504) else Verdict.fail()
+    # Nothing reached Slack: safe to try again.
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
+        return Verdict.retry()
+    # The request may have been processed: resending could post twice.
+    if isinstance(exc, TimeoutError | aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return Verdict.uncertain()
+    return Verdict.fail()
+
+
+def _safe(part: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "", part)[:64] or "x"
+
+
+class SlackChannel:
+    """The ``Channel`` for Slack; ``router()`` serves HTTP Events mode."""
+
+    name = "slack"
+
+    def __init__(
+        self,
+        cfg: SlackConfig,
+        bus: MessageBus,
+        *,
+        workspace: Path,
+        api_timeout_s: float = 30.0,
+        ping_interval_s: float = 10.0,
+        reconnect_backoff_s: float = 1.0,
+        limiter: OutboundLimiter | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self._bus = bus
+        self._workspace = Path(workspace)
+        self._bot_token = cfg.bot_token.get_secret_value().strip()
+        self._api_base = cfg.api_base or DEFAULT_API_BASE
+        self._check_config()
+        install_redaction()
+        self._policy = AccessPolicy(cfg.allow_from, cfg.owners)
+        self._pairing = None
+        if cfg.pairing:
+            from channels.pairing import PairingStore, default_path
+
+            self._pairing = PairingStore(default_path(self._workspace))
+        self.limiter = limiter or OutboundLimiter("slack", classify, rate_per_s=10.0, burst=10)
+        self._api_timeout_s = api_timeout_s
+        self.web = AsyncWebClient(
+            token=self._bot_token, base_url=self._api_base, timeout=int(max(1, api_timeout_s)),
+            retry_handlers=[], logger=sdk_logger,  # retries are ours (limiter), not hidden
+        )
+        self.app = AsyncApp(
+            client=self.web,
+            signing_secret=cfg.signing_secret.get_secret_value(),
+            request_verification_enabled=cfg.mode == "http",
+            process_before_response=True,  # ack only after the bus has the message
+            name="lucidgate",
+            logger=sdk_logger,
+        )
+        self.app.event("message")(self._on_event)
+        self.app.event("app_mention")(self._on_event)
+        self.app.command("/lucid")(self._on_command)
+        self.app.event(re.compile(".*"))(self._on_other_event)  # ack, never "unhandled"
+        self.socket = SocketSupervisor(
+            self.app, cfg.app_token.get_secret_value().strip(), watchdog_s=cfg.watchdog_s,
+            ping_interval_s=ping_interval_s, backoff_s=reconnect_backoff_s, logger=sdk_logger,
+        ) if cfg.mode == "socket" else None
+        self._http: httpx.AsyncClient | None = None
+        self._seen_events: OrderedDict[str, None] = OrderedDict()
+        self._inflight: dict[str, asyncio.Event] = {}
+        self._refused: OrderedDict[str, float] = OrderedDict()
+        self._reacted: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _check_config(self) -> None:
+        missing = [] if self._bot_token else ["botToken"]
+        if self.cfg.mode == "socket" and not self.cfg.app_token.get_secret_value().strip():
+            missing.append("appToken (Socket Mode)")
+        if self.cfg.mode == "http" and not self.cfg.signing_secret.get_secret_value().strip():
+            missing.append("signingSecret (HTTP mode)")
+        if missing:
+            raise ConfigError(f"channels.slack is enabled but has no {', '.join(missing)}")
+
+    # ----------------------------------------------------------------- lifecycle
+    async def __aenter__(self) -> SlackChannel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        try:
+            timeout = aiohttp.ClientTimeout(total=self._api_timeout_s)
+            self.web.session = aiohttp.ClientSession(timeout=timeout)
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0), follow_redirects=True)
+            if self.socket is not None:
+                await self.socket.start()  # connects in the background; never fails on an outage
+        except BaseException:
+            await self.stop()
+            raise
+        logger.info("Slack channel started (%s mode)", self.cfg.mode)
+
+    def is_owner(self, sender_id: str) -> bool:
+        return self._policy.is_owner(sender_id)
+
+    def describe(self) -> str:
+        """The registry's one-line summary (never a token)."""
+        return (f"{self.cfg.mode} mode via {self._api_base}, {len(self.cfg.allow_from)} allowed, "
+                f"{len(self.cfg.owners)} owner(s), pairing {self.cfg.pairing}")
+
+    async def stop(self) -> None:
+        if self.socket is not None:
+            await self.socket.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        session, self.web.session = self.web.session, None
+        if session is not None:
+            await session.close()
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ----------------------------------------------------------------- HTTP events mode
+    def router(self) -> APIRouter:
+        """``POST /slack/events`` for HTTP mode (an empty router in Socket Mode)."""
+        router = APIRouter()
+        if self.cfg.mode != "http":
+            return router
+        handler = AsyncSlackRequestHandler(self.app)
+
+        @router.post("/slack/events")
+        async def slack_events(request: Request) -> Response:
+            body = bytearray()
+            async for chunk in request.stream():  # capped while streaming, not by header
+                body.extend(chunk)
+                if len(body) > MAX_BODY_BYTES:
+                    return Response("request body too large", status_code=413)
+            sent = False
+
+            async def replay() -> Any:
+                nonlocal sent
+                if sent:  # after the body: the real channel (it reports a disconnect)
+                    return await request.receive()
+                sent = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+            return await handler.handle(Request(request.scope, receive=replay))
+
+        return router
+
+    # ----------------------------------------------------------------- inbound
+    async def _on_event(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        context: AsyncBoltContext,
+        request: AsyncBoltRequest,
+    ) -> None:
+        """Bolt acks when this returns normally; an exception means no ack (Slack retries)."""
+        event_id = str(body.get("event_id") or "")
+        # A retry while the first attempt still runs waits for it: acking the retry early
+        # would let Slack forget an event the first attempt may yet fail to store.
+        while event_id and (running := self._inflight.get(event_id)) is not None:
+            await running.wait()
+        if event_id in self._seen_events:
+            retry = request.headers.get("x-slack-retry-num")
+            logger.debug("Slack retry %s of event %s ignored", retry, event_id)
+            return
+        if event_id:
+            self._inflight[event_id] = asyncio.Event()
+        try:
+            parsed = parse_event(event, context.bot_user_id)
+            if parsed is not None:
+                await self._accept(parsed)
+            if event_id:
+                self._seen_events[event_id] = None
+                while len(self._seen_events) > _SEEN_KEEP:
+                    self._seen_events.popitem(last=False)
+        finally:
+            if event_id:
+                self._inflight.pop(event_id).set()
+
+    async def _on_other_event(self, event: dict[str, Any]) -> None:
+        logger.debug("ignoring Slack event %s", event.get("type"))
+
+    async def _allowed(self, sender_id: str) -> bool:
+        if self._policy.allows(sender_id):
+            return True
+        if self._pairing is not None:
+            return await asyncio.to_thread(self._pairing.is_approved, self.name, sender_id)
+        return False
+
+    async def _accept(self, parsed: SlackEvent) -> None:
+        if not await self._allowed(parsed.sender_id):
+            self._spawn(self._refuse(parsed), name=f"slack-refuse-{parsed.sender_id}")
+            return
+        text, media = parsed.text, []
+        for file in parsed.files[:10]:
+            line, path = await self._download(file, parsed.chat_id)
+            text = f"{text}\n{line}" if text else line
+            if path is not None:
+                media.append(path)
+        msg = InboundMessage(
+            channel=self.name, chat_id=parsed.chat_id, sender_id=parsed.sender_id, text=text,
+            chat_type=parsed.chat_type, thread_id=parsed.thread_id, media=tuple(media),
+            message_id=parsed.ts,
+        )
+        await self._publish(msg)
+
+    async def _publish(self, msg: InboundMessage) -> None:
+        try:
+            if not await self._bus.publish_inbound(msg, timeout=2.0):
+                logger.debug("duplicate Slack message %s dropped", msg.dedupe_id)
+        except BusFull:
+            # Not accepted: no ack, so Slack redelivers it in a moment.
+            logger.warning("bus full: Slack message for %s not acked; Slack will retry", msg.session_key)
+            raise
+
+    async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
+        """``/lucid <command>``: publish ``/<command>`` and ack (within Bolt's deadline)."""
+        user, channel_id = str(command.get("user_id", "")), str(command.get("channel_id", ""))
+        if not user or not channel_id:
+            await ack()
+            return
+        if not await self._allowed(user):
+            await ack(text=self.cfg.refusal or "")
+            return
+        words = str(command.get("text") or "").strip().lstrip("/") or "help"
+        private = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
+        await self._publish(InboundMessage(
+            channel=self.name, chat_id=channel_id, sender_id=user, text=as_command(words) or f"/{words}",
+            chat_type="private" if private else "group",
+        ))
+        await ack()
+
+    async def _refuse(self, parsed: SlackEvent) -> None:
+        now = time.monotonic()
+        last = self._refused.get(parsed.sender_id)
+        if last is not None and now - last < REFUSAL_INTERVAL_S:
+            return
+        self._refused[parsed.sender_id] = now
+        while len(self._refused) > _SEEN_KEEP:
+            self._refused.popitem(last=False)
+        logger.info("refused a message from Slack user %s (not in allowFrom)", parsed.sender_id)
+        text = self.cfg.refusal
+        if self._pairing is not None and parsed.chat_type == "private":
+            from channels.pairing import PairingError
+
+            try:
+                code = await asyncio.to_thread(self._pairing.issue, self.name, parsed.sender_id)
+                text = (f"I don't know you yet. To get access, ask my owner to approve pairing code "
+                        f"{code} (`lucid pairing approve {code}`).")
+            except PairingError:
+                pass
+        if text:
+            try:
+                await self._post(parsed.chat_id, text, parsed.thread_id)
+            except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
+                logger.warning("could not send a refusal on Slack: %s", redact(str(exc)))
+
+    async def _download(self, file: dict[str, Any], chat_id: str) -> tuple[str, str | None]:
+        """Fetch a shared file into ``media/slack/<channel>/``; returns (description, path)."""
+        file_id = _safe(str(file.get("id") or "file"))
+        name = str(file.get("name") or file_id)
+        kind = "image" if str(file.get("mimetype", "")).startswith("image/") else "file"
+        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        size = file.get("size") if isinstance(file.get("size"), int) else 0
+        if not url or not self._trusted_file_url(url) or self._http is None:
+            return f"[{kind}: {name} (not downloaded)]", None
+        if size > MAX_FILE_BYTES:
+            return f"[{kind}: {name} (too large: over {MAX_FILE_BYTES // 2**20} MB, not downloaded)]", None
+        suffix = Path(name).suffix
+        dest = self._workspace / "media" / "slack" / _safe(chat_id) / (
+            file_id + (suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""))
+        data = bytearray()
+        try:
+            headers = {"Authorization": f"Bearer {self._bot_token}"}
+            async with self._http.stream("GET", url, headers=headers) as resp:
+                if resp.status_code != 200:
+                    raise ValueError(f"HTTP {resp.status_code}")
+                async for chunk in resp.aiter_bytes():
+                    data.extend(chunk)
+                    if len(data) > MAX_FILE_BYTES:
+                        return f"[{kind}: {name} (too large: over {MAX_FILE_BYTES // 2**20} MB)]", None
+            await asyncio.to_thread(_write_atomic, dest, bytes(data))
+        except (httpx.HTTPError, OSError, ValueError) as exc:
+            logger.warning("could not download Slack file %s: %s", file_id, redact(str(exc)))
+            return f"[{kind}: {name} (download failed)]", None
+        return f"[{kind}: {dest}]", str(dest)
+
+    def _trusted_file_url(self, url: str) -> bool:
+        """The bot token is only ever sent to Slack's file host or the configured API host."""
+        parts, base = urlsplit(url), urlsplit(self._api_base)
+        if parts.scheme == "https" and parts.hostname == "files.slack.com":
+            return True
+        return (parts.scheme, parts.netloc) == (base.scheme, base.netloc)
+
+    # ----------------------------------------------------------------- outbound
+    async def send(self, msg: OutboundMessage) -> None:
+        target = msg.target
+        if isinstance(msg, OutboundTyping):
+            await self._react(target, add=True)
+            return
+        if isinstance(msg, OutboundProgress):
+            return  # Slack replies are posted whole; no preview edits
+        text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
+        try:
+            for chunk in split_message(to_mrkdwn(text)):
+                await self._post(target.chat_id, chunk, target.thread_id)
+        except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
+            # Later chunks are not sent: a gap in the middle would read worse than a stop.
+            logger.warning("could not deliver a Slack reply to %s: %s", target.chat_id, redact(str(exc)))
+        finally:
+            await self._react(target, add=False)
+
+    async def _post(self, channel: str, text: str, thread_ts: str | None) -> None:
+        kwargs: dict[str, Any] = {"channel": channel, "text": text, "mrkdwn": True}
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+        await self.limiter.run(channel, lambda: self.web.chat_postMessage(**kwargs), what="chat.postMessage")
+
+    async def _react(self, target: Target, *, add: bool) -> None:
+        ts = target.reply_to
+        if not is_message_ts(ts):
+            return
+        key = (target.chat_id, str(ts))
+        if add == (key in self._reacted):
+            return
+        call = self.web.reactions_add if add else self.web.reactions_remove
+        try:
+            await self.limiter.run(
+                target.chat_id, lambda: call(channel=target.chat_id, name=REACTION, timestamp=ts),
+                what="reactions.add" if add else "reactions.remove",
+            )
+        except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
+            logger.debug("Slack reaction change failed: %s", redact(str(exc)))
+        if add:
+            self._reacted.add(key)
+        else:
+            self._reacted.discard(key)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def create_channel(config: config.Config, bus: MessageBus, *, workspace: Path) -> SlackChannel:
+    """Registry factory: the gateway calls this when ``channels.slack.enabled`` is true."""
+    return SlackChannel(config.channels.slack, bus, workspace=workspace)
