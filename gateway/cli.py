@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 import threading
 from pathlib import Path
@@ -193,7 +192,9 @@ def _reachability(config: Config) -> str:
 
 def main() -> None:
     """Console-script entry point."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from gateway._offline import set_offline_environment
+
+    set_offline_environment()
     try:
         app()
     except KeyboardInterrupt:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from config.schema import Config
+from gateway._offline import set_offline_environment
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
 from gateway.metrics import Metrics
 from gateway.usage import UsageLedger
@@ -35,9 +36,8 @@ _TRANSIENT_NAMES = {
 
 
 def import_litellm() -> Any:
-    """Import litellm offline-safe: local cost map, no telemetry, quiet logging."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    """Import litellm offline-safe: bundled data files, no .env loading, no telemetry."""
+    set_offline_environment()
     import litellm
 
     litellm.telemetry = False

@@ -72,3 +72,16 @@ async def test_onboard_then_status_and_help(tmp_path: Path) -> None:
     assert code == 0 and "workspace" in out and "not configured" in out
     code, out, _ = await lucid("--help", home=tmp_path)
     assert code == 0 and "agent" in out and "gateway" in out and "memory" in out
+
+
+@pytest.mark.slow
+async def test_litellm_import_stays_offline_and_ignores_dotenv(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("OPENAI_API_KEY=from-a-stray-dotenv\n")
+    code = ("import os\nfrom gateway.llm import import_litellm\nimport_litellm()\n"
+            "print('KEY=' + os.environ.get('OPENAI_API_KEY', 'unset'))\n"
+            "print('LOCAL=' + os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "LITELLM_LOCAL_MODEL_COST_MAP")}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, cwd=tmp_path, env=env,
+                                                stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(proc.communicate(), 90)
+    assert "KEY=unset" in out.decode() and "LOCAL=True" in out.decode()

@@ -1,0 +1,24 @@
+"""Environment that keeps litellm offline; set before litellm is imported (DESIGN §11)."""
+
+from __future__ import annotations
+
+import os
+
+# litellm fetches several data files from the internet unless told to use its bundled
+# copies, and in its default "DEV" mode loads a `.env` from the current directory into
+# the environment at import. A daemon must do neither.
+_LITELLM_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS": "True",
+    "LITELLM_LOCAL_BLOG_POSTS": "True",
+    "LITELLM_LOCAL_AUTOROUTER_PRESETS": "True",
+    "LITELLM_LOCAL_POLICY_TEMPLATES": "True",
+    "LITELLM_MODE": "PRODUCTION",
+    "LITELLM_LOG": "ERROR",
+}
+
+
+def set_offline_environment() -> None:
+    """Apply the defaults above without overriding what the operator set explicitly."""
+    for name, value in _LITELLM_ENV.items():
+        os.environ.setdefault(name, value)
