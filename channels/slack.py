@@ -37,6 +37,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels._ratelimit import OutboundLimiter, Verdict
+from channels._redact import TokenRedactor
 from channels.access import AccessPolicy
 from channels.bus import BusFull, MessageBus
 from channels.messages import (
@@ -68,22 +69,12 @@ _SEEN_KEEP = 5000
 # ----------------------------------------------------------------------------- redaction
 
 _TOKEN_RE = re.compile(r"\b(xox[a-z]|xapp)-[A-Za-z0-9-]+")
+# Stateless, so one filter serves every logger and every SlackChannel.
+_REDACTOR = TokenRedactor(patterns=[(_TOKEN_RE, lambda m: f"{m.group(1)}-***")])
 
 
 def redact(text: str) -> str:
-    return _TOKEN_RE.sub(lambda m: f"{m.group(1)}-***", text)
-
-
-class TokenRedactor(logging.Filter):
-    """Rewrites log records so no ``xoxb-``/``xapp-`` token ever reaches a handler."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if _TOKEN_RE.search(message):
-            record.msg, record.args = redact(message), None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
-        return True
+    return _REDACTOR.redact(text)
 
 
 # A filter on a logger sees only records logged on that very logger, so it goes on each.
@@ -95,10 +86,7 @@ _REDACTED_LOGGERS = (
 
 
 def install_redaction() -> None:
-    for name in _REDACTED_LOGGERS:
-        target = logging.getLogger(name)
-        if not any(isinstance(f, TokenRedactor) for f in target.filters):
-            target.addFilter(TokenRedactor())
+    _REDACTOR.install(logging.getLogger(name) for name in _REDACTED_LOGGERS)
 
 
 # ----------------------------------------------------------------------------- outbound errors

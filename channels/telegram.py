@@ -10,8 +10,7 @@ message is still caught by the bus's dedupe id (``telegram:<chat>:<message_id>``
 Intake is long polling (with backoff, one log line per incident and a liveness watchdog)
 or, when ``webhook.url`` is set, a FastAPI route checked against the secret-token header.
 Outbound messages go through one ``OutboundLimiter`` (flood limits, ``retry_after``, no
-blind resend of a timed-out send); replies are rendered to Telegram HTML by
-``channels.telegram_format`` and fall back to plain text if Telegram rejects the markup.
+blind resend of a timed-out send) and are delivered by ``channels.telegram_send``.
 """
 
 from __future__ import annotations
@@ -23,37 +22,23 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 from fastapi import APIRouter, Request, Response
-from telegram import BotCommand, Message, ReplyParameters, Update
-from telegram.constants import ChatAction, ParseMode
+from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.ext import Application, ApplicationBuilder
 
-from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
+from channels._ratelimit import OutboundLimiter, Verdict
+from channels._redact import TokenRedactor, logger_family
 from channels.access import AccessPolicy
 from channels.bus import BusClosed, MessageBus
-from channels.messages import (
-    InboundMessage,
-    OutboundMessage,
-    OutboundProgress,
-    OutboundTyping,
-    Target,
-)
+from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.pairing import PairingError, PairingStore, default_path
-from channels.telegram_format import (
-    MAX_MESSAGE_CHARS,
-    clean_text,
-    html_to_plain,
-    is_addressed,
-    media_items,
-    render,
-    safe_name,
-)
+from channels.telegram_format import clean_text, is_addressed, media_items, safe_name
+from channels.telegram_send import TelegramSender
 from config.errors import ConfigError, LucidError
 
 if TYPE_CHECKING:
@@ -84,52 +69,9 @@ def create_channel(config: Config, bus: MessageBus, *, workspace: Path) -> Teleg
 
 
 # -- logging ---------------------------------------------------------------------------
-class TokenRedactor(logging.Filter):
-    """Replaces secrets in log records: httpx and PTB log request URLs, and the token is in them."""
-
-    def __init__(self, *secrets: str) -> None:
-        super().__init__()
-        self._secrets = [s for s in secrets if s]
-
-    def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "<redacted>")
-        return text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a malformed record is the logging module's problem, not ours
-            return True
-        clean = self.redact(message)
-        if clean != message:
-            record.msg, record.args = clean, None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self.redact(record.stack_info)
-        return True
-
-    def install(self) -> None:
-        """On the root handlers (every propagated record) and on the HTTP/PTB loggers."""
-        for target in self._targets():
-            if self not in target.filters:
-                target.addFilter(self)
-
-    def uninstall(self) -> None:
-        for target in self._targets():
-            target.removeFilter(self)
-
-    @staticmethod
-    def _targets() -> list[logging.Filterer]:
-        names = [
-            n for n in list(logging.Logger.manager.loggerDict)
-            if n.split(".")[0] in ("httpx", "httpcore", "telegram")
-        ]
-        loggers = [logging.getLogger(n) for n in {"httpx", "httpcore", "telegram", *names}]
-        return [*logging.getLogger().handlers, *loggers]
+def _log_targets() -> list[logging.Filterer]:
+    """The root handlers (every propagated record) and the HTTP/PTB loggers: both log the token."""
+    return [*logging.getLogger().handlers, *logger_family("httpx", "httpcore", "telegram")]
 
 
 # -- failure classification for the limiter --------------------------------------------
@@ -175,13 +117,6 @@ def _read_state(path: Path) -> int | None:
     return value if isinstance(value, int) else None
 
 
-@dataclass(slots=True)
-class _Preview:
-    message_id: int
-    text: str
-    sent_at: float
-
-
 class TelegramChannel:
     name = NAME
 
@@ -217,17 +152,17 @@ class TelegramChannel:
         ).hexdigest()
         self._redactor = TokenRedactor(self._token, self._webhook_secret)
         self._retry = (retry_base_s, retry_max_s)
-        self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
         self._refusal_interval_s = refusal_interval_s
-        self._preview_interval_s = preview_interval_s
         self._request_timeout_s = request_timeout_s
         self._send_wait_s = send_wait_s
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._typing: dict[tuple[str, str | None], asyncio.Task[None]] = {}
-        self._previews: dict[tuple[str, str | None, str | None], _Preview] = {}
+        self._sender = TelegramSender(
+            lambda: self.bot, self.limiter, streaming=cfg.streaming, preview_interval_s=preview_interval_s,
+            typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s,
+        )
         self._refused: dict[str, float] = {}
         self.last_update_id: int | None = None
         self._last_beat = time.monotonic()
@@ -259,7 +194,7 @@ class TelegramChannel:
                 "channels.telegram.token is empty: set it (or LUCIDGATE_CHANNELS__TELEGRAM__TOKEN)"
             )
         self._stopping = False
-        self._redactor.install()
+        self._redactor.install(_log_targets())
         timeout = self._request_timeout_s
         self._app = (
             ApplicationBuilder()
@@ -274,7 +209,7 @@ class TelegramChannel:
             .get_updates_read_timeout(timeout)
             .build()
         )
-        self._redactor.install()  # PTB created the bot's loggers just now
+        self._redactor.install(_log_targets())  # PTB created the bot's loggers just now
         self.last_update_id = await asyncio.to_thread(_read_state, self._state_path)
         self.bus.subscribe(NAME, self.send)
         try:
@@ -344,9 +279,7 @@ class TelegramChannel:
         except TimeoutError:
             logger.warning("Telegram replies still queued at shutdown were dropped")
         self.bus.unsubscribe(NAME)
-        for task in self._typing.values():
-            task.cancel()
-        self._typing.clear()
+        self._sender.cancel_typing()
         if self._app is not None:
             try:
                 await self._app.shutdown()
@@ -355,7 +288,7 @@ class TelegramChannel:
                 logger.exception("Telegram application shutdown failed")
             self._app = None
         self._ready.clear()
-        self._redactor.uninstall()
+        self._redactor.uninstall(_log_targets())
 
     def _spawn(self, name: str, coro: Any) -> None:
         self._tasks[name] = asyncio.create_task(coro, name=f"telegram-{name}")
@@ -554,7 +487,7 @@ class TelegramChannel:
                 )
         target = Target(NAME, str(msg.chat.id), None, str(msg.message_id))
         try:
-            await self._send_chunk(target, text, target.reply_to, html=False)
+            await self._sender.send_chunk(target, text, target.reply_to, html=False)
         except (TelegramError, LucidError) as exc:
             logger.warning("could not send the refusal to %s: %s", sender_id, exc)
 
@@ -593,141 +526,4 @@ class TelegramChannel:
                 logger.warning("Telegram is not connected; a %s message for chat %s was dropped",
                                msg.kind, msg.target.chat_id)
                 return
-        if isinstance(msg, OutboundTyping):
-            await self._start_typing(msg.target)
-            return
-        if isinstance(msg, OutboundProgress):
-            if self._cfg.streaming:
-                await self._preview(msg.target, msg.text)
-            return
-        self._stop_typing(msg.target)
-        await self._deliver(msg.target, msg.text)
-
-    async def _deliver(self, target: Target, text: str) -> None:
-        chunks = render(text, MAX_MESSAGE_CHARS)
-        preview = self._previews.pop(_preview_key(target), None)
-        for i, chunk in enumerate(chunks):
-            try:
-                if i == 0 and preview is not None and await self._edit(target, preview, chunk):
-                    continue
-                await self._send_chunk(target, chunk, target.reply_to if i == 0 else None)
-            except DeliveryUncertain:
-                continue  # logged by the limiter; resending could double-post
-            except (TelegramError, DeliveryFailed) as exc:
-                logger.error(
-                    "could not deliver a reply to Telegram chat %s (part %d of %d): %s",
-                    target.chat_id, i + 1, len(chunks), exc,
-                )
-                return
-
-    async def _send_chunk(
-        self, target: Target, text: str, reply_to: str | None, *, html: bool = True
-    ) -> Message:
-        kwargs: dict[str, Any] = {"chat_id": target.chat_id}
-        if target.thread_id:
-            kwargs["message_thread_id"] = int(target.thread_id)
-        if reply_to and reply_to.isdigit():
-            kwargs["reply_parameters"] = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-        if not html:
-            return await self.limiter.run(target.chat_id, lambda: self.bot.send_message(text=text, **kwargs))
-        try:
-            return await self.limiter.run(
-                target.chat_id,
-                lambda: self.bot.send_message(text=text, parse_mode=ParseMode.HTML, **kwargs),
-                what="sendMessage",
-            )
-        except BadRequest as exc:
-            if "can't parse entities" not in str(exc).lower():
-                raise
-            logger.warning("Telegram rejected a reply's formatting (%s); resending it as plain text", exc)
-            plain = html_to_plain(text)
-            return await self.limiter.run(target.chat_id, lambda: self.bot.send_message(text=plain, **kwargs))
-
-    async def _edit(self, target: Target, preview: _Preview, chunk: str) -> bool:
-        """Replace the streaming preview with the final text; False means send it anew."""
-
-        def edit(text: str, parse_mode: str | None) -> Any:
-            return self.limiter.run(
-                target.chat_id,
-                lambda: self.bot.edit_message_text(
-                    text=text, chat_id=target.chat_id, message_id=preview.message_id, parse_mode=parse_mode
-                ),
-                what="editMessageText",
-            )
-
-        try:
-            await edit(chunk, ParseMode.HTML)
-        except BadRequest as exc:
-            reason = str(exc).lower()
-            if "not modified" in reason:
-                return True
-            if "can't parse entities" not in reason:
-                logger.warning("could not edit the preview in chat %s (%s); sending anew",
-                               target.chat_id, exc)
-                return False
-            await edit(html_to_plain(chunk), None)
-        return True
-
-    async def _preview(self, target: Target, text: str) -> None:
-        """Streaming: one preview message per turn, edited at most once per interval."""
-        key = _preview_key(target)
-        text = text[:MAX_MESSAGE_CHARS]
-        if not text.strip():
-            return
-        now = time.monotonic()
-        preview = self._previews.get(key)
-        try:
-            if preview is None:
-                sent = await self._send_chunk(target, text, target.reply_to, html=False)
-                self._previews[key] = _Preview(sent.message_id, text, now)
-            elif now - preview.sent_at >= self._preview_interval_s and text != preview.text:
-                preview.sent_at, preview.text = now, text
-                await self.limiter.run(
-                    target.chat_id,
-                    lambda: self.bot.edit_message_text(
-                        text=text, chat_id=target.chat_id, message_id=preview.message_id
-                    ),
-                    what="editMessageText",
-                )
-        except (TelegramError, LucidError) as exc:
-            logger.debug("streaming preview update failed in chat %s: %s", target.chat_id, exc)
-
-    async def _start_typing(self, target: Target) -> None:
-        """Show the indicator now, then keep refreshing it on a task of its own."""
-        key = (target.chat_id, target.thread_id)
-        task = self._typing.get(key)
-        if task is not None and not task.done():
-            return
-        await self._send_typing(target)
-        self._typing[key] = asyncio.create_task(self._typing_loop(target), name=f"telegram-typing-{key[0]}")
-
-    def _stop_typing(self, target: Target) -> None:
-        task = self._typing.pop((target.chat_id, target.thread_id), None)
-        if task is not None:
-            task.cancel()
-
-    async def _typing_loop(self, target: Target) -> None:
-        """The indicator lasts ~5 s on Telegram's side: refresh it until the reply (or a cap)."""
-        deadline = time.monotonic() + self._typing_max_s
-        while True:
-            await asyncio.sleep(self._typing_refresh_s)
-            if time.monotonic() >= deadline:
-                break
-            await self._send_typing(target)
-        if self._typing.get((target.chat_id, target.thread_id)) is asyncio.current_task():
-            del self._typing[(target.chat_id, target.thread_id)]
-
-    async def _send_typing(self, target: Target) -> None:
-        kwargs: dict[str, Any] = {"message_thread_id": int(target.thread_id)} if target.thread_id else {}
-        try:
-            await self.limiter.run(
-                None,
-                lambda: self.bot.send_chat_action(target.chat_id, ChatAction.TYPING, **kwargs),
-                what="sendChatAction",
-            )
-        except (TelegramError, LucidError) as exc:
-            logger.debug("typing indicator failed in chat %s: %s", target.chat_id, exc)
-
-
-def _preview_key(target: Target) -> tuple[str, str | None, str | None]:
-    return (target.chat_id, target.thread_id, target.reply_to)
+        await self._sender.send(msg)

@@ -1,0 +1,211 @@
+"""Outbound delivery for the Telegram channel: replies, streaming previews, typing indicators.
+
+Every Bot API call goes through the channel's ``OutboundLimiter``. Replies are rendered to
+Telegram HTML (``channels.telegram_format``), split into chunks, and resent as plain text when
+Telegram rejects the markup. With streaming on, progress updates become one preview message
+per turn that is edited in place and finally replaced by the reply's first chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from telegram import Message, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, TelegramError
+
+from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter
+from channels.messages import OutboundMessage, OutboundProgress, OutboundTyping, Target
+from channels.telegram_format import MAX_MESSAGE_CHARS, html_to_plain, render
+from config.errors import LucidError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Preview:
+    message_id: int
+    text: str
+    sent_at: float
+
+
+class TelegramSender:
+    """Sends ``OutboundMessage``s with the bot ``get_bot()`` returns.
+
+    The bot is fetched per call because it exists only while the channel is started, while
+    this sender (and its preview state) lives as long as the channel.
+    """
+
+    def __init__(
+        self,
+        get_bot: Callable[[], Any],
+        limiter: OutboundLimiter,
+        *,
+        streaming: bool,
+        preview_interval_s: float = 1.0,
+        typing_refresh_s: float = 4.0,
+        typing_max_s: float = 120.0,
+    ) -> None:
+        self._get_bot = get_bot
+        self.limiter = limiter
+        self._streaming = streaming
+        self._preview_interval_s = preview_interval_s
+        self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
+        self._typing: dict[tuple[str, str | None], asyncio.Task[None]] = {}
+        self._previews: dict[tuple[str, str | None, str | None], _Preview] = {}
+
+    async def send(self, msg: OutboundMessage) -> None:
+        if isinstance(msg, OutboundTyping):
+            await self._start_typing(msg.target)
+            return
+        if isinstance(msg, OutboundProgress):
+            if self._streaming:
+                await self._preview(msg.target, msg.text)
+            return
+        self._stop_typing(msg.target)
+        await self._deliver(msg.target, msg.text)
+
+    def cancel_typing(self) -> None:
+        """Stop every typing-indicator loop (the channel is stopping)."""
+        for task in self._typing.values():
+            task.cancel()
+        self._typing.clear()
+
+    async def _deliver(self, target: Target, text: str) -> None:
+        chunks = render(text, MAX_MESSAGE_CHARS)
+        preview = self._previews.pop(_preview_key(target), None)
+        for i, chunk in enumerate(chunks):
+            try:
+                if i == 0 and preview is not None and await self._edit(target, preview, chunk):
+                    continue
+                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None)
+            except DeliveryUncertain:
+                continue  # logged by the limiter; resending could double-post
+            except (TelegramError, DeliveryFailed) as exc:
+                logger.error(
+                    "could not deliver a reply to Telegram chat %s (part %d of %d): %s",
+                    target.chat_id, i + 1, len(chunks), exc,
+                )
+                return
+
+    async def send_chunk(
+        self, target: Target, text: str, reply_to: str | None, *, html: bool = True
+    ) -> Message:
+        """One ``sendMessage``; HTML that Telegram cannot parse is resent as plain text."""
+        kwargs: dict[str, Any] = {"chat_id": target.chat_id}
+        if target.thread_id:
+            kwargs["message_thread_id"] = int(target.thread_id)
+        if reply_to and reply_to.isdigit():
+            kwargs["reply_parameters"] = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+        if not html:
+            return await self.limiter.run(
+                target.chat_id, lambda: self._get_bot().send_message(text=text, **kwargs)
+            )
+        try:
+            return await self.limiter.run(
+                target.chat_id,
+                lambda: self._get_bot().send_message(text=text, parse_mode=ParseMode.HTML, **kwargs),
+                what="sendMessage",
+            )
+        except BadRequest as exc:
+            if "can't parse entities" not in str(exc).lower():
+                raise
+            logger.warning("Telegram rejected a reply's formatting (%s); resending it as plain text", exc)
+            plain = html_to_plain(text)
+            return await self.limiter.run(
+                target.chat_id, lambda: self._get_bot().send_message(text=plain, **kwargs)
+            )
+
+    async def _edit(self, target: Target, preview: _Preview, chunk: str) -> bool:
+        """Replace the streaming preview with the final text; False means send it anew."""
+
+        def edit(text: str, parse_mode: str | None) -> Any:
+            return self.limiter.run(
+                target.chat_id,
+                lambda: self._get_bot().edit_message_text(
+                    text=text, chat_id=target.chat_id, message_id=preview.message_id, parse_mode=parse_mode
+                ),
+                what="editMessageText",
+            )
+
+        try:
+            await edit(chunk, ParseMode.HTML)
+        except BadRequest as exc:
+            reason = str(exc).lower()
+            if "not modified" in reason:
+                return True
+            if "can't parse entities" not in reason:
+                logger.warning("could not edit the preview in chat %s (%s); sending anew",
+                               target.chat_id, exc)
+                return False
+            await edit(html_to_plain(chunk), None)
+        return True
+
+    async def _preview(self, target: Target, text: str) -> None:
+        """Streaming: one preview message per turn, edited at most once per interval."""
+        key = _preview_key(target)
+        text = text[:MAX_MESSAGE_CHARS]
+        if not text.strip():
+            return
+        now = time.monotonic()
+        preview = self._previews.get(key)
+        try:
+            if preview is None:
+                sent = await self.send_chunk(target, text, target.reply_to, html=False)
+                self._previews[key] = _Preview(sent.message_id, text, now)
+            elif now - preview.sent_at >= self._preview_interval_s and text != preview.text:
+                preview.sent_at, preview.text = now, text
+                await self.limiter.run(
+                    target.chat_id,
+                    lambda: self._get_bot().edit_message_text(
+                        text=text, chat_id=target.chat_id, message_id=preview.message_id
+                    ),
+                    what="editMessageText",
+                )
+        except (TelegramError, LucidError) as exc:
+            logger.debug("streaming preview update failed in chat %s: %s", target.chat_id, exc)
+
+    async def _start_typing(self, target: Target) -> None:
+        """Show the indicator now, then keep refreshing it on a task of its own."""
+        key = (target.chat_id, target.thread_id)
+        task = self._typing.get(key)
+        if task is not None and not task.done():
+            return
+        await self._send_typing(target)
+        self._typing[key] = asyncio.create_task(self._typing_loop(target), name=f"telegram-typing-{key[0]}")
+
+    def _stop_typing(self, target: Target) -> None:
+        task = self._typing.pop((target.chat_id, target.thread_id), None)
+        if task is not None:
+            task.cancel()
+
+    async def _typing_loop(self, target: Target) -> None:
+        """The indicator lasts ~5 s on Telegram's side: refresh it until the reply (or a cap)."""
+        deadline = time.monotonic() + self._typing_max_s
+        while True:
+            await asyncio.sleep(self._typing_refresh_s)
+            if time.monotonic() >= deadline:
+                break
+            await self._send_typing(target)
+        if self._typing.get((target.chat_id, target.thread_id)) is asyncio.current_task():
+            del self._typing[(target.chat_id, target.thread_id)]
+
+    async def _send_typing(self, target: Target) -> None:
+        kwargs: dict[str, Any] = {"message_thread_id": int(target.thread_id)} if target.thread_id else {}
+        try:
+            await self.limiter.run(
+                None,
+                lambda: self._get_bot().send_chat_action(target.chat_id, ChatAction.TYPING, **kwargs),
+                what="sendChatAction",
+            )
+        except (TelegramError, LucidError) as exc:
+            logger.debug("typing indicator failed in chat %s: %s", target.chat_id, exc)
+
+
+def _preview_key(target: Target) -> tuple[str, str | None, str | None]:
+    return (target.chat_id, target.thread_id, target.reply_to)
