@@ -116,12 +116,14 @@ class AgentLoop:
 
     async def _session_worker(self, key: str) -> None:
         queue = self._queues[key]
+        self.sessions.pin(key)
         try:
             while queue:
                 delivery = queue.popleft()
                 async with self._semaphore:
                     await self._handle(delivery)
         finally:
+            self.sessions.unpin(key)
             self._workers.pop(key, None)
             if not queue:
                 self._queues.pop(key, None)

@@ -93,6 +93,7 @@ class SessionStore:
         self._cache: OrderedDict[str, Session] = OrderedDict()
         self._cache_size = cache_size
         self._locks: dict[str, asyncio.Lock] = {}
+        self._pins: dict[str, int] = {}
 
     def path_for(self, key: str) -> Path:
         return self.dir / f"{session_file_stem(key)}.jsonl"
@@ -117,11 +118,26 @@ class SessionStore:
                 self._remember(session)
         return session
 
+    def pin(self, key: str) -> None:
+        """Keep ``key`` cached while a worker uses it, so everyone shares one ``Session``."""
+        self._pins[key] = self._pins.get(key, 0) + 1
+
+    def unpin(self, key: str) -> None:
+        left = self._pins.get(key, 0) - 1
+        if left > 0:
+            self._pins[key] = left
+        else:
+            self._pins.pop(key, None)
+
     def _remember(self, session: Session) -> None:
         self._cache[session.key] = session
         self._cache.move_to_end(session.key)
-        while len(self._cache) > self._cache_size:
-            old_key, _ = self._cache.popitem(last=False)
+        for old_key in list(self._cache):
+            if len(self._cache) <= self._cache_size:
+                break
+            if old_key in self._pins or old_key == session.key:
+                continue
+            del self._cache[old_key]
             lock = self._locks.get(old_key)
             if lock is not None and not lock.locked():
                 del self._locks[old_key]

@@ -100,3 +100,16 @@ def test_file_names_never_collide_or_escape() -> None:
         assert "/" not in stem and "\\" not in stem and not stem.startswith(".")
         assert len(stem) <= 160
     assert session_file_stem("telegram:42") == "telegram_42"
+
+
+async def test_pinned_sessions_are_not_evicted(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, cache_size=2)
+    busy = await store.get("webhook:busy")
+    store.pin("webhook:busy")
+    for i in range(5):
+        await store.get(f"webhook:{i}")
+    assert await store.get("webhook:busy") is busy  # the same object the worker holds
+    store.unpin("webhook:busy")
+    for i in range(5, 8):
+        await store.get(f"webhook:{i}")
+    assert store.cached("webhook:busy") is None
