@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from config.errors import LucidError
-from gateway.cli import ConfigOption, _ensure_onboarded, app, console, err_console, provider_help
+from gateway.cli import ConfigOption, _ensure_onboarded, _preload_litellm, app, console, err_console, provider_help
 
 
 class LogFormat(str, Enum):
@@ -36,6 +36,7 @@ def gateway(
     from gateway.logs import secrets_from_config, setup_logging
     from gateway.serve import run_gateway
 
+    _preload_litellm()  # seconds of import, overlapped with start-up instead of the first message
     redactor = setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=log_format.value)
     log = logging.getLogger("gateway")
     config = _ensure_onboarded(config_path)

@@ -38,9 +38,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bx(?:ox[abposr]|app)-[A-Za-z0-9\-]{8,}"), MASK),
     # OpenAI-style and similar API keys.
     (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"), MASK),
-    # key=value / "key": "value" pairs whose key names a secret.
+    # key=value / "key": "value" pairs whose key names a secret (placeholders like "sk-..."
+    # in help texts are left alone).
     (re.compile(r"""(?i)((?:api[_-]?key|apikey|access[_-]?token|secret|password|passwd|signing[_-]?secret|"""
-                r"""bot[_-]?token|app[_-]?token|callback[_-]?secret)["']?\s*[:=]\s*["']?)([^\s"',&;}]{4,})"""),
+                r"""bot[_-]?token|app[_-]?token|callback[_-]?secret)["']?\s*[:=]\s*["']?)"""
+                r"""(?![^\s"',&;}]*\.\.\.)([^\s"',&;}]{4,})"""),
      r"\1" + MASK),
 )
 

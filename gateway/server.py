@@ -15,6 +15,7 @@ lifespan calls it (a no-op the second time) so every way out drains the same way
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import tempfile
@@ -23,7 +24,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
@@ -93,9 +96,10 @@ class GatewayState:
             task.cancel()
         await asyncio.gather(quiet, skip, return_exceptions=True)
         if quiet not in done:
-            left = gw.agent.active_turns + gw.agent.queued
-            logger.warning("grace period over with %d turn(s) unfinished; they stay pending and "
-                           "resume at the next start", left)
+            left = gw.agent.active_turns + gw.agent.queued + gw.bus.inbound_depth
+            why = "grace period skipped" if skip in done else "grace period over"
+            logger.warning("%s with %d turn(s) unfinished; they stay pending and resume at the next start",
+                           why, left)
         for name, channel in gw.channels.items():
             if isinstance(channel, Drainable):
                 try:
@@ -160,7 +164,10 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
             await gateway.start()
         except BaseException:
             logger.error("the gateway failed to start; stopping what did start")
-            await gateway.stop(grace_s=0)
+            try:
+                await gateway.stop(grace_s=0)
+            except Exception:
+                logger.exception("stopping after a failed start failed too")
             raise
         ok, why = gateway.model.configured()
         if not ok:
@@ -169,13 +176,16 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
         try:
             yield
         finally:
-            await state.drain(config.gateway.shutdown_grace_s)
-            await gateway.stop(grace_s=0)
-            logger.info("gateway stopped")
+            try:
+                await state.drain(config.gateway.shutdown_grace_s)
+            finally:
+                await gateway.stop(grace_s=0)  # turns still running now stay pending
+                logger.info("gateway stopped")
 
     app = FastAPI(title="lucidgate", version=VERSION, lifespan=lifespan,
                   description="A self-hosted gateway for a personal AI assistant that remembers.")
     app.state.lucid = state
+    app.add_exception_handler(RequestValidationError, _validation_error)
     _add_health_routes(app, state)
     view = SessionsOnDisk(gateway.sessions)
     for name, channel in gateway.channels.items():
@@ -214,6 +224,13 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}})
     async def metrics() -> Response:
         return Response(state.gateway.metrics.render(), headers={"Content-Type": state.gateway.metrics.content_type})
+
+
+async def _validation_error(request: Request, exc: Exception) -> Response:
+    """FastAPI's 422, rendered ASCII-safe: it echoes the input, which may hold lone surrogates."""
+    assert isinstance(exc, RequestValidationError)
+    body = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
+    return Response(body, status_code=422, media_type="application/json")
 
 
 def _workspace_writable(workspace: Path) -> tuple[bool, str]:

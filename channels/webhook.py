@@ -1,0 +1,343 @@
+"""The HTTP webhook channel: ``POST /v1/messages`` and a small sessions API (DESIGN §2, §9).
+
+Every route first checks ``Authorization: Bearer <channels.webhook.token>`` (constant-time;
+an empty configured token turns the endpoint off with 503), then caps the body as it
+streams in (``maxBodyBytes``; a chunked body cannot slip past a Content-Length check), and
+only then lets FastAPI parse and validate it (unknown fields are refused).
+
+A message is accepted once the bus has journalled it. With ``wait=true`` the answer comes
+back in the response; if it takes longer than ``waitTimeoutS`` (or the client goes away)
+the request gets 504 and the answer goes to ``callback_url`` when one was given. With
+``wait=false`` the response is 202 at once and the answer is POSTed to ``callback_url``,
+signed, from a durable outbox (``webhook_outbox``). Requests that carry an
+``idempotency_key`` or a ``callback_url`` are remembered in SQLite (``webhook_store``), so
+a retried request never runs a second turn and a restart loses no callback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import math
+import uuid
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from channels.bus import BusClosed, BusFull, MessageBus
+from channels.messages import InboundMessage, OutboundMessage
+from channels.webhook_api import (
+    AUTH_ERRORS,
+    BODY_ERRORS,
+    MessageAccepted,
+    MessageReply,
+    MessageRequest,
+    SessionDetail,
+    SessionList,
+    SessionsView,
+    SessionSummary,
+    SenderRateLimiter,
+    bearer_scheme,
+    client_gone,
+    doc,
+    error_response,
+    guarded_route,
+)
+from channels.webhook_outbox import CallbackSender, check_callback_url
+from channels.webhook_store import RequestRecord, WebhookStore
+from config.schema import Config, WebhookConfig
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "webhook"
+PUBLISH_TIMEOUT_S = 2.0
+SHUTTING_DOWN = "the gateway is shutting down; try again in a moment"
+
+
+class _Shutdown:
+    """Sent to waiters when the gateway stops before their answer came."""
+
+
+SHUTDOWN = _Shutdown()
+
+
+def _fingerprint(chat_id: str, sender_id: str, text: str) -> str:
+    return hashlib.sha256(json.dumps([chat_id, sender_id, text]).encode("utf-8")).hexdigest()
+
+
+class WebhookChannel:
+    name = CHANNEL
+
+    def __init__(self, cfg: WebhookConfig, bus: MessageBus, *, workspace: Path,
+                 store: WebhookStore | None = None) -> None:
+        self.cfg = cfg
+        self.bus = bus
+        self.store = store or WebhookStore(workspace / "state" / "webhook.sqlite")
+        self.sender = CallbackSender(
+            self.store, secret=cfg.callback_secret.get_secret_value(), allow_hosts=cfg.callback_allow_hosts,
+            timeout_s=cfg.callback_timeout_s, max_attempts=cfg.callback_max_attempts,
+            backoff_s=cfg.callback_backoff_s)
+        self.limiter = SenderRateLimiter(cfg.rate_limit_per_min)
+        self._waiters: dict[str, set[asyncio.Future[Any]]] = {}
+        self._sessions: SessionsView | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def describe(self) -> str:
+        if not self.cfg.token.get_secret_value():
+            return "channels.webhook.token is empty — POST /v1/messages answers 503 until it is set"
+        callbacks = "" if self.cfg.callback_secret.get_secret_value() else \
+            " (callbacks off: channels.webhook.callbackSecret is empty)"
+        return "enabled — POST /v1/messages" + callbacks
+
+    def bind_sessions(self, view: SessionsView) -> None:
+        self._sessions = view
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.store.open)
+        purged = await asyncio.to_thread(self.store.purge)
+        if purged:
+            logger.debug("webhook: purged %d expired records", purged)
+        await self.sender.start()
+        self.bus.subscribe(self.name, self.send)
+
+    async def drain(self) -> None:
+        """Shutdown: answer requests still waiting (their turns resume at next start), and
+        try the callbacks that are due once more before the process goes."""
+        self._release_waiters()
+        await self.sender.flush()
+
+    async def stop(self) -> None:
+        # Stay subscribed: the bus flushes last, and a late answer must still be recorded.
+        self._release_waiters()
+        await self.sender.stop()
+        await asyncio.to_thread(self.store.close)
+
+    def _release_waiters(self) -> None:
+        for futures in self._waiters.values():
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(SHUTDOWN)
+
+    # -- outbound -----------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        if msg.kind not in ("text", "error"):
+            return
+        is_error = msg.kind == "error"
+        reply_to = msg.in_reply_to  # type: ignore[union-attr]
+        if reply_to is None:
+            delivery = await asyncio.to_thread(self.store.push, msg.target.chat_id,
+                                               f"{CHANNEL}:{msg.target.chat_id}", msg.text, is_error)
+            if delivery is None:
+                logger.info("webhook: a message for chat %s has no callback to go to; it stays in the "
+                            "session only", msg.target.chat_id)
+        else:
+            _, delivery = await asyncio.to_thread(self.store.finish, reply_to, msg.text, is_error)
+            for fut in self._waiters.get(reply_to, ()):
+                if not fut.done():
+                    fut.set_result((msg.text, is_error))
+        if delivery is not None:
+            self.sender.wake()
+
+    # -- auth ---------------------------------------------------------------------------------
+    def authorize(self, header: str | None) -> JSONResponse | None:
+        token = self.cfg.token.get_secret_value()
+        if not token:
+            return error_response(503, "the webhook is disabled: channels.webhook.token is empty; set "
+                                       "one (`lucid onboard` generates it) and restart the gateway")
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if not header:
+            return error_response(401, "missing 'Authorization: Bearer <token>' header", headers=challenge)
+        scheme, _, credential = header.partition(" ")
+        credential = credential.strip()
+        if scheme.lower() != "bearer" or not credential:
+            return error_response(401, "the Authorization header must be 'Bearer <token>'", headers=challenge)
+        if not hmac.compare_digest(credential.encode("utf-8"), token.encode("utf-8")):
+            return error_response(401, "invalid token", headers=challenge)
+        return None
+
+    # -- routes -------------------------------------------------------------------------------
+    def router(self) -> APIRouter:
+        route_class = guarded_route(self.authorize, lambda: self.cfg.max_body_bytes)
+        router = APIRouter(prefix="/v1", tags=["webhook"], route_class=route_class,
+                           dependencies=[Security(bearer_scheme)])
+        router.add_api_route(
+            "/messages", self._post_message, methods=["POST"], response_model=MessageReply,
+            summary="Send a message to the assistant",
+            responses={**AUTH_ERRORS, **BODY_ERRORS,
+                       202: doc("Accepted (wait=false); the answer goes to callback_url.", MessageAccepted),
+                       409: doc("idempotency_key was used for a different message within 24 h."),
+                       429: doc("Too many messages from this sender (rateLimitPerMin)."),
+                       504: doc("No answer within waitTimeoutS; the message stays queued and its "
+                                "answer goes to callback_url if given.")})
+        router.add_api_route("/sessions", self._list_sessions, methods=["GET"], response_model=SessionList,
+                             summary="List webhook sessions", responses=dict(AUTH_ERRORS))
+        router.add_api_route("/sessions/{key:path}", self._get_session, methods=["GET"],
+                             response_model=SessionDetail, summary="Recent messages of a session",
+                             responses={**AUTH_ERRORS, 404: doc("No such webhook session.")})
+        router.add_api_route(
+            "/sessions/{key:path}", self._reset_session, methods=["DELETE"], response_model=MessageReply,
+            summary="Start the session afresh (/new), in order with its turns",
+            responses={**AUTH_ERRORS, 202: doc("Queued (wait=false).", MessageAccepted),
+                       404: doc("No such webhook session."),
+                       504: doc("Not done within waitTimeoutS; it still runs.")})
+        return router
+
+    async def _post_message(self, body: MessageRequest, request: Request) -> Response:
+        if not self.bus.accepting:
+            return error_response(503, SHUTTING_DOWN)
+        wait_s = self.limiter.take(body.sender_id)
+        if wait_s > 0:
+            limit = self.cfg.rate_limit_per_min
+            return error_response(429, f"too many messages from this sender: the limit is {limit} a minute "
+                                       "(channels.webhook.rateLimitPerMin)",
+                                  headers={"Retry-After": str(max(1, math.ceil(wait_s)))})
+        if body.callback_url is not None:
+            reason = await self._callback_refusal(body.callback_url)
+            if reason is not None:
+                raise RequestValidationError([{"type": "value_error", "loc": ("body", "callback_url"),
+                                               "msg": reason, "input": body.callback_url}])
+        return await self._submit(request, body.chat_id, body.sender_id, body.text,
+                                  idem_key=body.idempotency_key, callback_url=body.callback_url, wait=body.wait)
+
+    async def _callback_refusal(self, url: str) -> str | None:
+        if not self.cfg.callback_secret.get_secret_value():
+            return "callbacks are off on this gateway: channels.webhook.callbackSecret is empty"
+        return await check_callback_url(url, self.cfg.callback_allow_hosts)
+
+    async def _submit(self, request: Request, chat_id: str, sender_id: str, text: str, *,
+                      idem_key: str | None, callback_url: str | None, wait: bool) -> Response:
+        session = f"{CHANNEL}:{chat_id}"
+        message_id = uuid.uuid4().hex
+        fingerprint = _fingerprint(chat_id, sender_id, text)
+        remembered = idem_key is not None or callback_url is not None
+        if remembered:
+            record, created = await asyncio.to_thread(
+                self.store.claim, message_id=message_id, idem_key=idem_key, fingerprint=fingerprint,
+                session=session, chat_id=chat_id, sender_id=sender_id, callback_url=callback_url,
+                want_callback=not wait)
+            if not created:
+                return await self._replay(request, record, fingerprint, wait)
+        fut = self._add_waiter(message_id) if wait else None
+        msg = InboundMessage(channel=CHANNEL, chat_id=chat_id, sender_id=sender_id, text=text,
+                             chat_type="private", message_id=message_id)
+        try:
+            await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
+        except BusClosed:
+            self._drop_waiter(message_id, fut)
+            if remembered:
+                await asyncio.to_thread(self.store.forget, message_id)
+            return error_response(503, SHUTTING_DOWN)
+        except BusFull as exc:
+            # Not accepted (the bus retracted it): the client retries with the same key.
+            self._drop_waiter(message_id, fut)
+            if remembered:
+                await asyncio.to_thread(self.store.forget, message_id)
+            return error_response(503, str(exc), headers={"Retry-After": "5"})
+        if fut is None:
+            return JSONResponse(MessageAccepted(session=session, message_id=message_id).model_dump(),
+                                status_code=202)
+        return await self._wait(request, fut, message_id, session, remembered=remembered)
+
+    async def _replay(self, request: Request, record: RequestRecord, fingerprint: str, wait: bool) -> Response:
+        if record.fingerprint != fingerprint:
+            return error_response(409, "this idempotency_key was already used for a different message in "
+                                       "the last 24 hours", session=record.session, message_id=record.message_id)
+        if record.done:
+            return _reply(record.reply or "", record.session, record.message_id, record.is_error)
+        if not wait:
+            return JSONResponse(MessageAccepted(session=record.session, message_id=record.message_id)
+                                .model_dump(), status_code=202)
+        fut = self._add_waiter(record.message_id)
+        fresh = await asyncio.to_thread(self.store.get, record.message_id)
+        if fresh is not None and fresh.done:
+            self._drop_waiter(record.message_id, fut)
+            return _reply(fresh.reply or "", fresh.session, fresh.message_id, fresh.is_error)
+        return await self._wait(request, fut, record.message_id, record.session, remembered=True)
+
+    async def _wait(self, request: Request, fut: asyncio.Future[Any], message_id: str, session: str, *,
+                    remembered: bool) -> Response:
+        gone = asyncio.create_task(client_gone(request.receive), name=f"webhook-disconnect-{message_id}")
+        try:
+            done, _ = await asyncio.wait({fut, gone}, timeout=self.cfg.wait_timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            self._drop_waiter(message_id, fut)
+        if fut in done and fut.result() is not SHUTDOWN:
+            text, is_error = fut.result()
+            return _reply(text, session, message_id, is_error)
+        record = await asyncio.to_thread(self.store.want_callback, message_id) if remembered else None
+        if record is not None and record.done:
+            return _reply(record.reply or "", session, message_id, record.is_error)
+        if record is not None and record.want_callback:
+            later = "; its answer will be POSTed to callback_url"
+        else:
+            later = f"; read the answer with GET /v1/sessions/{session}"
+        if fut in done:  # released by the shutdown drain
+            return error_response(503, "the gateway is shutting down; your message is saved and will be "
+                                       "answered after the restart" + later, session=session, message_id=message_id)
+        if gone in done:
+            logger.info("webhook: client stopped waiting for %s; the turn carries on", message_id)
+        return error_response(504, f"no answer within {self.cfg.wait_timeout_s:g}s; the message is queued"
+                                   + later, session=session, message_id=message_id)
+
+    def _add_waiter(self, message_id: str) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(message_id, set()).add(fut)
+        return fut
+
+    def _drop_waiter(self, message_id: str, fut: asyncio.Future[Any] | None) -> None:
+        futures = self._waiters.get(message_id)
+        if futures is not None and fut is not None:
+            futures.discard(fut)
+            if not futures:
+                del self._waiters[message_id]
+
+    # -- sessions -----------------------------------------------------------------------------
+    async def _list_sessions(self, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Response:
+        if self._sessions is None:
+            return error_response(503, "session listing is not available in this process")
+        items = await self._sessions.list(f"{CHANNEL}:", limit)
+        return JSONResponse(SessionList(sessions=[SessionSummary(**i) for i in items]).model_dump())
+
+    async def _get_session(self, key: str, limit: Annotated[int, Query(ge=1, le=500)] = 20) -> Response:
+        detail = await self._session(key, limit)
+        if isinstance(detail, Response):
+            return detail
+        return JSONResponse(SessionDetail(**detail).model_dump())
+
+    async def _reset_session(self, key: str, request: Request, wait: bool = True,
+                             sender_id: Annotated[str, Query(min_length=1, max_length=256)] = "webhook-api",
+                             ) -> Response:
+        found = await self._session(key, 1)
+        if isinstance(found, Response):
+            return found
+        if not self.bus.accepting:
+            return error_response(503, SHUTTING_DOWN)
+        return await self._submit(request, key.removeprefix(f"{CHANNEL}:"), sender_id, "/new",
+                                  idem_key=None, callback_url=None, wait=wait)
+
+    async def _session(self, key: str, limit: int) -> dict[str, Any] | Response:
+        if self._sessions is None:
+            return error_response(503, "session access is not available in this process")
+        if not key.startswith(f"{CHANNEL}:") or key == f"{CHANNEL}:":
+            return error_response(404, f"no webhook session {key!r} (keys look like 'webhook:<chat_id>')")
+        detail = await self._sessions.recent(key, limit)
+        if detail is None:
+            return error_response(404, f"no webhook session {key!r}")
+        return detail
+
+
+def _reply(text: str, session: str, message_id: str, is_error: bool) -> JSONResponse:
+    return JSONResponse(MessageReply(reply=text, session=session, message_id=message_id, error=is_error)
+                        .model_dump())
+
+
+def create_channel(config: Config, bus: MessageBus, *, workspace: Path) -> WebhookChannel:
+    return WebhookChannel(config.channels.webhook, bus, workspace=workspace)
