@@ -60,13 +60,14 @@ def _preload_litellm() -> None:
     threading.Thread(target=load, name="litellm-import", daemon=True).start()
 
 
-def provider_help(config: Config) -> str:
+def provider_help(config: Config, config_path: Path | None = None) -> str:
+    """How to configure a model, or "" when one is configured."""
     from gateway.llm import LiteLLMChatModel
 
     ok, why = LiteLLMChatModel(config).configured()
     if ok:
         return ""
-    path = resolve_config_path(None)
+    path = resolve_config_path(config_path)
     return (
         f"No model is configured yet: {why}.\n"
         f"Edit {path} and set, for a hosted model:\n"
@@ -91,7 +92,7 @@ def onboard(config_path: ConfigOption = None) -> None:
     config = _load(path)
     written = install_templates(config.workspace)
     console.print(f"workspace {config.workspace}: " + (", ".join(written) if written else "all files present"))
-    hint = provider_help(config)
+    hint = provider_help(config, path)
     if hint:
         console.print(hint)
 
@@ -119,7 +120,7 @@ def agent(
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     config = _ensure_onboarded(config_path)
-    hint = provider_help(config)
+    hint = provider_help(config, config_path)
     if hint:
         err_console.print(hint)
         raise typer.Exit(2)

@@ -49,7 +49,7 @@ def gateway(
     except ValueError as exc:
         err_console.print(f"[red]invalid option[/red]: {exc}")
         raise typer.Exit(2) from None
-    hint = provider_help(config)
+    hint = provider_help(config, config_path)
     if hint:
         log.warning("no model is configured; the gateway starts anyway and /readyz reports not ready")
         if log_format is LogFormat.json:

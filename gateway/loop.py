@@ -80,7 +80,13 @@ class AgentLoop:
             task.cancel()
         await asyncio.gather(*self._workers.values(), return_exceptions=True)
         if self.consolidator is not None:
-            await self.consolidator.drain()
+            # Background consolidation is crash-safe (history is written before the header
+            # moves), so a slow summariser must not hold the exit hostage.
+            try:
+                async with asyncio.timeout(max(grace_s, 5.0)):
+                    await self.consolidator.drain()
+            except TimeoutError:
+                logger.warning("background consolidation still running at shutdown; it resumes next time")
 
     @property
     def active_turns(self) -> int:
