@@ -21,6 +21,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -187,6 +188,7 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     app.state.lucid = state
     app.add_exception_handler(RequestValidationError, _validation_error)
     _add_health_routes(app, state)
+    _add_console_route(app)
     view = SessionsOnDisk(gateway.sessions)
     for name, channel in gateway.channels.items():
         bind = getattr(channel, "bind_sessions", None)
@@ -224,6 +226,22 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}})
     async def metrics() -> Response:
         return Response(state.gateway.metrics.render(), headers={"Content-Type": state.gateway.metrics.content_type})
+
+
+CONSOLE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def _add_console_route(app: FastAPI) -> None:
+    """A small chat page that talks to the webhook API; it is useless without the token."""
+    page = resources.files("gateway").joinpath("static", "console.html").read_bytes()
+
+    @app.get("/console", tags=["console"], summary="A minimal web chat (needs the webhook token)",
+             response_class=Response, responses={200: {"content": {"text/html": {}}}})
+    async def console() -> Response:
+        return Response(page, media_type="text/html; charset=utf-8",
+                        headers={"Content-Security-Policy": CONSOLE_CSP, "X-Content-Type-Options": "nosniff",
+                                 "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
