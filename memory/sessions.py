@@ -2,8 +2,10 @@
 
 Line 1 is metadata; every later line is one message. New messages are *appended*, so a
 turn's cost does not grow with the session's length. The metadata line changes only on
-creation, consolidation and ``/new``; it is then rewritten atomically by streaming the
-file into a temp file and ``os.replace``-ing it. Pending and interrupted turns are derived
+creation, metadata updates and ``/new``; it is then rewritten atomically by streaming the
+file into a temp file and ``os.replace``-ing it. Consolidation, which recurs all through a
+session's life, records ``last_consolidated`` in a tiny sidecar (``<stem>.state.json``)
+instead, so it never copies the transcript; the sidecar wins over line 1 when loading. Pending and interrupted turns are derived
 from the tail of the log (``Session.pending_state``), never stored in line 1.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from channels.messages import session_file_stem
+from config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -183,13 +186,20 @@ class SessionStore:
                 os.fsync(fh.fileno())
 
     async def set_last_consolidated(self, session: Session, count: int) -> None:
-        """Record that the first ``count`` messages are archived (atomic header rewrite)."""
+        """Record that the first ``count`` messages are archived.
+
+        Written to a small sidecar (atomic replace), not by rewriting line 1: rewriting the
+        header means copying the whole transcript, and consolidation recurs for as long as
+        a session lives, so that cost would grow with the session's length. Line 1 is
+        brought up to date whenever the header is rewritten anyway (``/new``, metadata).
+        """
         if not 0 <= count <= len(session.messages):
             raise ValueError(f"last_consolidated {count} outside 0..{len(session.messages)}")
         async with self.lock(session.key):
             session.last_consolidated = count
             session.updated_at = now_iso()
-            await asyncio.to_thread(self._rewrite, session)
+            state = {"last_consolidated": count, "updated_at": session.updated_at}
+            await asyncio.to_thread(atomic_write_text, state_path(session.path), _dumps(state) + "\n")
 
     async def update_metadata(self, session: Session, **values: Any) -> None:
         async with self.lock(session.key):
@@ -225,11 +235,37 @@ class SessionStore:
             def swap() -> None:
                 if session.path.exists():
                     os.replace(session.path, archived)
+                state_path(session.path).unlink(missing_ok=True)
                 self._rewrite(fresh)
 
             await asyncio.to_thread(swap)
             self._remember(fresh)
             return fresh
+
+
+def state_path(path: Path) -> Path:
+    """The sidecar holding ``last_consolidated`` for the transcript at ``path``."""
+    return path.with_name(path.name[: -len(".jsonl")] + ".state.json")
+
+
+def _read_state(path: Path) -> int | None:
+    try:
+        value = json.loads(state_path(path).read_text(encoding="utf-8"))["last_consolidated"]
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        logger.warning("%s is unreadable; using the transcript's header", state_path(path).name)
+        return None
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def persisted_last_consolidated(path: Path) -> int:
+    """What a restart would load as ``last_consolidated`` (sidecar first, then line 1)."""
+    sidecar = _read_state(path)
+    if sidecar is not None:
+        return sidecar
+    header = read_header(path)
+    return int(header.get("last_consolidated", 0)) if header else 0
 
 
 def read_header(path: Path) -> dict[str, Any] | None:
@@ -268,5 +304,8 @@ def load_session_file(path: Path, key: str | None = None) -> Session:
                 session.messages.append(obj)
             else:
                 logger.warning("%s line %d has no role; skipped", path.name, lineno)
+    sidecar = _read_state(path)
+    if sidecar is not None:
+        session.last_consolidated = sidecar
     session.last_consolidated = min(session.last_consolidated, len(session.messages))
     return session

@@ -25,7 +25,7 @@ from memory.consolidation_prompt import RAW_CAP_CHARS, parse_summary, raw_entry
 from memory.consolidator import Consolidator
 from memory.errors import MemoryStoreError
 from memory.protocols import ChatResult, Usage
-from memory.sessions import Session, SessionStore, load_session_file, read_header
+from memory.sessions import Session, SessionStore, load_session_file, persisted_last_consolidated
 from memory.store import MemoryStore
 from memory.tokens import count_messages, count_text
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
@@ -352,7 +352,7 @@ async def test_store_failure_keeps_messages_active(sessions, workspace, chat, fa
     await sessions.append(session, user(0, 200), reply(1, 200), user(2))
     await consolidator.before_turn(session)  # logged, the turn goes on
     assert session.last_consolidated == 0
-    assert read_header(session.path)["last_consolidated"] == 0
+    assert persisted_last_consolidated(session.path) == 0
     with pytest.raises(MemoryStoreError):
         await consolidator.archive_all(session)  # /new must learn that it failed
     assert session.last_consolidated == 0
@@ -364,7 +364,7 @@ async def test_history_is_written_before_the_header_moves(sessions, workspace, c
     class WatchingStore(MemoryStore):
         async def append_history(self, content: str, *, session_key: str | None = None) -> int:
             path = sessions.path_for(session_key)
-            seen.append((read_header(path)["last_consolidated"], len(history(self))))
+            seen.append((persisted_last_consolidated(path), len(history(self))))
             return await super().append_history(content, session_key=session_key)
 
     class CrashingSessions(SessionStore):
@@ -384,12 +384,12 @@ async def test_history_is_written_before_the_header_moves(sessions, workspace, c
     await consolidator.before_turn(session)
     assert seen == [(0, 0)]  # header still at 0 when the entry was written
     assert ranges(history(watcher), session.key) == [(0, 1)]  # the chunk is in memory...
-    assert read_header(session.path)["last_consolidated"] == 0  # ...and still in the session
+    assert persisted_last_consolidated(session.path) == 0  # ...and still in the session
 
     crashing.crash = False  # "restart": the chunk is archived again, never lost
     await consolidator.before_turn(session)
     assert ranges(history(watcher), session.key) == [(0, 1), (0, 1)]
-    assert read_header(session.path)["last_consolidated"] == 2
+    assert persisted_last_consolidated(session.path) == 2
 
 
 # ----------------------------------------------------------------------------- concurrency
@@ -500,7 +500,7 @@ async def test_archive_all(sessions, store, make, fake_llm):
 
     await consolidator.archive_all(session)
     assert session.last_consolidated == len(session.messages)
-    assert read_header(session.path)["last_consolidated"] == len(session.messages)
+    assert persisted_last_consolidated(session.path) == len(session.messages)
     spans = ranges(history(store), session.key)
     assert len(spans) >= 2  # token-bounded chunks, not one giant call
     assert_contiguous(spans, len(session.messages))

@@ -113,3 +113,18 @@ async def test_pinned_sessions_are_not_evicted(tmp_path: Path) -> None:
     for i in range(5, 8):
         await store.get(f"webhook:{i}")
     assert store.cached("webhook:busy") is None
+
+
+async def test_consolidation_mark_never_copies_the_transcript(tmp_path: Path) -> None:
+    from memory.sessions import persisted_last_consolidated
+
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    for i in range(10):
+        await store.append(s, {"role": "user", "content": f"m{i}"})
+    inode = s.path.stat().st_ino
+    await store.set_last_consolidated(s, 4)
+    assert s.path.stat().st_ino == inode  # the transcript was not rewritten
+    assert persisted_last_consolidated(s.path) == 4
+    fresh = await store.reset(s)
+    assert persisted_last_consolidated(fresh.path) == 0  # /new starts clean
