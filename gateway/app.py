@@ -17,6 +17,7 @@ from typing import Any
 from channels.base import Channel
 from channels.bus import MessageBus
 from channels.inbox import InboxJournal
+from channels.messages import OutboundProgress
 from config.schema import Config
 from gateway.commands import CommandRegistry
 from gateway.context import ContextBuilder
@@ -145,9 +146,15 @@ def build_gateway(config: Config, *, channels: dict[str, Channel] | None = None,
                                 on_event=metrics.consolidation)
     dream = Dream(store, git, model, workspace=workspace, config=agent,
                   owner_sessions=lambda key: key in owner_sessions)
+    async def progress(ctx: TurnContext, text: str) -> None:
+        await bus.publish_outbound(OutboundProgress(ctx.target, text))
+
+    streaming = frozenset(name for name in ("telegram",)
+                          if getattr(getattr(config.channels, name), "streaming", False))
     runner = TurnRunner(model=model, builder=builder, tools=tools, sessions=sessions,
                         max_iterations=agent.max_tool_iterations,
-                        force_consolidation=consolidator.force_round, metrics=metrics)
+                        force_consolidation=consolidator.force_round, metrics=metrics,
+                        progress=progress, streaming_channels=streaming)
     commands = CommandRegistry()
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics)

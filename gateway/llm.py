@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from config.schema import Config
@@ -170,7 +171,10 @@ class LiteLLMChatModel:
         job: str,
         session_key: str | None = None,
         max_tokens: int | None = None,
+        on_text: TextCallback | None = None,
     ) -> ChatResult:
+        """One completion. With ``on_text``, the answer is streamed and ``on_text`` gets the
+        text so far (at most every ``STREAM_INTERVAL_S``) on the caller's event loop."""
         if self._usage is not None and self._usage.over_daily_budget():
             raise BudgetExceeded(
                 "today's token budget (usage.dailyTokenBudget) is spent; raise it or wait until tomorrow"
@@ -188,7 +192,11 @@ class LiteLLMChatModel:
             try:
                 if self._io is None:
                     self._io = _LLMThread()
-                response = await self._io.run(litellm.acompletion(**kwargs))
+                if on_text is None:
+                    response = await self._io.run(litellm.acompletion(**kwargs))
+                else:
+                    relay = _progress_relay(on_text, asyncio.get_running_loop())
+                    response = await self._io.run(_streamed(litellm, kwargs, relay))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -226,6 +234,39 @@ class LiteLLMChatModel:
                                    usage.cached_tokens)
         if self._usage is not None:
             self._usage.record(job=job, session_key=session_key, model=self.model, usage=usage)
+
+
+TextCallback = Callable[[str], Awaitable[None]]
+STREAM_INTERVAL_S = 0.8
+
+
+def _progress_relay(on_text: TextCallback, loop: asyncio.AbstractEventLoop) -> Callable[[str], None]:
+    """Hand text from the LLM thread to ``on_text`` on the caller's loop, rate-limited."""
+    last = 0.0
+
+    def relay(text: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= STREAM_INTERVAL_S:
+            last = now
+            loop.call_soon_threadsafe(lambda: loop.create_task(on_text(text)))
+
+    return relay
+
+
+async def _streamed(litellm: Any, kwargs: dict[str, Any], relay: Callable[[str], None]) -> Any:
+    """Stream a completion, relaying the growing text, and rebuild the full response."""
+    stream = await litellm.acompletion(**kwargs, stream=True, stream_options={"include_usage": True})
+    chunks = []
+    text = ""
+    async for chunk in stream:
+        chunks.append(chunk)
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if delta is not None and getattr(delta, "content", None):
+            text += delta.content
+            if not getattr(delta, "tool_calls", None):
+                relay(text)
+    return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
 
 def _user_message(exc: BaseException) -> str:

@@ -39,7 +39,9 @@ class TurnRunner:
     def __init__(self, *, model: ChatModel, builder: ContextBuilder, tools: ToolRegistry,
                  sessions: SessionStore, max_iterations: int,
                  force_consolidation: Callable[[Session], Awaitable[bool]] | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 progress: Callable[[TurnContext, str], Awaitable[None]] | None = None,
+                 streaming_channels: frozenset[str] = frozenset()) -> None:
         self.model = model
         self.builder = builder
         self.tools = tools
@@ -47,6 +49,8 @@ class TurnRunner:
         self.max_iterations = max_iterations
         self.force_consolidation = force_consolidation
         self.metrics = metrics
+        self.progress = progress
+        self.streaming_channels = streaming_channels
 
     async def run(self, session: Session, ctx: TurnContext) -> TurnResult:
         """Run the model/tool loop until a final answer; raises ``LLMError`` on failure."""
@@ -78,12 +82,23 @@ class TurnRunner:
         await self.sessions.append(session, {"role": "assistant", "content": text})
         return TurnResult(text, self.max_iterations, tool_calls)
 
+    def _on_text(self, ctx: TurnContext) -> Callable[[str], Awaitable[None]] | None:
+        """Stream the answer as previews only where the channel asked for it."""
+        if self.progress is None or ctx.channel not in self.streaming_channels:
+            return None
+        progress = self.progress
+
+        async def on_text(text: str) -> None:
+            await progress(ctx, text)
+
+        return on_text
+
     async def _complete(self, session: Session, ctx: TurnContext) -> ChatResult:
         schemas = self.tools.schemas(ctx)
         messages = await self.builder.build(session, ctx)
         try:
             return await self.model.complete(messages, tools=schemas or None, job="turn",
-                                             session_key=session.key)
+                                             session_key=session.key, on_text=self._on_text(ctx))
         except ContextOverflowError:
             logger.warning("context overflow in %s: retrying with tool results truncated", session.key)
         messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)

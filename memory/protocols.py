@@ -8,6 +8,7 @@ the real gateway runner pointed at the fake OpenAI server.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 
@@ -46,6 +47,7 @@ class ChatModel(Protocol):
 
     ``job`` names the caller for usage accounting ("turn", "consolidation", "dream",
     "heartbeat"); ``session_key`` attributes the tokens to a session when there is one.
+    ``on_text``, when given, asks for a streamed answer and receives the text so far.
     """
 
     async def complete(
@@ -56,4 +58,5 @@ class ChatModel(Protocol):
         job: str,
         session_key: str | None = None,
         max_tokens: int | None = None,
+        on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> ChatResult: ...

@@ -235,3 +235,21 @@ async def test_message_tool_reaches_another_chat(fake_llm: FakeLLMServer, make_c
     assert ("other", "ping from A") in texts and ("1", "sent") in texts
     results = [m["content"] for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert results[0] == "sent to cli:other" and "not running" in results[1]
+
+
+async def test_streaming_channel_gets_previews_then_one_final_reply(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text("alpha")
+    long_text = "The file says alpha. " * 20
+    fake_llm.queue(ToolCalls([("read_file", {"path": "a.txt"})]), Reply(long_text))
+    async with running(make_config()) as (gw, ch):
+        gw.agent.runner.streaming_channels = frozenset({"cli"})
+        await ch.say("stream please", **OWNER)
+        [reply] = await ch.wait_replies(1)
+    assert all(r.get("stream") is True for r in fake_llm.requests)
+    previews = [m.text for m in ch.sent if m.kind == "progress"]
+    assert previews and all(long_text.strip().startswith(p.strip()) for p in previews)
+    assert reply.kind == "text" and reply.text == long_text.strip()
+    tool_results = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert tool_results and "alpha" in tool_results[0]["content"]  # tool calls survive streaming
