@@ -131,7 +131,7 @@ def build_gateway(config: Config, *, channels: dict[str, Channel] | None = None,
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
     tools.register(MessageTool(bus))
-    estimator = PromptEstimator(builder, tools)
+    estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget)
 
     def origin_context(session: Session) -> TurnContext:
         origin = session.metadata.get("origin") or {}

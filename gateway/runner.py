@@ -8,6 +8,7 @@ retry with tool results truncated, then after a forced consolidation round, then
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -121,20 +122,33 @@ class TurnRunner:
 class PromptEstimator:
     """Tokens the session's next prompt would take; cheap enough to run after every turn.
 
-    Per-message counts are cached on the in-memory message dicts (``_tok``, never written
-    to disk), and the system prompt's count by its text, so the cost per call is a sum.
+    Per-message counts are cached on the in-memory message dicts (``_tok`` / ``_bytes``,
+    never written to disk), and the system prompt's count by its text, so the cost per
+    call is a sum.
     """
 
     RUNTIME_BLOCK_TOKENS = 60
 
-    def __init__(self, builder: ContextBuilder, tools: ToolRegistry) -> None:
+    def __init__(self, builder: ContextBuilder, tools: ToolRegistry, *, budget: int | None = None) -> None:
         self.builder = builder
         self.tools = tools
+        self.budget = budget
+        self._tool_bytes: dict[bool, int] = {}
         self._system_counts: dict[int, int] = {}
         self._tool_counts: dict[bool, int] = {}  # tool schemas are fixed once the gateway is wired
 
     async def estimate(self, session: Session, ctx: TurnContext) -> int:
+        """Tokens of the next prompt — or, when that is clearly small, a cheap upper bound.
+
+        A BPE token covers at least one byte, so the prompt's UTF-8 size bounds its token
+        count. While that bound is under the budget the exact count cannot matter, and the
+        tokenizer is never touched: short sessions (and a one-shot CLI) skip it entirely.
+        """
         system = await self.builder.system_prompt(ctx)
+        if self.budget is not None:
+            bound = self._byte_bound(system, session, ctx)
+            if bound < self.budget:
+                return bound
         key = hash(system)
         system_tokens = self._system_counts.get(key)
         if system_tokens is None:
@@ -148,6 +162,27 @@ class PromptEstimator:
         for msg in session.active():
             total += _message_tokens(msg)
         return total
+
+    def _byte_bound(self, system: str, session: Session, ctx: TurnContext) -> int:
+        tool_bytes = self._tool_bytes.get(ctx.is_owner)
+        if tool_bytes is None:
+            schemas = json.dumps(self.tools.schemas(ctx), ensure_ascii=False, separators=(",", ":"))
+            tool_bytes = self._tool_bytes[ctx.is_owner] = len(schemas.encode("utf-8"))
+        total = len(system.encode("utf-8")) + tool_bytes + 4 * self.RUNTIME_BLOCK_TOKENS
+        for msg in session.active():
+            total += _message_bytes(msg)
+        return total
+
+
+def _message_bytes(msg: dict[str, Any]) -> int:
+    cached = msg.get("_bytes")
+    if cached is None:
+        content = msg.get("content")
+        size = len(content.encode("utf-8")) if isinstance(content, str) else len(json.dumps(content))
+        if msg.get("tool_calls"):
+            size += len(json.dumps(msg["tool_calls"], ensure_ascii=False).encode("utf-8"))
+        cached = msg["_bytes"] = size + tokens.MESSAGE_OVERHEAD + len(str(msg.get("name") or ""))
+    return int(cached)
 
 
 def _message_tokens(msg: dict[str, Any]) -> int:

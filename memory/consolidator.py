@@ -78,7 +78,9 @@ class Consolidator:
         self._estimate = estimate
         self.budget = budget
         self.target = budget // 2
-        self.chunk_tokens = default_chunk_tokens(budget, chunk_tokens)
+        self._budget_for_chunks = budget
+        self._requested_chunk_tokens = chunk_tokens
+        self._chunk_tokens: int | None = None
         self.max_rounds = max(max_rounds, 1)
         self._on_event = on_event
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
@@ -86,6 +88,14 @@ class Consolidator:
         self._again: set[str] = set()
 
     # -- public entry points ---------------------------------------------------------------
+    @property
+    def chunk_tokens(self) -> int:
+        """Computed on first use: counting the summary prompt loads tiktoken (~0.5 s), which a
+        one-shot ``lucid agent -m`` that never consolidates should not pay at start-up."""
+        if self._chunk_tokens is None:
+            self._chunk_tokens = default_chunk_tokens(self._budget_for_chunks, self._requested_chunk_tokens)
+        return self._chunk_tokens
+
     async def before_turn(self, session: Session) -> None:
         """Pre-turn check: only works (and only waits) when the session is over budget.
 

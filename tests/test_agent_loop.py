@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from channels.messages import InboundMessage
 from gateway.app import Gateway, build_gateway
 from memory.sessions import load_session_file
 from tests.fakes.channel import FakeChannel
@@ -253,3 +254,25 @@ async def test_streaming_channel_gets_previews_then_one_final_reply(
     assert reply.kind == "text" and reply.text == long_text.strip()
     tool_results = [m for m in fake_llm.requests[1]["messages"] if m["role"] == "tool"]
     assert tool_results and "alpha" in tool_results[0]["content"]  # tool calls survive streaming
+
+
+async def test_estimate_is_an_upper_bound_and_skips_the_tokenizer_when_small(
+    fake_llm: FakeLLMServer, make_config: Callable
+) -> None:
+    from gateway.runner import PromptEstimator
+    from memory import tokens
+
+    async with running(make_config()) as (gw, ch):
+        await ch.say("héllo wörld 你好 " * 20, **OWNER)
+        await ch.wait_replies(1)
+        session = await gw.sessions.get("cli:1")
+        ctx = gw.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+        exact = PromptEstimator(gw.builder, gw.tools)  # no budget: always counts
+        bounded = PromptEstimator(gw.builder, gw.tools, budget=10**9)
+        tight = PromptEstimator(gw.builder, gw.tools, budget=10)
+        precise = await exact.estimate(session, ctx)
+        assert await bounded.estimate(session, ctx) >= precise
+        assert await tight.estimate(session, ctx) == precise  # over the bound: the exact count
+        would_send = await gw.builder.build(session, ctx)
+        sent = tokens.count_messages(would_send) + tokens.count_tools(gw.tools.schemas(ctx))
+        assert abs(precise - sent) < 0.05 * sent  # the estimate tracks the real prompt
