@@ -42,7 +42,7 @@ async def run(turns: int) -> None:
     llm = FakeLLMServer().start_in_thread()
     llm.default = lambda request: Func(summarise_or_answer)  # type: ignore[assignment]
     marks = sorted({10, min(1000, turns), turns})
-    window = 5
+    window = 25  # a window spans a consolidation or two: the median is the steady cost
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp)
         config = Config.model_validate({

@@ -202,6 +202,7 @@ class SlackChannel:
         except BaseException:
             await self.stop()
             raise
+        self._bus.subscribe(self.name, self.send)
         logger.info("Slack channel started (%s mode)", self.cfg.mode)
 
     def is_owner(self, sender_id: str) -> bool:
@@ -213,6 +214,7 @@ class SlackChannel:
                 f"{len(self.cfg.owners)} owner(s), pairing {self.cfg.pairing}")
 
     async def stop(self) -> None:
+        self._bus.unsubscribe(self.name)
         if self.socket is not None:
             await self.socket.stop()
         for task in list(self._tasks):
