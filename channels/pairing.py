@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import Any
 from filelock import FileLock
 
 from config.errors import LucidError
+from config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -182,12 +182,7 @@ class PairingStore:
         return data
 
     def _write(self, data: dict[str, Any]) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, json.dumps(data, indent=2, sort_keys=True))
         self._cache_key = None
 
 

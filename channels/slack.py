@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import time
 from collections import OrderedDict
@@ -51,6 +50,7 @@ from channels.messages import (
 from channels.slack_format import SlackEvent, as_command, is_message_ts, parse_event, split_message, to_mrkdwn
 from channels.slack_socket import SocketSupervisor
 from config.errors import ConfigError, LucidError
+from config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
     import config
@@ -394,7 +394,7 @@ class SlackChannel:
                     data.extend(chunk)
                     if len(data) > MAX_FILE_BYTES:
                         return f"[{kind}: {name} (too large: over {MAX_FILE_BYTES // 2**20} MB)]", None
-            await asyncio.to_thread(_write_atomic, dest, bytes(data))
+            await asyncio.to_thread(atomic_write_bytes, dest, bytes(data))
         except (httpx.HTTPError, OSError, ValueError) as exc:
             logger.warning("could not download Slack file %s: %s", file_id, redact(str(exc)))
             return f"[{kind}: {name} (download failed)]", None
@@ -452,14 +452,6 @@ class SlackChannel:
             self._reacted.discard(key)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def create_channel(config: config.Config, bus: MessageBus, *, workspace: Path) -> SlackChannel:

@@ -20,7 +20,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +39,7 @@ from channels.pairing import PairingError, PairingStore, default_path
 from channels.telegram_format import clean_text, is_addressed, media_items, safe_name
 from channels.telegram_send import TelegramSender
 from config.errors import ConfigError, LucidError
+from config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
     from config import Config
@@ -96,14 +96,6 @@ def classify(exc: BaseException) -> Verdict:
 
 
 # -- small state -----------------------------------------------------------------------
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _read_state(path: Path) -> int | None:
@@ -348,7 +340,7 @@ class TelegramChannel:
     async def _save_state(self) -> None:
         payload = json.dumps({"last_update_id": self.last_update_id}).encode()
         try:
-            await asyncio.to_thread(_write_atomic, self._state_path, payload)
+            await asyncio.to_thread(atomic_write_bytes, self._state_path, payload)
         except OSError:
             logger.exception("could not persist the Telegram offset to %s", self._state_path)
 
@@ -508,7 +500,7 @@ class TelegramChannel:
                 data = await file.download_as_bytearray()
                 if len(data) > MAX_DOWNLOAD_BYTES:
                     raise ValueError("over the 20 MB limit")
-                await asyncio.to_thread(_write_atomic, self.workspace / rel, bytes(data))
+                await asyncio.to_thread(atomic_write_bytes, self.workspace / rel, bytes(data))
             except (TelegramError, ValueError, RuntimeError, OSError) as exc:
                 logger.warning("could not download a %s from chat %s: %s", label, chat_id, exc)
                 notes.append(f"[{label} could not be downloaded]")
