@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 import threading
 from pathlib import Path
@@ -199,7 +200,24 @@ def main() -> None:
     try:
         app()
     except KeyboardInterrupt:
-        sys.exit(130)
+        _fast_exit(130)
+    except SystemExit as exc:
+        _fast_exit(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+    _fast_exit(0)
+
+
+def _fast_exit(code: int) -> None:
+    """Exit without the interpreter's slow teardown of litellm's import graph (~1 s).
+
+    Every command has finished its work and closed its files by now; flush what is
+    buffered (stdio, log handlers) and leave.
+    """
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 from gateway import cli_memory as _cli_memory  # noqa: E402,F401  (registers memory/dream/usage commands)
