@@ -96,9 +96,13 @@ def register_builtin_commands(gw: Gateway) -> None:
 
         if not args.strip():
             return "Usage: /forget <text> — removes memory lines containing that text."
-        if gw.dream.running:
+        from memory.errors import DreamBusy
+
+        try:
+            async with gw.dream.exclusive():
+                removed = await forget_lines(gw.store, gw.git, args.strip())
+        except DreamBusy:
             return "Dream is updating memory right now; try /forget again in a minute."
-        removed = await forget_lines(gw.store, gw.git, args.strip())
         if not removed:
             return f"Nothing in memory mentions {args.strip()!r}."
         return "Forgot:\n" + "\n".join(f"- {line}" for line in removed)

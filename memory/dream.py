@@ -21,7 +21,8 @@ import asyncio
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,13 @@ class Dream:
     # ------------------------------------------------------------------ locking
     async def run(self, *, dry_run: bool = False, from_cursor: int | None = None) -> DreamReport:
         """Process one batch; raises ``DreamBusy`` at once if a Dream is already running."""
+        async with self.exclusive():
+            return await self._run(dry_run=dry_run, from_cursor=from_cursor)
+
+    @asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """Hold the Dream lock (this process and others) for any edit of the memory files,
+        e.g. ``/forget``; raises ``DreamBusy`` at once instead of queueing."""
         if self._lock.locked():
             raise DreamBusy()
         async with self._lock:
@@ -123,7 +131,7 @@ class Dream:
                 raise DreamBusy("a Dream is already running in another lucid process for this "
                                 "workspace; try again when it finishes")
             try:
-                return await self._run(dry_run=dry_run, from_cursor=from_cursor)
+                yield
             finally:
                 await asyncio.to_thread(self._file_lock.release)
 

@@ -102,3 +102,23 @@ async def test_status_reports_tokens_used_by_the_session(fake_llm: FakeLLMServer
     day_files = list((workspace / "usage").glob("*.jsonl"))
     entry = json.loads(day_files[0].read_text().splitlines()[0])
     assert entry["job"] == "turn" and entry["session"] == "cli:1" and entry["prompt"] == 1234
+
+
+async def test_forget_is_refused_while_dream_runs(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    gw = build_gateway(make_config())
+    ch = FakeChannel(gw.bus, name="cli")
+    gw.channels["cli"] = ch
+    async with gw:
+        (workspace / "USER.md").write_text("# User\n- likes cats\n")
+        await gw.store.append_history("- something new", session_key="cli:1")
+        fake_llm.latency = 1.5
+        fake_llm.queue(Reply("[SKIP]"))
+        await ch.say("/dream", chat_id="1", **OWNER)
+        await fake_llm.wait_for_requests(1)
+        await ch.say("/forget cats", chat_id="2", **OWNER)
+        await ch.wait_replies(2)
+        refused = ch.replies(chat_id="2")[0].text
+    assert "Dream is updating memory" in refused
+    assert "likes cats" in (workspace / "USER.md").read_text()
