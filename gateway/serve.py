@@ -32,6 +32,7 @@ import uvicorn
 
 from config.errors import LucidError
 from config.schema import Config
+from gateway import local_api
 from gateway.server import GatewayState, create_app
 
 logger = logging.getLogger(__name__)
@@ -226,14 +227,16 @@ def run_gateway(config: Config, *, on_listening: Callable[[str], None] | None = 
 async def _main(config: Config, sock: socket.socket, on_listening: Callable[[str], None] | None,
                 access_log: bool) -> int:
     server = GatewayServer(config, sock=sock, install_signals=True, access_log=access_log)
-    if on_listening is not None:
-        async def announce() -> None:
-            await server.state.started.wait()
+
+    async def announce() -> None:
+        await server.state.started.wait()
+        await asyncio.to_thread(local_api.publish, config.workspace, server.url, server.state.local_token)
+        if on_listening is not None:
             on_listening(server.url)
 
-        announcer = asyncio.create_task(announce(), name="gateway-announce")
+    announcer = asyncio.create_task(announce(), name="gateway-announce")
     try:
         return await server.serve()
     finally:
-        if on_listening is not None:
-            announcer.cancel()
+        announcer.cancel()
+        local_api.withdraw(config.workspace)

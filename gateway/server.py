@@ -32,8 +32,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from channels.base import HasRouter
+from channels.cli import CliChannel
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
+from gateway.local_api import add_local_route, new_token
 from memory.sessions import SessionStore, read_header
 
 logger = logging.getLogger(__name__)
@@ -70,6 +72,7 @@ class GatewayState:
         self.gateway = gateway
         self.started = asyncio.Event()
         self.draining = False
+        self.local_token = new_token()
         self._drain_task: asyncio.Task[None] | None = None
         self._skip_grace = asyncio.Event()
 
@@ -189,6 +192,10 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     _add_health_routes(app, state)
     _add_console_route(app)
+    cli = gateway.channels.get("cli")
+    if not isinstance(cli, CliChannel):
+        cli = gateway.channels["cli"] = CliChannel(gateway.bus)
+    add_local_route(app, cli, state.local_token)
     view = SessionsOnDisk(gateway.sessions)
     for name, channel in gateway.channels.items():
         bind = getattr(channel, "bind_sessions", None)

@@ -1,0 +1,85 @@
+"""`lucid agent` beside a running `lucid gateway`: one agent per workspace, over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory.sessions import load_session_file
+from tests.fakes.llm import FakeLLMServer, Reply
+from tests.test_shutdown import GatewayProcess, _env
+
+LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+
+
+async def lucid(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(*LUCID, *args, env=env, stdin=asyncio.subprocess.DEVNULL,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.slow
+async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    workspace = tmp_path / "ws"
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps({
+        "agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model",
+                                "llmRetryBaseDelayS": 0.01}},
+        "providers": {"openai": {"apiKey": "sk-test", "apiBase": fake_llm.base_url}},
+        "gateway": {"port": 0},
+    }))
+    env = _env(home)
+    local_file = workspace / "state" / "local.json"
+    gateway = await GatewayProcess(config_path, env).start()
+    try:
+        url = await gateway.url()
+        for _ in range(100):
+            if local_file.exists():
+                break
+            await asyncio.sleep(0.1)
+        published = json.loads(local_file.read_text())
+        assert published["url"] == url and stat.S_IMODE(local_file.stat().st_mode) == 0o600
+        async with httpx.AsyncClient(base_url=url) as client:
+            wrong = await client.post("/v1/local/messages", json={"text": "hi"},
+                                      headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+        fake_llm.queue(Reply("answered by the daemon"))
+        code, out, err = await lucid("agent", "-m", "hello daemon", "--config", str(config_path), env=env)
+        assert code == 0, err
+        assert "answered by the daemon" in out
+        assert len(fake_llm.requests) == 1
+    finally:
+        assert await gateway.stop() == 0, gateway.output
+    assert not local_file.exists()  # withdrawn at exit
+    # the gateway wrote the turn to the one cli:local transcript, and no in-process inbox was used
+    session = load_session_file(workspace / "sessions" / "cli_local.jsonl")
+    assert [m["content"] for m in session.messages] == ["hello daemon", "answered by the daemon"]
+    assert not (workspace / "inbox.cli.jsonl").exists()
+    # with the gateway gone, the same command runs the agent in-process on the same session
+    fake_llm.queue(Reply("answered in-process"))
+    code, out, err = await lucid("agent", "-m", "and now?", "--config", str(config_path), env=env)
+    assert code == 0 and "answered in-process" in out, err
+    second = fake_llm.requests[-1]["messages"]
+    assert any(m.get("content") == "answered by the daemon" for m in second)
+
+
+async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
+    from gateway.local_api import find_running, publish
+
+    publish(tmp_path, "http://127.0.0.1:9", "t")
+    assert find_running(tmp_path) == ("http://127.0.0.1:9", "t")  # this very process is alive
+    data = json.loads((tmp_path / "state" / "local.json").read_text())
+    data["pid"] = 2**22 + 12345  # no such process
+    (tmp_path / "state" / "local.json").write_text(json.dumps(data))
+    assert find_running(tmp_path) is None
+    assert os.getpid() != data["pid"]
