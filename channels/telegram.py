@@ -7,8 +7,9 @@ the next ``getUpdates`` offset acknowledges it, and the last acknowledged ``upda
 persisted (``state/telegram.json``) so a restart resumes exactly there. A redelivered
 message is still caught by the bus's dedupe id (``telegram:<chat>:<message_id>``).
 
-Intake is long polling (with backoff, one log line per incident and a liveness watchdog)
-or, when ``webhook.url`` is set, a FastAPI route checked against the secret-token header.
+Intake is long polling (``channels.telegram_poll``: backoff, one log line per incident and a
+liveness watchdog) or, when ``webhook.url`` is set, a FastAPI route checked against the
+secret-token header.
 Outbound messages go through one ``OutboundLimiter`` (flood limits, ``retry_after``, no
 blind resend of a timed-out send) and are delivered by ``channels.telegram_send``.
 """
@@ -21,6 +22,7 @@ import hmac
 import json
 import logging
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,7 @@ from channels.bus import BusClosed, MessageBus
 from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.pairing import PairingError, PairingStore, default_path
 from channels.telegram_format import clean_text, is_addressed, media_items, safe_name
+from channels.telegram_poll import TelegramPoller, backoff_delay
 from channels.telegram_send import TelegramSender
 from config.errors import ConfigError, LucidError
 from config.fileio import atomic_write_bytes
@@ -95,20 +98,6 @@ def classify(exc: BaseException) -> Verdict:
     return Verdict.fail()
 
 
-# -- small state -----------------------------------------------------------------------
-
-
-def _read_state(path: Path) -> int | None:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8")).get("last_update_id")
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, AttributeError):
-        logger.warning("%s is unreadable; polling starts from Telegram's own offset", path)
-        return None
-    return value if isinstance(value, int) else None
-
-
 class TelegramChannel:
     name = NAME
 
@@ -136,7 +125,6 @@ class TelegramChannel:
         self.access = AccessPolicy(cfg.allow_from, cfg.owners)
         self.pairing = PairingStore(default_path(self.workspace))
         self.limiter = limiter or OutboundLimiter(NAME, classify)
-        self._state_path = self.workspace / "state" / "telegram.json"
         self._webhook_url = cfg.webhook.url if cfg.webhook and cfg.webhook.url else None
         secret = cfg.webhook.secret_token.get_secret_value() if cfg.webhook else ""
         self._webhook_secret = secret or hmac.new(
@@ -156,10 +144,13 @@ class TelegramChannel:
             typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s,
         )
         self._refused: dict[str, float] = {}
-        self.last_update_id: int | None = None
-        self._last_beat = time.monotonic()
         self._in_bus = False
-        self.poll_restarts = 0
+        self._poller = TelegramPoller(
+            lambda: self.bot, self.handle_update, spawn=self._spawn, in_backpressure=lambda: self._in_bus,
+            redact=self._redactor.redact, state_path=self.workspace / "state" / "telegram.json",
+            allowed_updates=ALLOWED_UPDATES, poll_timeout_s=cfg.poll_timeout_s, watchdog_s=cfg.watchdog_s,
+            request_timeout_s=request_timeout_s, retry_base_s=retry_base_s, retry_max_s=retry_max_s,
+        )
 
     # -- lifecycle -----------------------------------------------------------------------
     @property
@@ -167,6 +158,16 @@ class TelegramChannel:
         if self._app is None:
             raise RuntimeError("the Telegram channel is not started")
         return self._app.bot
+
+    @property
+    def last_update_id(self) -> int | None:
+        """The last ``update_id`` polled and persisted (``None`` before the first one)."""
+        return self._poller.last_update_id
+
+    @property
+    def poll_restarts(self) -> int:
+        """How often the watchdog restarted a stuck poll."""
+        return self._poller.poll_restarts
 
     @property
     def username(self) -> str:
@@ -202,7 +203,7 @@ class TelegramChannel:
             .build()
         )
         self._redactor.install(_log_targets())  # PTB created the bot's loggers just now
-        self.last_update_id = await asyncio.to_thread(_read_state, self._state_path)
+        await self._poller.load_state()
         self.bus.subscribe(NAME, self.send)
         try:
             await self._connect()
@@ -242,7 +243,7 @@ class TelegramChannel:
         failures = 0
         while not self._ready.is_set():
             failures += 1
-            await asyncio.sleep(self._backoff(failures))
+            await asyncio.sleep(backoff_delay(failures, *self._retry))
             try:
                 await self._connect()
             except (InvalidToken, BadRequest) as exc:
@@ -255,8 +256,7 @@ class TelegramChannel:
 
     def _run_intake(self) -> None:
         if not self._webhook_url:
-            self._spawn("poll", self._poll_loop())
-            self._spawn("watchdog", self._watchdog())
+            self._poller.start()
 
     async def stop(self) -> None:
         if self._stopping:
@@ -282,91 +282,9 @@ class TelegramChannel:
         self._ready.clear()
         self._redactor.uninstall(_log_targets())
 
-    def _spawn(self, name: str, coro: Any) -> None:
-        self._tasks[name] = asyncio.create_task(coro, name=f"telegram-{name}")
-
-    def _backoff(self, failures: int) -> float:
-        base, cap = self._retry
-        return float(min(cap, base * 2 ** max(0, failures - 1)))
-
-    # -- polling -------------------------------------------------------------------------
-    async def _poll_loop(self) -> None:
-        """getUpdates → publish each update → persist its id → the next call acknowledges it."""
-        failures = 0
-        update_failures: dict[int, int] = {}
-        while True:
-            self._last_beat = time.monotonic()
-            offset = self.last_update_id + 1 if self.last_update_id is not None else None
-            try:
-                updates = await self.bot.get_updates(
-                    offset=offset, timeout=self._cfg.poll_timeout_s, allowed_updates=ALLOWED_UPDATES
-                )
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                failures += 1
-                if failures == 1:  # once per incident, not per attempt
-                    reason = self._redactor.redact(repr(exc))
-                    logger.warning("Telegram polling failed (%s); retrying with backoff", reason)
-                self._last_beat = time.monotonic()
-                await asyncio.sleep(self._backoff(failures))
-                continue
-            if failures:
-                logger.info("Telegram polling recovered after %d failed attempt(s)", failures)
-                failures = 0
-            handled = False
-            for update in updates:
-                if self.last_update_id is not None and update.update_id <= self.last_update_id:
-                    continue
-                try:
-                    await self.handle_update(update)
-                except BusClosed:
-                    return  # not acknowledged: Telegram redelivers it after the restart
-                except Exception:
-                    count = update_failures[update.update_id] = update_failures.get(update.update_id, 0) + 1
-                    if count < 3:
-                        logger.exception("Telegram update %d failed; will retry it", update.update_id)
-                        break
-                    logger.error("Telegram update %d failed %d times; skipping it", update.update_id, count)
-                update_failures.pop(update.update_id, None)
-                self.last_update_id = update.update_id
-                self._last_beat = time.monotonic()
-                handled = True
-            if handled:
-                await self._save_state()
-            if update_failures:
-                await asyncio.sleep(self._backoff(max(update_failures.values())))
-
-    async def _save_state(self) -> None:
-        payload = json.dumps({"last_update_id": self.last_update_id}).encode()
-        try:
-            await asyncio.to_thread(atomic_write_bytes, self._state_path, payload)
-        except OSError:
-            logger.exception("could not persist the Telegram offset to %s", self._state_path)
-
-    async def _watchdog(self) -> None:
-        """Restart the polling task when it makes no progress (a hung connection, a stuck await)."""
-        limit = self._cfg.watchdog_s
-        if limit <= self._cfg.poll_timeout_s + self._request_timeout_s:
-            logger.warning("channels.telegram.watchdogS (%ss) should exceed pollTimeoutS plus the request "
-                           "timeout (%ss), or healthy long polls get restarted",
-                           limit, self._cfg.poll_timeout_s + self._request_timeout_s)
-        while True:
-            await asyncio.sleep(max(0.05, limit / 4))
-            poll = self._tasks.get("poll")
-            if poll is not None and poll.done() and not poll.cancelled() and poll.exception() is None:
-                return  # polling ended on purpose (the bus closed for shutdown)
-            if self._in_bus:  # waiting on a full bus is back-pressure, not a hang
-                self._last_beat = time.monotonic()
-                continue
-            if time.monotonic() - self._last_beat <= limit:
-                continue
-            logger.warning("Telegram polling made no progress for %.0fs; restarting it", limit)
-            self.poll_restarts += 1
-            if poll is not None:
-                poll.cancel()
-                await asyncio.gather(poll, return_exceptions=True)
-            self._spawn("poll", self._poll_loop())
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        self._tasks[name] = task = asyncio.create_task(coro, name=f"telegram-{name}")
+        return task
 
     # -- webhook -------------------------------------------------------------------------
     def router(self) -> APIRouter:
