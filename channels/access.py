@@ -24,4 +24,6 @@ class AccessPolicy:
         sender_id = str(sender_id)
         if sender_id in self._owners or sender_id in self._ids:
             return True
-        return bool(username) and username.lstrip("@").lower() in self._usernames
+        if not username:
+            return False
+        return username.lstrip("@").lower() in self._usernames

@@ -17,6 +17,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import asdict
 from pathlib import Path
+from typing import TextIO
 
 from channels.messages import InboundMessage
 
@@ -39,7 +40,7 @@ class InboxJournal:
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._pending: dict[str, InboundMessage] = {}
-        self._fh = None
+        self._fh: TextIO | None = None
 
     def open(self) -> list[tuple[str, InboundMessage]]:
         """Load, compact and open for appending. Returns the entries to replay, in order."""

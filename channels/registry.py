@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from channels.base import Channel
 from channels.bus import MessageBus
 from config.errors import LucidError
@@ -37,7 +39,9 @@ class ChannelUnavailable(LucidError):
 
 def _secret(section: Any, name: str) -> str:
     value = getattr(section, name, None)
-    return value.get_secret_value() if hasattr(value, "get_secret_value") else str(value or "")
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    return str(value or "")
 
 
 def _telegram_refusal(section: Any) -> str | None:

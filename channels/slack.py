@@ -376,7 +376,8 @@ class SlackChannel:
         name = str(file.get("name") or file_id)
         kind = "image" if str(file.get("mimetype", "")).startswith("image/") else "file"
         url = str(file.get("url_private_download") or file.get("url_private") or "")
-        size = file.get("size") if isinstance(file.get("size"), int) else 0
+        raw_size = file.get("size")
+        size = raw_size if isinstance(raw_size, int) else 0
         if not url or not self._trusted_file_url(url) or self._http is None:
             return f"[{kind}: {name} (not downloaded)]", None
         if size > MAX_FILE_BYTES:
@@ -433,7 +434,7 @@ class SlackChannel:
 
     async def _react(self, target: Target, *, add: bool) -> None:
         ts = target.reply_to
-        if not is_message_ts(ts):
+        if ts is None or not is_message_ts(ts):
             return
         key = (target.chat_id, str(ts))
         if add == (key in self._reacted):

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import HTTPException, Request
+from starlette.types import Message, Receive
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 # An oversized body is read and dropped up to this much, so the client sees the 413.
 DISCARD_MAX_BYTES = 64 * 1024 * 1024
@@ -162,7 +162,7 @@ class SenderRateLimiter:
 def _capped(receive: Receive, limit: int) -> Receive:
     total = 0
 
-    async def receive_capped() -> dict[str, Any]:
+    async def receive_capped() -> Message:
         nonlocal total
         message = await receive()
         if message["type"] == "http.request":
@@ -207,7 +207,7 @@ def guarded_route(authorize: Callable[[str | None], Response | None],
     """A route class that authenticates, then caps the streamed body, before FastAPI reads it."""
 
     class WebhookRoute(APIRoute):
-        def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
             handler = super().get_route_handler()
 
             async def guarded(request: Request) -> Response:

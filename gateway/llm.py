@@ -14,7 +14,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from config.schema import Config
@@ -236,7 +236,7 @@ class LiteLLMChatModel:
             self._usage.record(job=job, session_key=session_key, model=self.model, usage=usage)
 
 
-TextCallback = Callable[[str], Awaitable[None]]
+TextCallback = Callable[[str], Coroutine[Any, Any, None]]
 STREAM_INTERVAL_S = 0.8
 
 

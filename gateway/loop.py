@@ -254,7 +254,8 @@ class AgentLoop:
 
     async def _resume(self, session: Session, origin: dict[str, Any]) -> None:
         try:
-            last_user = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
+            last_user: dict[str, Any] = next(
+                (m for m in reversed(session.messages) if m.get("role") == "user"), {})
             msg = InboundMessage(
                 channel=origin["channel"], chat_id=origin["chat_id"],
                 sender_id=str(last_user.get("sender_id", "")), text="",
@@ -285,7 +286,7 @@ class AgentLoop:
                 open_calls = {c["id"]: c.get("function", {}).get("name", "")
                               for c in m.get("tool_calls") or []}
             elif m.get("role") == "tool":
-                open_calls.pop(m.get("tool_call_id"), None)
+                open_calls.pop(str(m.get("tool_call_id")), None)
             else:
                 open_calls = {}
         if open_calls:

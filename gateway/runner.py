@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +83,7 @@ class TurnRunner:
         await self.sessions.append(session, {"role": "assistant", "content": text})
         return TurnResult(text, self.max_iterations, tool_calls)
 
-    def _on_text(self, ctx: TurnContext) -> Callable[[str], Awaitable[None]] | None:
+    def _on_text(self, ctx: TurnContext) -> Callable[[str], Coroutine[Any, Any, None]] | None:
         """Stream the answer as previews only where the channel asked for it."""
         if self.progress is None or ctx.channel not in self.streaming_channels:
             return None

@@ -39,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 LOCK_NAME = "gateway.lock"
 # After the drain, uvicorn waits this long for open connections before cancelling them.
-CONNECTION_CLOSE_S = 5.0
+CONNECTION_CLOSE_S = 5
 
 
 class GatewayLocked(LucidError):

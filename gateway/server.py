@@ -124,7 +124,7 @@ class SessionsOnDisk:
 
     async def list(self, prefix: str, limit: int) -> list[dict[str, Any]]:
         def scan() -> list[dict[str, Any]]:
-            found = []
+            found: list[dict[str, Any]] = []
             if not self.sessions.dir.exists():
                 return found
             for path in self.sessions.dir.glob("*.jsonl"):

@@ -53,7 +53,8 @@ def parse_skill(path: Path, *, builtin: bool = False) -> Skill | None:
             body = text[end + 4 :].lstrip("\n")
     name = str(meta.get("name") or path.parent.name)
     description = " ".join(str(meta.get("description") or "").split()) or "(no description)"
-    requires = meta.get("requires") if isinstance(meta.get("requires"), dict) else {}
+    raw_requires = meta.get("requires")
+    requires: dict = raw_requires if isinstance(raw_requires, dict) else {}
     missing = tuple(
         [f"binary {b}" for b in requires.get("bins") or [] if shutil.which(str(b)) is None]
         + [f"env {e}" for e in requires.get("env") or [] if not os.environ.get(str(e))]

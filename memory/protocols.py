@@ -8,7 +8,7 @@ the real gateway runner pointed at the fake OpenAI server.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 
@@ -58,5 +58,5 @@ class ChatModel(Protocol):
         job: str,
         session_key: str | None = None,
         max_tokens: int | None = None,
-        on_text: Callable[[str], Awaitable[None]] | None = None,
+        on_text: Callable[[str], Coroutine[Any, Any, None]] | None = None,
     ) -> ChatResult: ...

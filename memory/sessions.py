@@ -159,7 +159,7 @@ class SessionStore:
 
     def keys_on_disk(self) -> list[str]:
         """Session keys of every transcript on disk (reads only each file's first line)."""
-        keys = []
+        keys: list[str] = []
         if not self.dir.exists():
             return keys
         for path in sorted(self.dir.glob("*.jsonl")):

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from channels.bus import BusClosed, BusFull, MessageBus
-from channels.messages import InboundMessage, OutboundMessage, OutboundText, Target
+from channels.messages import (
+    InboundMessage,
+    OutboundMessage,
+    OutboundProgress,
+    OutboundText,
+    OutboundTyping,
+    Target,
+)
 from config.schema import HeartbeatConfig
 from scheduler.state import JobState
 
@@ -137,7 +144,7 @@ class Heartbeat:
 
     async def on_reply(self, msg: OutboundMessage) -> None:
         """The bus handler for channel ``heartbeat``: the agent loop's answers to beats."""
-        if msg.kind in ("typing", "progress"):
+        if isinstance(msg, (OutboundTyping, OutboundProgress)):
             return
         self._awaiting_since = None
         if msg.kind == "error":

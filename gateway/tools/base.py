@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -30,10 +30,19 @@ class ToolParams(BaseModel):
 
 
 class Tool(Protocol):
-    name: ClassVar[str]
-    description: ClassVar[str]
-    Params: ClassVar[type[BaseModel]]
-    owner_only: ClassVar[bool]
+    """Read-only members, so plain class attributes (and a nested ``Params`` class) satisfy it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def Params(self) -> type[BaseModel]: ...  # noqa: N802 — the model class is the tool's schema
+
+    @property
+    def owner_only(self) -> bool: ...
 
     async def run(self, ctx: TurnContext, params: Any) -> str: ...
 
