@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -42,12 +43,14 @@ class Delivery:
 
     msg: InboundMessage
     receipt: str | None = None
+    replayed: bool = False  # from the journal at start: may already be in its session
 
 
 class MessageBus:
     def __init__(self, *, maxsize: int = 1000, inbox: InboxJournal | None = None) -> None:
         self._inbound: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=maxsize)
         self._routes: dict[str, tuple[asyncio.Queue[OutboundMessage], asyncio.Task[None]]] = {}
+        self._replay: deque[Delivery] = deque()
         self._observers: list[OutboundObserver] = []
         self._inbox = inbox
         self._closed = False
@@ -65,7 +68,8 @@ class MessageBus:
             replay = await asyncio.to_thread(self._inbox.open)
             for receipt, msg in replay:
                 logger.info("replaying inbound message for %s from the inbox", msg.session_key)
-                self._inbound.put_nowait(Delivery(msg, receipt))
+                # Not through the bounded queue: a journal may hold more than fits.
+                self._replay.append(Delivery(msg, receipt, replayed=True))
 
     async def stop(self) -> None:
         self._closed = True
@@ -86,7 +90,7 @@ class MessageBus:
     # -- inbound -------------------------------------------------------------------------
     @property
     def inbound_depth(self) -> int:
-        return self._inbound.qsize()
+        return self._inbound.qsize() + len(self._replay)
 
     async def publish_inbound(self, msg: InboundMessage, *, timeout: float | None = None) -> bool:
         """Durably accept ``msg``. Returns False for a duplicate (already seen) message."""
@@ -116,6 +120,8 @@ class MessageBus:
         return True
 
     async def consume_inbound(self) -> Delivery:
+        if self._replay:
+            return self._replay.popleft()
         return await self._inbound.get()
 
     async def ack(self, delivery: Delivery) -> None:

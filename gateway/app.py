@@ -57,6 +57,7 @@ class Gateway:
     metrics: Metrics
     owner_sessions: OwnerSessions
     channels: dict[str, Channel] = field(default_factory=dict)
+    failed_channels: dict[str, str] = field(default_factory=dict)
     extras: list[Any] = field(default_factory=list)
     _stack: AsyncExitStack | None = None
 
@@ -72,8 +73,14 @@ class Gateway:
         await asyncio.to_thread(_prepare_workspace, workspace)
         await asyncio.to_thread(self.git.init)
         await self.bus.start()
-        for channel in self.channels.values():
-            await channel.start()
+        for name, channel in list(self.channels.items()):
+            try:
+                await channel.start()
+            except Exception as exc:  # one platform's refusal must not take the others down
+                logger.error("%s: failed to start (%s) — disabled", name, exc)
+                await _quietly(channel.stop(), name)
+                del self.channels[name]
+                self.failed_channels[name] = str(exc)
         await self.agent.start()
         for extra in self.extras:
             await extra.start()

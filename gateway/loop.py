@@ -58,6 +58,11 @@ class AgentLoop:
         self._semaphore = asyncio.Semaphore(config.agent.max_concurrent_sessions)
         self._consumer: asyncio.Task[None] | None = None
         self._resumer: asyncio.Task[None] | None = None
+        self._stopping = False
+        # Back-pressure: stop taking from the bus while this many messages wait in sessions,
+        # so the bus fills and channels see it (503 / no ack) instead of memory growing.
+        self.max_queued = 1000
+        self._room = asyncio.Event()
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -70,6 +75,7 @@ class AgentLoop:
         A turn cancelled here is *not* marked stopped: its user message stays pending in the
         transcript and the next start resumes it.
         """
+        self._stopping = True
         for task in (self._consumer, self._resumer):
             if task is not None:
                 task.cancel()
@@ -104,10 +110,15 @@ class AgentLoop:
     # -- intake ----------------------------------------------------------------------------
     async def _consume(self) -> None:
         while True:
+            while self.queued >= self.max_queued:
+                self._room.clear()
+                await self._room.wait()
             delivery = await self.bus.consume_inbound()
             self.submit(delivery)
 
     def submit(self, delivery: Delivery) -> None:
+        if self._stopping:
+            return  # left unacked in the inbox: the next start replays it
         msg = delivery.msg
         if self.metrics is not None:
             self.metrics.message_in(msg.channel)
@@ -126,9 +137,11 @@ class AgentLoop:
         try:
             while queue:
                 delivery = queue.popleft()
+                self._room.set()
                 async with self._semaphore:
                     await self._handle(delivery)
         finally:
+            self._stop_requested.discard(key)
             self.sessions.unpin(key)
             self._workers.pop(key, None)
             if not queue:
@@ -159,9 +172,15 @@ class AgentLoop:
                 await self.bus.publish_outbound(OutboundError(ctx.target, refusal, msg.message_id))
                 return
             session = await self.sessions.get(msg.session_key, origin=_origin(msg))
-            if not _already_persisted(session, delivery.receipt):
+            if delivery.replayed and _already_persisted(session, delivery.receipt):
+                # The crash came after the user line was written: answer it only if that
+                # turn never finished (the journal's "done" mark may simply have been lost).
+                await self.bus.ack(delivery)
+                if not _still_pending(session, delivery.receipt):
+                    return
+            else:
                 await self.sessions.append(session, _user_line(msg, delivery.receipt), sync=True)
-            await self.bus.ack(delivery)
+                await self.bus.ack(delivery)
             if ctx.is_owner_private:
                 await asyncio.to_thread(self.owner_sessions.add_persist, msg.session_key)
             await self._run_turn(session, ctx, reply_to=msg.message_id)
@@ -184,6 +203,12 @@ class AgentLoop:
     async def _run_turn(self, session: Session, ctx: TurnContext, *, reply_to: str | None) -> None:
         """One agent turn, as a task ``/stop`` can cancel; replies on the origin channel."""
         started = time.monotonic()
+        if ctx.session_key in self._stop_requested:  # /stop arrived while the turn was starting
+            self._stop_requested.discard(ctx.session_key)
+            await self.sessions.append(session, {"role": "assistant", "content": STOPPED_NOTE,
+                                                 "status": "cancelled"})
+            await self._reply(ctx.target, "Stopped.", reply_to)
+            return
         await self.bus.publish_outbound(OutboundTyping(ctx.target))
         turn = asyncio.create_task(self._turn_body(session, ctx), name=f"turn-{ctx.session_key}")
         self._turns[ctx.session_key] = turn
@@ -197,11 +222,16 @@ class AgentLoop:
                 await self._reply(ctx.target, "Stopped.", reply_to)
                 return
             raise
-        except LucidError as exc:
-            logger.warning("turn for %s failed: %s", ctx.session_key, exc)
-            await self.sessions.append(session, {"role": "assistant", "content": f"(no reply: {exc})",
+        except Exception as exc:
+            if isinstance(exc, LucidError):
+                logger.warning("turn for %s failed: %s", ctx.session_key, exc)
+                why = str(exc)
+            else:  # a bug or a malformed provider answer: still close the turn, never re-run it
+                logger.exception("turn for %s crashed", ctx.session_key)
+                why = "something went wrong on my side (the details are in the gateway log)"
+            await self.sessions.append(session, {"role": "assistant", "content": f"(no reply: {why})",
                                                  "status": "error"})
-            await self.bus.publish_outbound(OutboundError(ctx.target, f"Sorry — {exc}.", reply_to))
+            await self.bus.publish_outbound(OutboundError(ctx.target, f"Sorry — {why}.", reply_to))
             return
         finally:
             self._turns.pop(ctx.session_key, None)
@@ -230,10 +260,15 @@ class AgentLoop:
         turn = self._turns.get(key)
         ctx = self.context_for(msg)
         if turn is None or turn.done():
+            if key in self._workers:  # a turn is about to start: stop it as it does
+                self._stop_requested.add(key)
+                await self._reply(ctx.target, "Stopping…", msg.message_id)
+                return
             await self._reply(ctx.target, "Nothing is running right now.", msg.message_id)
             return
         self._stop_requested.add(key)
         turn.cancel()
+        await self._reply(ctx.target, "Stopping…", msg.message_id)
 
     # -- recovery --------------------------------------------------------------------------
     async def resume_interrupted(self) -> None:
@@ -273,7 +308,7 @@ class AgentLoop:
         finally:
             self._workers.pop(session.key, None)
             queue = self._queues.get(session.key)
-            if queue:
+            if queue and not self._stopping:
                 self._workers[session.key] = asyncio.create_task(
                     self._session_worker(session.key), name=f"session-{session.key}")
 
@@ -318,10 +353,18 @@ def _content(msg: InboundMessage) -> str:
 
 
 def _already_persisted(session: Session, receipt: str | None) -> bool:
-    """A replayed inbox entry whose user line made it to the transcript before the crash."""
+    """A replayed inbox entry whose user line made it to the transcript before the crash.
+
+    Scans the whole transcript, newest first; this runs only for replayed entries.
+    """
     if receipt is None:
         return False
-    for m in reversed(session.messages[-50:]):
-        if m.get("role") == "user" and m.get("inbox") == receipt:
-            return True
-    return False
+    return any(m.get("role") == "user" and m.get("inbox") == receipt for m in reversed(session.messages))
+
+
+def _still_pending(session: Session, receipt: str | None) -> bool:
+    """The replayed message is the newest user line and its turn never finished."""
+    if session.pending_state() is None:
+        return False
+    last_user = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
+    return last_user.get("inbox") == receipt

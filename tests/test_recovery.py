@@ -103,12 +103,14 @@ async def test_stop_cancels_the_turn_and_it_is_not_resumed(
     async with gw:
         await channel.say("think for a long time", sender_id="local")
         await fake_llm.wait_for_requests(1)
-        await channel.say("/stop", sender_id="local")
-        [reply] = await channel.wait_replies(1)
-        assert reply.text == "Stopped."
-        await channel.say("/stop", sender_id="local")
+        stop_id = await channel.say("/stop", sender_id="local")
         replies = await channel.wait_replies(2)
-        assert replies[1].text == "Nothing is running right now."
+        by_id = {r.in_reply_to: r.text for r in replies}
+        assert by_id[stop_id] == "Stopping…"  # the /stop itself is answered (webhook waiters)
+        assert "Stopped." in by_id.values()
+        await channel.say("/stop", sender_id="local")
+        replies = await channel.wait_replies(3)
+        assert replies[2].text == "Nothing is running right now."
     session = load_session_file(workspace / "sessions" / "cli_1.jsonl")
     assert session.messages[-1]["status"] == "cancelled" and session.pending_state() is None
     channel = await start_and_collect(make_config(), 0)
@@ -151,3 +153,53 @@ async def test_tool_results_survive_a_crash_mid_turn(
     assert channel.replies()[0].text == "it says alpha"
     resumed = fake_llm.requests[2]["messages"]
     assert resumed[-1]["role"] == "tool" and "alpha" in resumed[-1]["content"]
+
+
+async def test_a_journal_larger_than_the_queue_replays_fully(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    journal = InboxJournal(workspace / "inbox.jsonl")
+    journal.open()
+    for i in range(1100):  # more than the bus's bounded queue holds
+        journal.append(InboundMessage(channel="cli", chat_id=str(i % 7), sender_id="local", text="/help",
+                                      message_id=f"h{i}"))
+    journal.close()
+    channel = await start_and_collect(make_config(), 1100, settle=0)
+    assert len(channel.replies()) == 1100 and fake_llm.requests == []
+
+
+async def test_a_replayed_message_already_answered_is_not_answered_again(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    journal = InboxJournal(workspace / "inbox.jsonl")
+    journal.open()
+    receipt = journal.append(InboundMessage(channel="cli", chat_id="1", sender_id="local", text="hi",
+                                            message_id="x-1"))
+    journal.close()  # the "done" mark was lost in the crash...
+    write_session(workspace, [  # ...but the turn had finished
+        {"role": "user", "content": "hi", "sender_id": "local", "inbox": receipt},
+        {"role": "assistant", "content": "hello!"},
+    ])
+    channel = await start_and_collect(make_config(), 0)
+    assert channel.replies() == [] and fake_llm.requests == []
+    session = load_session_file(workspace / "sessions" / "cli_1.jsonl")
+    assert [m["content"] for m in session.messages] == ["hi", "hello!"]
+
+
+async def test_a_channel_that_fails_to_start_does_not_stop_the_others(
+    fake_llm: FakeLLMServer, make_config: Callable
+) -> None:
+    class Broken(FakeChannel):
+        async def start(self) -> None:
+            raise RuntimeError("the platform refused the token")
+
+    gw = build_gateway(make_config())
+    good = FakeChannel(gw.bus, name="cli")
+    gw.channels["cli"] = good
+    gw.channels["telegram"] = Broken(gw.bus, name="telegram")
+    fake_llm.queue(Reply("still here"))
+    async with gw:
+        await good.say("anyone?", sender_id="local")
+        [reply] = await good.wait_replies(1)
+        assert "telegram" not in gw.channels and "refused the token" in gw.failed_channels["telegram"]
+    assert reply.text == "still here"
