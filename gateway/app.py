@@ -24,7 +24,7 @@ from gateway.context import ContextBuilder
 from gateway.llm import LiteLLMChatModel
 from gateway.loop import AgentLoop
 from gateway.metrics import Metrics
-from gateway.roles import OwnerSessions
+from gateway.roles import OwnerSessions, role_of
 from gateway.runner import PromptEstimator, TurnRunner
 from gateway.tools.base import ToolRegistry
 from gateway.tools.message import MessageTool
@@ -141,9 +141,15 @@ def build_gateway(config: Config, *, channels: dict[str, Channel] | None = None,
     estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget)
 
     def origin_context(session: Session) -> TurnContext:
+        """The context of the session's latest turn: its channel, chat and the sender's role,
+        so a guest's chat is sized without the owner's memory and tools."""
         origin = session.metadata.get("origin") or {}
-        return TurnContext(session_key=session.key, channel=origin.get("channel", "cli"),
-                           chat_id=str(origin.get("chat_id", "")), sender_id="", role="owner",
+        channel = origin.get("channel", "cli")
+        sender = next((str(m.get("sender_id", "")) for m in reversed(session.messages)
+                       if m.get("role") == "user"), "")
+        return TurnContext(session_key=session.key, channel=channel,
+                           chat_id=str(origin.get("chat_id", "")), sender_id=sender,
+                           role=role_of(config, channel, sender),
                            chat_type=origin.get("chat_type", "private"), workspace=workspace)
 
     async def estimate(session: Session) -> int:

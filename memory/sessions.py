@@ -148,9 +148,11 @@ class SessionStore:
     def _load_or_create(self, key: str, origin: dict[str, Any] | None) -> Session:
         path = self.path_for(key)
         if path.exists():
+            _terminate_torn_tail(path)
             return load_session_file(path, key)
         session = Session(key=key, path=path, metadata={"origin": origin} if origin else {})
         self.dir.mkdir(parents=True, exist_ok=True)
+        state_path(path).unlink(missing_ok=True)  # a leftover mark must not hide new messages
         self._rewrite(session)
         return session
 
@@ -174,7 +176,15 @@ class SessionStore:
         stamped = [m if "timestamp" in m else {**m, "timestamp": now_iso()} for m in messages]
         payload = "".join(_dumps(m) + "\n" for m in stamped)
         async with self.lock(session.key):
-            await asyncio.to_thread(self._append_raw, session.path, payload, sync)
+            write = asyncio.ensure_future(asyncio.to_thread(self._append_raw, session.path, payload, sync))
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                # The thread writes the line anyway: keep memory in step with disk, then go.
+                await asyncio.wait({write})
+                if not write.cancelled() and write.exception() is None:
+                    session.messages.extend(stamped)
+                raise
             session.messages.extend(stamped)
             session.updated_at = stamped[-1]["timestamp"]
 
@@ -233,14 +243,31 @@ class SessionStore:
                             metadata={k: v for k, v in session.metadata.items() if k == "origin"})
 
             def swap() -> None:
+                # The mark goes first: a crash before the rename then shows archived messages
+                # again (harmless) rather than hiding a new transcript's messages.
+                state_path(session.path).unlink(missing_ok=True)
                 if session.path.exists():
                     os.replace(session.path, archived)
-                state_path(session.path).unlink(missing_ok=True)
                 self._rewrite(fresh)
 
             await asyncio.to_thread(swap)
             self._remember(fresh)
             return fresh
+
+
+def _terminate_torn_tail(path: Path) -> None:
+    """A crash mid-append leaves a last line without its newline; end it, so the next
+    append starts a line of its own (the fragment is skipped as corrupt on load)."""
+    with path.open("rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() == 0:
+            return
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) != b"\n":
+            logger.warning("%s ended mid-line (a crash during a write); the fragment is skipped", path.name)
+            fh.write(b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
 def state_path(path: Path) -> Path:

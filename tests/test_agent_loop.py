@@ -276,3 +276,21 @@ async def test_estimate_is_an_upper_bound_and_skips_the_tokenizer_when_small(
         would_send = await gw.builder.build(session, ctx)
         sent = tokens.count_messages(would_send) + tokens.count_tools(gw.tools.schemas(ctx))
         assert abs(precise - sent) < 0.05 * sent  # the estimate tracks the real prompt
+
+
+async def test_a_guest_chat_is_sized_without_the_owners_memory(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    config = make_config(agents={"defaults": {"contextWindowTokens": 4000, "maxCompletionTokens": 500}},
+                         channels={"webhook": {"owners": ["boss"]}})
+    async with running(config, name="webhook") as (gw, ch):
+        (workspace / "USER.md").write_text("# User\n" + "- a long owner fact about many things\n" * 300)
+        await ch.say("hi", sender_id="stranger")
+        await ch.wait_replies(1)
+        await ch.say("again", sender_id="stranger")
+        await ch.wait_replies(2)
+        await gw.consolidator.drain()
+    # two turns, no summarisation call: the owner's big USER.md never counted against a guest chat
+    assert len(fake_llm.requests) == 2
+    assert not (workspace / "memory" / "history.jsonl").exists() or \
+        (workspace / "memory" / "history.jsonl").read_text() == ""

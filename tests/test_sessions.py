@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from pathlib import Path
 
@@ -128,3 +130,43 @@ async def test_consolidation_mark_never_copies_the_transcript(tmp_path: Path) ->
     assert persisted_last_consolidated(s.path) == 4
     fresh = await store.reset(s)
     assert persisted_last_consolidated(fresh.path) == 0  # /new starts clean
+
+
+async def test_a_torn_last_line_does_not_swallow_the_next_message(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    await store.append(s, {"role": "user", "content": "before"})
+    with s.path.open("a") as fh:
+        fh.write('{"role": "assistant", "content": "half a li')  # crash mid-write
+    fresh_store = SessionStore(tmp_path)
+    s2 = await fresh_store.get("cli:local")
+    await fresh_store.append(s2, {"role": "user", "content": "after the crash"}, sync=True)
+    loaded = load_session_file(s2.path)
+    assert [m["content"] for m in loaded.messages] == ["before", "after the crash"]
+
+
+async def test_a_leftover_mark_never_hides_a_new_transcript(tmp_path: Path) -> None:
+    from memory.sessions import state_path
+
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    for i in range(4):
+        await store.append(s, {"role": "user", "content": f"m{i}"})
+    await store.set_last_consolidated(s, 4)
+    s.path.unlink()  # the operator deleted the transcript; the mark stayed behind
+    assert state_path(s.path).exists()
+    fresh = await SessionStore(tmp_path).get("cli:local")
+    await SessionStore(tmp_path).append(fresh, {"role": "user", "content": "new"})
+    assert load_session_file(fresh.path).active()[0]["content"] == "new"
+
+
+async def test_cancelled_append_keeps_memory_in_step_with_disk(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    task = asyncio.create_task(store.append(s, {"role": "user", "content": "cancel me"}, sync=True))
+    await asyncio.sleep(0)  # the write has been handed to its thread
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    on_disk = [m["content"] for m in load_session_file(s.path).messages]
+    assert [m["content"] for m in s.messages] == on_disk
