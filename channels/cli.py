@@ -7,10 +7,14 @@ comes back on the bus, so the CLI can print it (and show a spinner until then).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+from collections.abc import Callable
 
 from channels.bus import MessageBus
 from channels.messages import InboundMessage, OutboundMessage
+
+logger = logging.getLogger(__name__)
 
 CLI_CHANNEL = "cli"
 LOCAL_USER = "local"
@@ -19,9 +23,12 @@ LOCAL_USER = "local"
 class CliChannel:
     name = CLI_CHANNEL
 
-    def __init__(self, bus: MessageBus, *, chat_id: str = "local") -> None:
+    def __init__(self, bus: MessageBus, *, chat_id: str = "local",
+                 on_unsolicited: Callable[[str], None] | None = None) -> None:
         self.bus = bus
         self.chat_id = chat_id
+        # Messages nobody is waiting for (a reminder, the `message` tool): shown, not dropped.
+        self.on_unsolicited = on_unsolicited
         self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
 
     async def start(self) -> None:
@@ -40,6 +47,10 @@ class CliChannel:
         fut = self._waiters.pop(key, None)
         if fut is not None and not fut.done():
             fut.set_result((msg.kind == "text", msg.text))
+        elif self.on_unsolicited is not None:
+            self.on_unsolicited(msg.text)
+        else:
+            logger.info("terminal message with nobody waiting: %s", msg.text[:200])
 
     async def ask(self, text: str) -> tuple[bool, str]:
         """Send ``text`` as the local owner; return (ok, reply text) once answered."""

@@ -164,12 +164,27 @@ async def _converse(ask: Ask, message: str | None, banner: str) -> int:
 async def _agent_main(config: Config, message: str | None) -> int:
     from channels.cli import CliChannel
     from gateway.app import build_gateway
+    from gateway.workspace_lock import GatewayLocked, WorkspaceLock
 
-    gw = build_gateway(config, inbox_name="inbox.cli.jsonl")
-    cli = CliChannel(gw.bus)
-    gw.channels["cli"] = cli
-    async with gw:
-        return await _converse(cli.ask, message, "lucid")
+    try:
+        lock = WorkspaceLock(config.workspace)
+        lock.acquire()
+    except GatewayLocked as exc:
+        err_console.print(f"{exc}\n(if a gateway is starting up, try again in a few seconds)")
+        return 1
+    try:
+        gw = build_gateway(config, inbox_name="inbox.cli.jsonl")
+        cli = CliChannel(gw.bus, on_unsolicited=_print_unsolicited)
+        gw.channels["cli"] = cli
+        async with gw:
+            return await _converse(cli.ask, message, "lucid")
+    finally:
+        lock.release()
+
+
+def _print_unsolicited(text: str) -> None:
+    """Reminders and `message` tool output that arrive between prompts."""
+    console.print(text, markup=False, highlight=False)
 
 
 def _running_gateway(config: Config) -> tuple[str, str] | None:

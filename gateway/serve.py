@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
-import os
 import signal
 import socket
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -33,62 +30,17 @@ import uvicorn
 from config.errors import LucidError
 from config.schema import Config
 from gateway import local_api
+from gateway.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
 from gateway.server import GatewayState, create_app
 
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = "gateway.lock"
 # After the drain, uvicorn waits this long for open connections before cancelling them.
 CONNECTION_CLOSE_S = 5
 
 
-class GatewayLocked(LucidError):
-    """Another gateway already runs for this workspace."""
-
-
 class ListenError(LucidError):
     """The configured host/port cannot be bound."""
-
-
-class WorkspaceLock:
-    """An exclusive ``flock`` on ``workspace/gateway.lock``, released when the process ends."""
-
-    def __init__(self, workspace: Path) -> None:
-        self.path = workspace / LOCK_NAME
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            who = f" (pid {holder})" if holder.isdigit() else ""
-            raise GatewayLocked(
-                f"another gateway{who} is already running for the workspace {self.path.parent}; "
-                "stop it first, or give this one another workspace (agents.defaults.workspace)"
-            ) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            os.close(self._fd)  # closing drops the flock
-            self._fd = None
-
-    def __enter__(self) -> WorkspaceLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -332,6 +332,10 @@ def test_a_busy_port_is_a_clear_error():
         taken.close()
 
 
+async def _ok() -> None:
+    return None
+
+
 class BrokenChannel:
     name = "broken"
 
@@ -348,11 +352,37 @@ class BrokenChannel:
         return None
 
 
-async def test_startup_failure_exits_1_and_stops_what_started(wh_config, fake_llm, caplog):
+async def test_a_channel_that_cannot_start_is_disabled_and_the_rest_serve(wh_config, fake_llm):
     config = wh_config()
     gateway = build_gateway(config)
     broken = BrokenChannel()
     gateway.channels["broken"] = broken
+    async with GatewayServer(config, app=create_app(config, gateway=gateway), access_log=False) as server:
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            assert (await client.get("/healthz")).status_code == 200
+    assert broken.stopped and gateway.failed_channels == {"broken": "cannot connect"}
+
+
+class BrokenExtra:
+    """A part the gateway cannot run without (the scheduler, say) failing to start."""
+
+    def __init__(self, channel: BrokenChannel) -> None:
+        self.channel = channel
+
+    async def start(self) -> None:
+        raise RuntimeError("cannot start")
+
+    async def stop(self) -> None:
+        return None
+
+
+async def test_startup_failure_exits_1_and_stops_what_started(wh_config, fake_llm, caplog):
+    config = wh_config()
+    gateway = build_gateway(config)
+    broken = BrokenChannel()
+    broken.start = _ok  # type: ignore[method-assign]
+    gateway.channels["broken"] = broken
+    gateway.extras.append(BrokenExtra(broken))
     server = GatewayServer(config, app=create_app(config, gateway=gateway), access_log=False)
     assert await asyncio.wait_for(server.serve(), 20) == 1
     assert broken.stopped and not gateway.bus.accepting

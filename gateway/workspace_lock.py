@@ -1,0 +1,62 @@
+"""One lucid process per workspace: an exclusive ``flock`` on ``workspace/gateway.lock``.
+
+Held by ``lucid gateway`` for its whole life, and by ``lucid agent`` while it runs the agent
+in-process (when no gateway answers), so two agents never write one workspace's
+transcripts, inbox and jobs at once. The kernel drops the lock if the process dies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from config.errors import LucidError
+
+LOCK_NAME = "gateway.lock"
+
+
+class GatewayLocked(LucidError):
+    """Another gateway already runs for this workspace."""
+
+
+class WorkspaceLock:
+    """An exclusive ``flock`` on ``workspace/gateway.lock``, released when the process ends."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.path = workspace / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise GatewayLocked(
+                f"another lucid process{who} (a gateway, or lucid agent) is already running for the "
+                f"workspace {self.path.parent}; stop it first, or use another workspace "
+                "(agents.defaults.workspace)"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> WorkspaceLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
