@@ -19,18 +19,20 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Header
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from channels.bus import BusClosed, BusFull
 from channels.cli import CliChannel
+from channels.webhook_api import guarded_route
 from config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
 LOCAL_FILE = Path("state") / "local.json"
 MAX_LOCAL_CHARS = 1_000_000
+MAX_LOCAL_BODY_BYTES = 4 * MAX_LOCAL_CHARS + 1024  # JSON-escaped text may take up to ~4 bytes a char
 
 
 class LocalMessage(BaseModel):
@@ -52,18 +54,30 @@ def new_token() -> str:
 
 
 def add_local_route(app: FastAPI, cli: CliChannel, token: str) -> None:
-    @app.post("/v1/local/messages", response_model=LocalReply, tags=["local"],
-              summary="The terminal channel of a running gateway (used by `lucid agent`)",
-              responses={401: {"model": LocalError, "description": "Missing or wrong local token."},
-                         503: {"model": LocalError, "description": "Shutting down or busy; retry."}})
-    async def local_message(body: LocalMessage, authorization: str | None = Header(None)) -> Any:
-        if not authorization or not hmac.compare_digest(authorization.encode(), f"Bearer {token}".encode()):
-            return JSONResponse({"detail": "missing or wrong local token (see state/local.json)"}, 401)
+    """Mount ``POST /v1/local/messages``: the token is checked, then the body is capped as it
+    streams, before anything is parsed (the webhook's guarded route class)."""
+    expected = f"Bearer {token}".encode()
+
+    def authorize(header: str | None) -> Response | None:
+        if header and hmac.compare_digest(header.encode(), expected):
+            return None
+        return JSONResponse({"detail": "missing or wrong local token (see state/local.json)"}, 401)
+
+    router = APIRouter(route_class=guarded_route(authorize, lambda: MAX_LOCAL_BODY_BYTES))
+
+    @router.post("/v1/local/messages", response_model=LocalReply, tags=["local"],
+                 summary="The terminal channel of a running gateway (used by `lucid agent`)",
+                 responses={401: {"model": LocalError, "description": "Missing or wrong local token."},
+                            413: {"model": LocalError, "description": "The body is over the limit."},
+                            503: {"model": LocalError, "description": "Shutting down or busy; retry."}})
+    async def local_message(body: LocalMessage) -> Any:
         try:
             ok, reply = await cli.ask(body.text)
         except (BusClosed, BusFull) as exc:
             return JSONResponse({"detail": str(exc)}, 503)
         return LocalReply(ok=ok, reply=reply)
+
+    app.include_router(router)
 
 
 def publish(workspace: Path, url: str, token: str) -> Path:

@@ -83,3 +83,25 @@ async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
     (tmp_path / "state" / "local.json").write_text(json.dumps(data))
     assert find_running(tmp_path) is None
     assert os.getpid() != data["pid"]
+
+
+async def test_local_route_checks_the_token_before_reading_the_body(make_config, fake_llm) -> None:
+    from gateway.local_api import MAX_LOCAL_BODY_BYTES
+    from gateway.serve import GatewayServer
+
+    config = make_config(gateway={"port": 0})
+    async with GatewayServer(config, access_log=False) as server:
+        token = server.state.local_token
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            huge = b'{"text": "' + b"x" * (MAX_LOCAL_BODY_BYTES + 10) + b'"}'
+            anonymous = await client.post("/v1/local/messages", content=huge,
+                                          headers={"Content-Type": "application/json"})
+            oversized = await client.post("/v1/local/messages", content=huge,
+                                          headers={"Authorization": f"Bearer {token}",
+                                                   "Content-Type": "application/json"})
+            fake_llm.queue(Reply("ok"))
+            fine = await client.post("/v1/local/messages", json={"text": "hi"},
+                                      headers={"Authorization": f"Bearer {token}"})
+    assert anonymous.status_code == 401 and len(anonymous.content) < 500
+    assert oversized.status_code == 413 and len(oversized.content) < 500
+    assert fine.status_code == 200 and fine.json() == {"ok": True, "reply": "ok"}
