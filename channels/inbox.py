@@ -24,6 +24,9 @@ from channels.messages import InboundMessage
 logger = logging.getLogger(__name__)
 
 SEEN_KEEP = 5000
+# Rewrite the journal after this many lines, so it never grows with uptime (a long-running
+# gateway appends two lines per message; compaction keeps only pending entries and ids).
+COMPACT_EVERY = 4096
 
 
 def _msg_from_json(data: dict) -> InboundMessage:
@@ -41,6 +44,7 @@ class InboxJournal:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._pending: dict[str, InboundMessage] = {}
         self._fh: TextIO | None = None
+        self._lines_since_compact = 0
 
     def open(self) -> list[tuple[str, InboundMessage]]:
         """Load, compact and open for appending. Returns the entries to replay, in order."""
@@ -89,6 +93,7 @@ class InboxJournal:
                 fh.write(json.dumps({"id": entry_id, "msg": asdict(msg)}) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o600)  # every inbound text is in here: private to the daemon's user
         os.replace(tmp, self.path)
 
     def seen(self, dedupe_id: str | None) -> bool:
@@ -111,6 +116,15 @@ class InboxJournal:
         with self._lock:
             if self._pending.pop(entry_id, None) is not None:
                 self._write({"done": entry_id}, sync=False)
+            if self._lines_since_compact >= COMPACT_EVERY:
+                self._compact_online()
+
+    def _compact_online(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        self._compact()
+        self._fh = self.path.open("a", encoding="utf-8")
+        self._lines_since_compact = 0
 
     def retract(self, entry_id: str, dedupe_id: str | None) -> None:
         """The message was refused after all (queue full): not pending, not a duplicate."""
@@ -126,6 +140,7 @@ class InboxJournal:
             raise RuntimeError("InboxJournal.open() was not called")
         self._fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
         self._fh.flush()
+        self._lines_since_compact += 1
         if sync:
             os.fsync(self._fh.fileno())
 

@@ -256,6 +256,9 @@ def main() -> None:
     from gateway._offline import set_offline_environment
 
     set_offline_environment()
+    # Transcripts, memory, journals and state hold private conversations: whatever this
+    # process creates is readable by its own user only.
+    os.umask(0o077)
     try:
         app()
     except KeyboardInterrupt:

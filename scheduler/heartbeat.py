@@ -130,7 +130,8 @@ class Heartbeat:
         except BusClosed:
             return "skipped: the gateway is shutting down"
         except BusFull:
-            logger.warning("heartbeat: the bus is full; the beat is journalled and will run later")
+            logger.warning("heartbeat: the assistant is busy; this beat is skipped, the next one will check")
+            return "skipped: the assistant was busy"
         self._awaiting_since = time.monotonic()
         return f"checked {len(tasks)} task(s)"
 

@@ -90,3 +90,23 @@ async def test_slow_channel_does_not_delay_another() -> None:
     assert fast == ["through"]
     release.set()
     await bus.stop()
+
+
+def test_journal_compacts_while_running_and_stays_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import channels.inbox as inbox_module
+
+    monkeypatch.setattr(inbox_module, "COMPACT_EVERY", 50)
+    journal = InboxJournal(tmp_path / "inbox.jsonl")
+    journal.open()
+    kept = journal.append(msg(0, chat="keep"))
+    for i in range(1, 500):
+        receipt = journal.append(msg(i))
+        assert receipt is not None
+        journal.done(receipt)
+    lines = (tmp_path / "inbox.jsonl").read_text().splitlines()
+    assert len(lines) < 50 + 500 + 60  # compacted: not two lines per message for all 500
+    assert oct((tmp_path / "inbox.jsonl").stat().st_mode & 0o777) == "0o600"
+    assert journal.seen(msg(3).dedupe_id)  # dedupe ids survive compaction
+    journal.close()
+    replay = InboxJournal(tmp_path / "inbox.jsonl").open()
+    assert [entry_id for entry_id, _ in replay] == [kept]

@@ -85,3 +85,11 @@ async def test_litellm_import_stays_offline_and_ignores_dotenv(tmp_path: Path) -
                                                 stdout=asyncio.subprocess.PIPE)
     out, _ = await asyncio.wait_for(proc.communicate(), 90)
     assert "KEY=unset" in out.decode() and "LOCAL=True" in out.decode()
+
+
+async def test_files_the_cli_creates_are_private(tmp_path: Path) -> None:
+    code, out, err = await lucid("onboard", home=tmp_path)
+    assert code == 0, err
+    workspace = tmp_path / ".lucidgate" / "workspace"
+    for path in [workspace, workspace / "SOUL.md", workspace / "memory" / "MEMORY.md", workspace / "sessions"]:
+        assert path.stat().st_mode & 0o077 == 0, path
