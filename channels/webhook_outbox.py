@@ -62,6 +62,10 @@ def url_host(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{port}"
 
 
+# A name that does not resolve *now* may resolve in a minute: retried, unlike a refusal.
+UNRESOLVED = "cannot be resolved"
+
+
 async def check_callback_url(url: str, allow_hosts: Collection[str]) -> str | None:
     """Why ``url`` may not receive callbacks, or None when it may.
 
@@ -97,7 +101,7 @@ async def check_callback_url(url: str, allow_hosts: Collection[str]) -> str | No
             asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM),
             RESOLVE_TIMEOUT_S)
     except (OSError, TimeoutError) as exc:
-        return f"callback_url host {host} cannot be resolved ({type(exc).__name__})"
+        return f"callback_url host {host} {UNRESOLVED} ({type(exc).__name__})"
     for info in infos:
         reason = _ip_refusal(ipaddress.ip_address(info[4][0]))
         if reason is not None:
@@ -201,11 +205,21 @@ class CallbackSender:
     async def _attempt(self, d: Delivery) -> None:
         where = url_host(d.url)
         reason = await check_callback_url(d.url, self._allow_hosts)
-        if reason is not None:
+        if reason is not None and UNRESOLVED not in reason:
             await asyncio.to_thread(self.store.attempt_failed, d.delivery_id, reason, None)
             self.given_up += 1
             logger.warning("webhook: callback %s to %s refused: %s", d.delivery_id, where, reason)
             return
+        error = reason or await self._post(d)
+        if error is None:
+            await asyncio.to_thread(self.store.delivered, d.delivery_id)
+            self.delivered += 1
+            logger.debug("webhook: callback %s delivered to %s", d.delivery_id, where)
+            return
+        await self._retry_or_give_up(d, error, where)
+
+    async def _post(self, d: Delivery) -> str | None:
+        """POST the signed body; None on a 2xx, else what went wrong."""
         body = d.body.encode("utf-8")
         timestamp = str(int(time.time()))
         headers = {
@@ -218,14 +232,11 @@ class CallbackSender:
         assert self._client is not None
         try:
             response = await self._client.post(d.url, content=body, headers=headers)
-            error = None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+            return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        if error is None:
-            await asyncio.to_thread(self.store.delivered, d.delivery_id)
-            self.delivered += 1
-            logger.debug("webhook: callback %s delivered to %s", d.delivery_id, where)
-            return
+            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+    async def _retry_or_give_up(self, d: Delivery, error: str, where: str) -> None:
         attempts = d.attempts + 1
         if attempts >= self._max_attempts:
             await asyncio.to_thread(self.store.attempt_failed, d.delivery_id, error, None)

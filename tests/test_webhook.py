@@ -614,3 +614,33 @@ async def test_200_concurrent_requests_across_50_sessions(wh_config, fake_llm, w
         for user, answer in zip(messages[::2], messages[1::2]):
             assert user["role"] == "user" and answer["role"] == "assistant"
             assert answer["content"].endswith(user["content"])
+
+
+async def test_a_dns_hiccup_at_delivery_is_retried_not_given_up(tmp_path: Path) -> None:
+    import socket
+
+    from channels.webhook_outbox import CallbackSender
+    from channels.webhook_store import WebhookStore
+
+    store = WebhookStore(tmp_path / "wh.sqlite")
+    store.open()
+    store.claim(message_id="m1", idem_key=None, fingerprint="f", session="webhook:c", chat_id="c",
+                sender_id="u", callback_url="https://hooks.example.com/cb", want_callback=True)
+    _, delivery = store.finish("m1", "the answer", False)
+    assert delivery is not None
+    loop = asyncio.get_running_loop()
+
+    async def resolver_down(*args: Any, **kwargs: Any) -> Any:  # EAI_AGAIN: "try again later"
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    loop.getaddrinfo = resolver_down  # type: ignore[method-assign]
+    try:
+        sender = CallbackSender(store, secret="s" * 16, allow_hosts=[], timeout_s=1, max_attempts=8,
+                                backoff_s=0.05)
+        await sender.start()
+        await asyncio.sleep(0.3)
+        await sender.stop()
+    finally:
+        del loop.getaddrinfo
+    status, attempts = store._connection().execute("SELECT status, attempts FROM outbox").fetchone()
+    assert status == "pending" and 1 <= attempts < 8  # backing off, not failed after one try
