@@ -366,5 +366,5 @@ def _still_pending(session: Session, receipt: str | None) -> bool:
     """The replayed message is the newest user line and its turn never finished."""
     if session.pending_state() is None:
         return False
-    last_user = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
+    last_user: dict[str, Any] = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
     return last_user.get("inbox") == receipt

@@ -37,7 +37,7 @@ class WorkspaceLock:
             os.close(fd)
             who = f" (pid {holder})" if holder.isdigit() else ""
             raise GatewayLocked(
-                f"another lucid process{who} (a gateway, or lucid agent) is already running for the "
+                f"already running{who}: another lucid process (a gateway, or lucid agent) holds the "
                 f"workspace {self.path.parent}; stop it first, or use another workspace "
                 "(agents.defaults.workspace)"
             ) from None
