@@ -75,8 +75,12 @@ class WebhookChannel:
     name = CHANNEL
 
     def __init__(self, cfg: WebhookConfig, bus: MessageBus, *, workspace: Path,
-                 store: WebhookStore | None = None) -> None:
+                 store: WebhookStore | None = None, purge_interval_s: float = 3600.0) -> None:
         self.cfg = cfg
+        # Expired idempotency records and old deliveries are dropped at start and then
+        # hourly, so a gateway that runs for months keeps a small database.
+        self.purge_interval_s = purge_interval_s
+        self._purger: asyncio.Task[None] | None = None
         self.bus = bus
         self.store = store or WebhookStore(workspace / "state" / "webhook.sqlite")
         self.sender = CallbackSender(
@@ -100,11 +104,24 @@ class WebhookChannel:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.store.open)
-        purged = await asyncio.to_thread(self.store.purge)
-        if purged:
-            logger.debug("webhook: purged %d expired records", purged)
+        await self._purge()
         await self.sender.start()
         self.bus.subscribe(self.name, self.send)
+        self._purger = asyncio.create_task(self._purge_periodically(), name="webhook-purge")
+
+    async def _purge(self) -> None:
+        try:
+            purged = await asyncio.to_thread(self.store.purge)
+        except Exception:  # maintenance must never take the channel down
+            logger.exception("webhook: purging expired records failed")
+            return
+        if purged:
+            logger.debug("webhook: purged %d expired records", purged)
+
+    async def _purge_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.purge_interval_s)
+            await self._purge()
 
     async def drain(self) -> None:
         """Shutdown: answer requests still waiting (their turns resume at next start), and
@@ -115,6 +132,10 @@ class WebhookChannel:
     async def stop(self) -> None:
         # Stay subscribed: the bus flushes last, and a late answer must still be recorded.
         self._release_waiters()
+        if self._purger is not None:
+            self._purger.cancel()
+            await asyncio.gather(self._purger, return_exceptions=True)
+            self._purger = None
         await self.sender.stop()
         await asyncio.to_thread(self.store.close)
 

@@ -644,3 +644,33 @@ async def test_a_dns_hiccup_at_delivery_is_retried_not_given_up(tmp_path: Path) 
         del loop.getaddrinfo
     status, attempts = store._connection().execute("SELECT status, attempts FROM outbox").fetchone()
     assert status == "pending" and 1 <= attempts < 8  # backing off, not failed after one try
+
+
+async def test_expired_records_are_purged_while_running(tmp_path: Path, make_config: Any) -> None:
+    from channels.bus import MessageBus
+    from channels.webhook import WebhookChannel
+    from channels.webhook_store import IDEMPOTENCY_TTL_S, WebhookStore
+
+    now = [1_000_000.0]
+    store = WebhookStore(tmp_path / "wh.sqlite", clock=lambda: now[0])
+    config = make_config(api_base="http://127.0.0.1:9/v1", channels={"webhook": {"token": TOKEN}})
+    bus = MessageBus()
+    await bus.start()
+    channel = WebhookChannel(config.channels.webhook, bus, workspace=tmp_path, store=store,
+                             purge_interval_s=0.05)
+    await channel.start()
+    try:
+        store.claim(message_id="old", idem_key="k", fingerprint="f", session="webhook:c", chat_id="c",
+                    sender_id="u", callback_url=None, want_callback=False)
+        store.finish("old", "answered long ago", False)
+        count = "SELECT COUNT(*) FROM requests"
+        assert store._connection().execute(count).fetchone()[0] == 1
+        now[0] += IDEMPOTENCY_TTL_S + 60  # a day and a minute later, the gateway still running
+        for _ in range(100):
+            if store._connection().execute(count).fetchone()[0] == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert store._connection().execute(count).fetchone()[0] == 0
+    finally:
+        await channel.stop()
+        await bus.stop()
