@@ -115,18 +115,8 @@ def _split_block(block: str, limit: int) -> list[str]:
     if is_code:
         lines = lines[1:-1]  # the fences are re-added around every piece
         limit -= 8  # room for "```\n" + "\n```"
-    pieces: list[str] = []
-    current = ""
-    for line in lines:
-        for part in _hard_cut(line, limit) or [""]:
-            candidate = f"{current}\n{part}" if current else part
-            if len(candidate) > limit and current:
-                pieces.append(current)
-                current = part
-            else:
-                current = candidate
-    if current:
-        pieces.append(current)
+    parts = [part for line in lines for part in (_hard_cut(line, limit) or [""])]
+    pieces = _pack(parts, limit, "\n")
     return [f"```\n{p}\n```" for p in pieces] if is_code else pieces
 
 
@@ -138,17 +128,22 @@ def split_message(text: str, limit: int = SLACK_CHUNK_CHARS) -> list[str]:
     """
     if len(text) <= limit:
         return [text] if text.strip() else []
+    pieces = [piece for block in _blocks(text)
+              for piece in ([block] if len(block) <= limit else _split_block(block, limit))]
+    return _pack(pieces, limit, "\n\n")
+
+
+def _pack(pieces: list[str], limit: int, sep: str) -> list[str]:
+    """Join consecutive pieces with ``sep`` greedily, never past ``limit`` characters."""
     chunks: list[str] = []
     current = ""
-    for block in _blocks(text):
-        pieces = [block] if len(block) <= limit else _split_block(block, limit)
-        for piece in pieces:
-            candidate = f"{current}\n\n{piece}" if current else piece
-            if len(candidate) > limit and current:
-                chunks.append(current)
-                current = piece
-            else:
-                current = candidate
+    for piece in pieces:
+        candidate = f"{current}{sep}{piece}" if current else piece
+        if len(candidate) > limit and current:
+            chunks.append(current)
+            current = piece
+        else:
+            current = candidate
     if current:
         chunks.append(current)
     return chunks
