@@ -14,13 +14,7 @@ import pytest
 from gateway.tools.base import ToolRegistry
 from gateway.tools.shell import ExecTool, dangerous_reason
 from gateway.turn import TurnContext
-
-
-def make_ctx(workspace: Path, role: str = "owner") -> TurnContext:
-    return TurnContext(
-        session_key="cli:1", channel="cli", chat_id="1", sender_id="u1",
-        role=role, chat_type="private", workspace=workspace,
-    )
+from tests.fakes.context import make_ctx
 
 
 @pytest.fixture
