@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 import scheduler.service
 from channels.messages import InboundMessage
 from gateway.app import Gateway, build_gateway
-from gateway.cli import app
+from gateway.cli import build_app
 from scheduler import SchedulerService
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Hang, Reply
@@ -52,7 +52,7 @@ def job_state(workspace: Path, job: str = "dream") -> dict[str, Any]:
     return json.loads(path.read_text())["jobs"].get(job, {}) if path.exists() else {}
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
+async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
@@ -70,7 +70,7 @@ async def test_dream_runs_on_schedule_and_then_skips_without_llm_calls(
     async with running(dream_config(make_config, intervalH=FAST),
                        history=["- Ana drinks tea", "- Ana lives in Porto"]) as (gw, ch, service):
         assert service.next_dream() is not None
-        await fake_llm.wait_for_requests(1, timeout=8)
+        await fake_llm.wait_for_requests(1, timeout=60)
         await wait_for(lambda: "entries #1–#2" in job_state(workspace).get("last_result", ""))
         assert gw.store.dream_cursor() == 2
         first_run = job_state(workspace)["last_run"]
@@ -91,7 +91,7 @@ async def test_scheduled_dream_and_dream_command_never_run_together(
     with caplog.at_level(logging.INFO):
         async with running(dream_config(make_config, intervalH=FAST),
                            history=["- Ana drinks tea"]) as (gw, ch, _):
-            await fake_llm.wait_for_requests(1, timeout=8)
+            await fake_llm.wait_for_requests(1, timeout=60)
             assert gw.dream.running
             await ch.say("/dream", **OWNER)
             [reply] = await ch.wait_replies(1)
@@ -110,9 +110,9 @@ async def test_scheduled_dream_logs_already_running_while_dream_command_runs(
         async with running(dream_config(make_config, intervalH=FAST),
                            history=["- Ana drinks tea"]) as (gw, ch, _):
             await ch.say("/dream", **OWNER)  # starts before the first tick (1.8 s)
-            await fake_llm.wait_for_requests(1, timeout=5)
+            await fake_llm.wait_for_requests(1, timeout=60)
             await wait_for(lambda: job_state(workspace).get("last_result") == "skipped: already running")
-            [reply] = await ch.wait_replies(1, timeout=8)
+            [reply] = await ch.wait_replies(1, timeout=60)
     assert reply.text.startswith("Dream: entries #1–#1")  # type: ignore[union-attr]
     assert len(fake_llm.requests) == 1
     assert "scheduled Dream skipped: a Dream is already running" in caplog.text
@@ -131,7 +131,7 @@ async def test_an_overdue_dream_runs_soon_after_start(
     async with running(dream_config(make_config, intervalH=2), history=["- Ana drinks tea"]) as (gw, _, svc):
         first = svc.next_dream()
         assert first is not None and first - datetime.now(UTC) < timedelta(seconds=1)
-        await fake_llm.wait_for_requests(1, timeout=5)
+        await fake_llm.wait_for_requests(1, timeout=60)
         await wait_for(lambda: gw.store.dream_cursor() == 1)
         await wait_for(lambda: "entries #1–#1" in job_state(workspace).get("last_result", ""))
         following = svc.next_dream()
@@ -174,12 +174,12 @@ async def test_a_slow_dream_never_delays_a_reminder(
 ) -> None:
     fake_llm.queue(Hang(3.0))
     async with running(dream_config(make_config, intervalH=FAST), history=["- x"]) as (gw, ch, svc):
-        await fake_llm.wait_for_requests(1, timeout=8)
+        await fake_llm.wait_for_requests(1, timeout=60)
         at = (datetime.now(UTC) + timedelta(seconds=0.5)).isoformat()
         ctx = gw.agent.context_for(InboundMessage(
             channel="cli", chat_id="1", sender_id="local", text=""))
         assert (await gw.tools.execute(ctx, "cron", {"action": "add", "at": at, "text": "tea"})).startswith("Reminder")
-        await ch.wait_replies(1, timeout=3)
+        await ch.wait_replies(1, timeout=60)
         assert gw.dream.running  # the reminder came while the Dream was still thinking
         assert ch.replies()[0].text == "⏰ Reminder: tea"  # type: ignore[union-attr]
 
@@ -230,7 +230,7 @@ async def test_missed_and_failing_jobs_are_logged_not_silent(
             sched.add_job(late, "date", run_date=datetime.now(UTC) - timedelta(minutes=5), id="late",
                           misfire_grace_time=1)
             await wait_for(lambda: "scheduled job boom failed" in caplog.text
-                           and "scheduled job late missed its run time" in caplog.text, timeout=3)
+                           and "scheduled job late missed its run time" in caplog.text, timeout=60)
             assert svc.running
     assert ran == []
 
@@ -267,7 +267,7 @@ async def test_lucid_jobs_lists_jobs_and_reminders(fake_llm: FakeLLMServer, make
         await wait_for(lambda: "entries #1" in job_state(workspace).get("last_result", ""))
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}}}))
-    result = await asyncio.to_thread(CliRunner().invoke, app, ["jobs", "--config", str(config_file)],
+    result = await asyncio.to_thread(CliRunner().invoke, build_app(), ["jobs", "--config", str(config_file)],
                                     env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "dream" in result.output and "entries #1" in result.output

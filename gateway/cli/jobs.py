@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from gateway.cli import ConfigOption, _load, app, console, err_console
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
 
 
 def _when(value: Any, tz: tzinfo) -> str:
@@ -28,7 +28,10 @@ def _when(value: Any, tz: tzinfo) -> str:
     return when.astimezone(tz).strftime("%Y-%m-%d %H:%M")
 
 
-@app.command()
+def register(app: typer.Typer) -> None:
+    app.command()(jobs)
+
+
 def jobs(
     show_all: Annotated[bool, typer.Option("--all", help="Also list finished, missed and removed reminders.")] = False,
     config_path: ConfigOption = None,
@@ -41,7 +44,7 @@ def jobs(
     from scheduler.state import JobState
     from scheduler.triggers import describe
 
-    config = _load(config_path)
+    config = load_or_exit(config_path)
     agent = config.agent
     try:
         tz: tzinfo = ZoneInfo(agent.timezone)

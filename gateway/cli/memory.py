@@ -1,4 +1,4 @@
-"""``lucid dream``, ``lucid memory …``, ``lucid usage`` and ``lucid pairing approve``."""
+"""``lucid dream``, ``lucid memory …`` and ``lucid usage``: long-term memory and what it costs."""
 
 from __future__ import annotations
 
@@ -9,19 +9,29 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from gateway.cli import ConfigOption, _load, app, console, err_console, memory_app, pairing_app
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+
+
+def register(app: typer.Typer) -> None:
+    memory_app = typer.Typer(help="Inspect and undo changes to long-term memory.", no_args_is_help=True)
+    memory_app.command("log")(memory_log)
+    memory_app.command("diff")(memory_diff)
+    memory_app.command("restore")(memory_restore)
+    memory_app.command("show")(memory_show)
+    app.command()(dream)
+    app.command()(usage)
+    app.add_typer(memory_app, name="memory")
 
 
 def _git(config_path: Path | None):
     from memory.gitstore import GitStore
 
-    config = _load(config_path)
+    config = load_or_exit(config_path)
     git = GitStore(config.workspace)
     git.init()
     return git
 
 
-@app.command()
 def dream(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print phase-1 findings; change nothing.")] = False,
     from_cursor: Annotated[Optional[int], typer.Option("--from", help="Redo history after this cursor.")] = None,
@@ -30,7 +40,7 @@ def dream(
     """Run Dream now: distil recent history into USER.md, MEMORY.md, SOUL.md and skills."""
     from memory.errors import DreamBusy
 
-    config = _load(config_path)
+    config = load_or_exit(config_path)
 
     async def run() -> int:
         from gateway.app import build_gateway
@@ -49,7 +59,6 @@ def dream(
     raise typer.Exit(asyncio.run(run()))
 
 
-@memory_app.command("log")
 def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] = 20,
                config_path: ConfigOption = None) -> None:
     """List memory changes (Dream, manual edits, restores)."""
@@ -59,7 +68,6 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
     console.print(table)
 
 
-@memory_app.command("diff")
 def memory_diff(sha: str, config_path: ConfigOption = None) -> None:
     """Show what one memory commit changed."""
     from memory.errors import MemoryStoreError
@@ -71,7 +79,6 @@ def memory_diff(sha: str, config_path: ConfigOption = None) -> None:
         raise typer.Exit(1) from None
 
 
-@memory_app.command("restore")
 def memory_restore(sha: str, config_path: ConfigOption = None) -> None:
     """Bring the memory files back to their state before SHA (as a new commit)."""
     from memory.errors import MemoryStoreError
@@ -84,12 +91,11 @@ def memory_restore(sha: str, config_path: ConfigOption = None) -> None:
     console.print(f"restored to before {sha} (commit {new[:8]})")
 
 
-@memory_app.command("show")
 def memory_show(config_path: ConfigOption = None) -> None:
     """Print SOUL.md, USER.md, MEMORY.md and how much history awaits Dream."""
     from memory.store import MemoryStore
 
-    config = _load(config_path)
+    config = load_or_exit(config_path)
     store = MemoryStore(config.workspace)
     for label, path in (("SOUL.md", store.soul_path), ("USER.md", store.user_path),
                         ("memory/MEMORY.md", store.memory_path)):
@@ -100,13 +106,12 @@ def memory_show(config_path: ConfigOption = None) -> None:
     console.print(f"{store.unprocessed_count()} history entries not yet processed by Dream")
 
 
-@app.command()
 def usage(days: Annotated[int, typer.Option("--days", help="How many days back.")] = 7,
           config_path: ConfigOption = None) -> None:
     """Token usage per day, job and session."""
     from gateway.usage import UsageLedger
 
-    config = _load(config_path)
+    config = load_or_exit(config_path)
     summary = UsageLedger(config.workspace / "usage").summarise(days)
     for title, rows in (("day", summary.by_day), ("job", summary.by_job), ("session", summary.by_session)):
         table = Table(title, "calls", "prompt", "completion", "cached", title=f"by {title}")
@@ -114,17 +119,3 @@ def usage(days: Annotated[int, typer.Option("--days", help="How many days back."
             t = rows[name]
             table.add_row(name, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.cached:,}")
         console.print(table)
-
-
-@pairing_app.command("approve")
-def pairing_approve(code: str, config_path: ConfigOption = None) -> None:
-    """Allow the person who was given CODE to talk to the assistant."""
-    from channels.pairing import PairingStore
-
-    config = _load(config_path)
-    result = PairingStore(config.workspace / "state" / "pairing.json").approve(code)
-    if result is None:
-        err_console.print("unknown, used or expired code (codes last one hour)")
-        raise typer.Exit(1)
-    channel, sender = result
-    console.print(f"approved {channel} user {sender}")

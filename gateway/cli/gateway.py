@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from config.errors import LucidError
-from gateway.cli import ConfigOption, _ensure_onboarded, _preload_litellm, app, console, err_console, provider_help
+from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
 
 
 class LogFormat(str, Enum):
@@ -21,8 +21,11 @@ class LogFormat(str, Enum):
     json = "json"
 
 
-@app.command()
-def gateway(
+def register(app: typer.Typer) -> None:
+    app.command("gateway")(run)
+
+
+def run(
     config_path: ConfigOption = None,
     host: Annotated[Optional[str], typer.Option("--host", help="Listen address (default: gateway.host).")] = None,
     port: Annotated[Optional[int], typer.Option("--port", help="Listen port (default: gateway.port).")] = None,
@@ -36,10 +39,10 @@ def gateway(
     from gateway.logs import secrets_from_config, setup_logging
     from gateway.serve import run_gateway
 
-    _preload_litellm()  # seconds of import, overlapped with start-up instead of the first message
+    preload_litellm()  # seconds of import, overlapped with start-up instead of the first message
     redactor = setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=log_format.value)
     log = logging.getLogger("gateway")
-    config = _ensure_onboarded(config_path)
+    config = ensure_onboarded(config_path)
     redactor.add(secrets_from_config(config))
     try:
         if host is not None:

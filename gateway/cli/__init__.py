@@ -1,0 +1,64 @@
+"""The ``lucid`` command line: a package of subcommand modules, registered explicitly.
+
+Each module owns one topic and exposes ``register(app)``; ``build_app`` calls them in
+the order ``lucid --help`` lists them. Nothing registers itself at import time, and
+commands only parse flags, load config and delegate (heavy imports happen inside them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from gateway.cli import agent, gateway, jobs, memory, onboard, pairing, status
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="lucid",
+        help="lucidgate — a self-hosted personal AI assistant that remembers.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    onboard.register(app)
+    agent.register(app)
+    status.register(app)
+    memory.register(app)
+    gateway.register(app)
+    jobs.register(app)
+    pairing.register(app)
+    return app
+
+
+def main() -> None:
+    """Console-script entry point."""
+    from gateway._offline import set_offline_environment
+
+    set_offline_environment()
+    # Transcripts, memory, journals and state hold private conversations: whatever this
+    # process creates is readable by its own user only.
+    os.umask(0o077)
+    try:
+        build_app()()
+    except KeyboardInterrupt:
+        _fast_exit(130)
+    except SystemExit as exc:
+        _fast_exit(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
+    _fast_exit(0)
+
+
+def _fast_exit(code: int) -> None:
+    """Exit without the interpreter's slow teardown of litellm's import graph (~1 s).
+
+    Every command has finished its work and closed its files by now; flush what is
+    buffered (stdio, log handlers) and leave.
+    """
+    import logging
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,78 @@
+"""What every ``lucid`` subcommand shares: consoles, the ``--config`` option, loading config.
+
+Heavy modules (litellm, the gateway wiring) are imported inside the functions that need
+them, so ``lucid --help`` and ``lucid onboard`` stay instant.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from config import Config, ConfigError, load_config, resolve_config_path
+
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOption = Annotated[
+    Optional[Path],
+    typer.Option("--config", "-c", help="Config file (default: $LUCIDGATE_CONFIG or ~/.lucidgate/config.json)."),
+]
+
+
+def load_or_exit(config_path: Path | None) -> Config:
+    """The config, or the error printed and exit code 2 (a typo must not start anything)."""
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        err_console.print(f"[red]config error[/red]: {exc}")
+        raise typer.Exit(2) from None
+
+
+def ensure_onboarded(config_path: Path | None) -> Config:
+    """First run writes a default config and the workspace templates; later runs change nothing."""
+    from config.onboard import install_templates, write_config
+
+    path = resolve_config_path(config_path)
+    if not path.exists():
+        write_config(path)
+        err_console.print(f"first run: wrote a default config to {path}")
+    config = load_or_exit(path)
+    install_templates(config.workspace)
+    return config
+
+
+def preload_litellm() -> None:
+    """Import litellm in a background thread while the rest starts (it takes seconds)."""
+    def load() -> None:
+        from gateway.llm import import_litellm
+
+        try:
+            import_litellm()
+        except Exception:  # surfaced properly at the first call
+            pass
+
+    threading.Thread(target=load, name="litellm-import", daemon=True).start()
+
+
+def provider_help(config: Config, config_path: Path | None = None) -> str:
+    """How to configure a model, or "" when one is configured."""
+    from gateway.llm import LiteLLMChatModel
+
+    ok, why = LiteLLMChatModel(config).configured()
+    if ok:
+        return ""
+    path = resolve_config_path(config_path)
+    return (
+        f"No model is configured yet: {why}.\n"
+        f"Edit {path} and set, for a hosted model:\n"
+        '  "providers": {"openai": {"apiKey": "sk-..."}}\n'
+        "or, for a local OpenAI-compatible server (Ollama, llama.cpp, vLLM):\n"
+        '  "agents": {"defaults": {"model": "openai/<model-name>"}},\n'
+        '  "providers": {"openai": {"apiBase": "http://127.0.0.1:11434/v1"}}\n'
+        "or set LUCIDGATE_PROVIDERS__OPENAI__API_KEY in the environment."
+    )

@@ -1,0 +1,46 @@
+"""``lucid status``: where the config and workspace are, the model, and whether it answers."""
+
+from __future__ import annotations
+
+import typer
+
+from config import Config, resolve_config_path
+from gateway.cli._common import ConfigOption, console, load_or_exit, provider_help
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(status)
+
+
+def status(config_path: ConfigOption = None) -> None:
+    """Show config path, workspace, model, provider reachability and session count."""
+    config = load_or_exit(config_path)
+    path = resolve_config_path(config_path)
+    sessions_dir = config.workspace / "sessions"
+    count = len(list(sessions_dir.glob("*.jsonl"))) if sessions_dir.exists() else 0
+    console.print(f"config:    {path} ({'found' if path.exists() else 'missing — run lucid onboard'})")
+    console.print(f"workspace: {config.workspace}")
+    console.print(f"model:     {config.agent.model}")
+    console.print(f"provider:  {_reachability(config)}")
+    console.print(f"sessions:  {count}")
+
+
+def _reachability(config: Config) -> str:
+    import httpx
+
+    hint = provider_help(config)
+    if hint:
+        return "not configured (run lucid onboard for instructions)"
+    name, provider = config.provider_for(config.agent.model)
+    base = provider.api_base if provider else None
+    if not base:
+        return f"{name}: API key set"
+    try:
+        headers = {}
+        key = provider.api_key.get_secret_value() if provider else ""
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        response = httpx.get(base.rstrip("/") + "/models", timeout=3, headers=headers)
+        return f"{base} answered HTTP {response.status_code}"
+    except httpx.HTTPError as exc:
+        return f"{base} unreachable ({type(exc).__name__})"
