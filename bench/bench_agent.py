@@ -71,8 +71,8 @@ async def first_hello_tokens() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             gw = build_gateway(make_config(Path(tmp), llm.base_url))
-            channel = FakeChannel(gw.bus, name="cli")
-            gw.channels["cli"] = channel
+            channel = FakeChannel(gw.parts.bus, name="cli")
+            gw.add_channel("cli", channel)
             async with gw:
                 await channel.say("hello", sender_id="local")
                 await channel.wait_replies(1, timeout=60)
@@ -89,8 +89,8 @@ async def throughput(messages: int, sessions: int) -> dict[str, float]:
     llm = ExternalFakeLLM()
     with tempfile.TemporaryDirectory() as tmp:
         gw = build_gateway(make_config(Path(tmp), llm.base_url))
-        channel = FakeChannel(gw.bus, name="cli")
-        gw.channels["cli"] = channel
+        channel = FakeChannel(gw.parts.bus, name="cli")
+        gw.add_channel("cli", channel)
         async with gw:
             # warm-up: imports litellm and opens the HTTP pool
             await channel.say("hello", chat_id="warm", sender_id="local")
@@ -104,7 +104,7 @@ async def throughput(messages: int, sessions: int) -> dict[str, float]:
                     latencies.append(time.perf_counter() - sent_at.pop(msg.in_reply_to))
                 await original_send(msg)
 
-            gw.bus.subscribe("cli", timed_send)
+            gw.parts.bus.subscribe("cli", timed_send)
             lag: list[float] = []
             stop = asyncio.Event()
             probe = asyncio.create_task(loop_lag_probe(lag, stop))
@@ -112,7 +112,7 @@ async def throughput(messages: int, sessions: int) -> dict[str, float]:
             for i in range(messages):
                 mid = f"b{i}"
                 sent_at[mid] = time.perf_counter()
-                await gw.bus.publish_inbound(InboundMessage(
+                await gw.parts.bus.publish_inbound(InboundMessage(
                     channel="cli", chat_id=f"s{i % sessions}", sender_id="local", text=f"message {i}",
                     message_id=mid))
             await channel.wait_replies(messages + 1, timeout=600)

@@ -53,8 +53,8 @@ async def run(turns: int) -> None:
         })
         budget = config.agent.prompt_budget
         gw = build_gateway(config)
-        channel = FakeChannel(gw.bus, name="cli")
-        gw.channels["cli"] = channel
+        channel = FakeChannel(gw.parts.bus, name="cli")
+        gw.add_channel("cli", channel)
         times: dict[int, float] = {}
         max_prompt = 0
         prompt_at: dict[int, int] = {}
@@ -72,7 +72,7 @@ async def run(turns: int) -> None:
                         prompt_at[turn] = size
                 if turn % 500 == 0:
                     print(f"  … turn {turn}", file=sys.stderr, flush=True)
-            await gw.consolidator.drain()
+            await gw.parts.consolidator.drain()
             history = workspace / "memory" / "history.jsonl"
             session_file = workspace / "sessions" / "cli_1.jsonl"
             history_lines = history.read_text().count("\n") if history.exists() else 0

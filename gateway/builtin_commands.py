@@ -1,19 +1,15 @@
-"""The built-in slash commands, bound to a wired ``Gateway`` (DESIGN §7)."""
+"""The built-in slash commands, bound to the wired gateway parts (DESIGN §7)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
-
 from gateway.commands import Command
+from gateway.runtime import GatewayParts
 from gateway.turn import TurnContext
 from memory.errors import MemoryStoreError
 
-if TYPE_CHECKING:
-    from gateway.app import Gateway
 
-
-def register_builtin_commands(gw: Gateway) -> None:
+def register_builtin_commands(gw: GatewayParts) -> None:
     add = gw.commands.add
 
     async def help_(ctx: TurnContext, args: str) -> str:
@@ -48,10 +44,7 @@ def register_builtin_commands(gw: Gateway) -> None:
         await gw.store.refresh()
         lines.append(f"memory: {gw.store.unprocessed_count()} history entries waiting for Dream"
                      + (" (Dream running)" if gw.dream.running else ""))
-        for extra in gw.extras:
-            describe = getattr(extra, "status_line", None)
-            if describe is not None:
-                lines.append(describe())
+        lines.append(gw.scheduler.status_line())
         return "\n".join(lines)
 
     async def dream(ctx: TurnContext, args: str) -> str:

@@ -218,6 +218,11 @@ class LiteLLMChatModel:
             return result
         raise LLMError("the model did not answer")  # unreachable: the loop returns or raises
 
+    async def start(self) -> None:
+        """Open the LLM I/O thread before the gateway takes messages (the gateway calls this)."""
+        if self._io is None:
+            self._io = await asyncio.to_thread(_LLMThread)
+
     def close(self) -> None:
         """Stop the LLM I/O thread (the gateway calls this on shutdown)."""
         if self._io is not None:

@@ -5,7 +5,7 @@ channels' routers) but starts nothing; the lifespan starts the gateway and stops
 split keeps the OpenAPI schema complete before the first request while all I/O — the
 workspace, the bus journal, channel connections, the agent — happens in the lifespan.
 
-Shutdown is a drain, not a drop (DESIGN §11): ``GatewayState.drain(grace)`` closes the
+Shutdown is a drain, not a drop (DESIGN §11): ``Gateway.drain(grace)`` closes the
 bus intake (new messages get 503), lets running turns finish within the grace period,
 flushes their answers to the channels and lets channels answer whoever is still waiting;
 only then does the server stop. ``gateway.serve`` calls it on SIGTERM/SIGINT, and the
@@ -17,13 +17,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -31,23 +28,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from channels.base import HasRouter
 from channels.cli import CliChannel
 from config.schema import Config
-from gateway.app import Gateway, build_gateway
+from gateway.app import build_gateway
+from gateway.runtime import Gateway
 from gateway.local_api import add_local_route, new_token
 from memory.sessions import SessionStore, read_header
 
 logger = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
-
-
-@runtime_checkable
-class Drainable(Protocol):
-    """A channel that has work to finish when the gateway drains (answer waiting clients)."""
-
-    async def drain(self) -> None: ...
 
 
 class Check(BaseModel):
@@ -66,54 +56,25 @@ class Health(BaseModel):
 
 
 class GatewayState:
-    """What the routes and the server runner share: the gateway and the shutdown state."""
+    """What the routes and the server runner share: the gateway and the local API's token.
+
+    Draining belongs to the gateway (``Gateway.drain``); this only forwards, so the server
+    runner (gateway/serve.py) and the lifespan drain the same way.
+    """
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
-        self.started = asyncio.Event()
-        self.draining = False
         self.local_token = new_token()
-        self._drain_task: asyncio.Task[None] | None = None
-        self._skip_grace = asyncio.Event()
+
+    @property
+    def started(self) -> asyncio.Event:
+        return self.gateway.started
 
     async def drain(self, grace_s: float) -> None:
-        """Stop intake, finish turns within ``grace_s``, answer waiting clients. Idempotent."""
-        if self._drain_task is None:
-            self._drain_task = asyncio.create_task(self._drain(grace_s), name="gateway-drain")
-        await asyncio.shield(self._drain_task)
+        await self.gateway.drain(grace_s)
 
     def skip_grace(self) -> None:
-        """A second signal: stop waiting for turns; they stay pending and resume at next start."""
-        self._skip_grace.set()
-
-    async def _drain(self, grace_s: float) -> None:
-        gw = self.gateway
-        self.draining = True
-        gw.bus.close_intake()
-        busy = gw.agent.active_turns + gw.agent.queued + gw.bus.inbound_depth
-        if busy:
-            logger.info("draining: no new messages; waiting up to %gs for %d turn(s)", grace_s, busy)
-        quiet = asyncio.create_task(self._quiesce(), name="gateway-quiesce")
-        skip = asyncio.create_task(self._skip_grace.wait(), name="gateway-skip-grace")
-        done, _ = await asyncio.wait({quiet, skip}, timeout=grace_s, return_when=asyncio.FIRST_COMPLETED)
-        for task in (quiet, skip):
-            task.cancel()
-        await asyncio.gather(quiet, skip, return_exceptions=True)
-        if quiet not in done:
-            left = gw.agent.active_turns + gw.agent.queued + gw.bus.inbound_depth
-            why = "grace period skipped" if skip in done else "grace period over"
-            logger.warning("%s with %d turn(s) unfinished; they stay pending and resume at the next start",
-                           why, left)
-        for name, channel in gw.channels.items():
-            if isinstance(channel, Drainable):
-                try:
-                    await asyncio.wait_for(channel.drain(), timeout=max(1.0, grace_s))
-                except Exception:
-                    logger.exception("draining channel %s failed", name)
-
-    async def _quiesce(self) -> None:
-        await self.gateway.agent.idle()
-        await self.gateway.bus.flush_outbound()
+        self.gateway.skip_grace()
 
 
 class SessionsOnDisk:
@@ -154,29 +115,18 @@ class SessionsOnDisk:
 
 
 def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
-    """Compose the app. Nothing is started until the lifespan runs."""
-    from channels.registry import build_channels
-
+    """Compose the app around a daemon-mode gateway. Nothing is started until the lifespan runs."""
     if gateway is None:
-        gateway = build_gateway(config)
-        gateway.channels.update(build_channels(config, gateway.bus, workspace=config.workspace))
+        gateway = build_gateway(config, "daemon")
     state = GatewayState(gateway)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        try:
-            await gateway.start()
-        except BaseException:
-            logger.error("the gateway failed to start; stopping what did start")
-            try:
-                await gateway.stop(grace_s=0)
-            except Exception:
-                logger.exception("stopping after a failed start failed too")
-            raise
-        ok, why = gateway.model.configured()
+        # Gateway.start stops whatever it started when a later step fails, then re-raises.
+        await gateway.start()
+        ok, why = gateway.parts.model.configured()
         if not ok:
             logger.warning("no model is configured (%s): messages will fail until one is", why)
-        state.started.set()
         try:
             yield
         finally:
@@ -192,18 +142,18 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     _add_health_routes(app, state)
     _add_console_route(app)
-    cli = gateway.channels.get("cli")
+    cli = gateway.channel("cli")
     if not isinstance(cli, CliChannel):
-        cli = gateway.channels["cli"] = CliChannel(gateway.bus)
+        cli = CliChannel(gateway.parts.bus)
+        gateway.add_channel("cli", cli)
     add_local_route(app, cli, state.local_token)
-    view = SessionsOnDisk(gateway.sessions)
-    for name, channel in gateway.channels.items():
+    view = SessionsOnDisk(gateway.parts.sessions)
+    for channel in gateway.channels.values():
         bind = getattr(channel, "bind_sessions", None)
         if callable(bind):
             bind(view)
-        if isinstance(channel, HasRouter):
-            app.include_router(channel.router())
-            logger.debug("mounted the %s channel's routes", name)
+    for router in gateway.routers():
+        app.include_router(router)
     return app
 
 
@@ -215,24 +165,16 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
     @app.get("/readyz", response_model=Readiness, tags=["ops"], summary="Ready to take messages",
              responses={503: {"model": Readiness, "description": "Not ready; see which check failed."}})
     async def readyz() -> JSONResponse:
-        gw = state.gateway
-        accepting = state.started.is_set() and gw.bus.accepting and not state.draining
-        bus_detail = "accepting messages" if accepting else (
-            "shutting down" if state.draining or not gw.bus.accepting else "starting")
-        writable, ws_detail = await asyncio.to_thread(_workspace_writable, gw.config.workspace)
-        ok, why = gw.model.configured()
-        checks = {
-            "bus": Check(ok=accepting, detail=bus_detail),
-            "workspace": Check(ok=writable, detail=ws_detail),
-            "provider": Check(ok=ok, detail=f"{gw.config.agent.model}" if ok else why),
-        }
+        checks = {name: Check(ok=c.ok, detail=c.detail)
+                  for name, c in (await state.gateway.readiness()).items()}
         ready = all(c.ok for c in checks.values())
         return JSONResponse(Readiness(ready=ready, checks=checks).model_dump(), status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response,
              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}})
     async def metrics() -> Response:
-        return Response(state.gateway.metrics.render(), headers={"Content-Type": state.gateway.metrics.content_type})
+        body, content_type = state.gateway.metrics_text()
+        return Response(body, headers={"Content-Type": content_type})
 
 
 CONSOLE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -256,13 +198,3 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RequestValidationError)
     body = json.dumps({"detail": jsonable_encoder(exc.errors())}, ensure_ascii=True)
     return Response(body, status_code=422, media_type="application/json")
-
-
-def _workspace_writable(workspace: Path) -> tuple[bool, str]:
-    try:
-        fd, path = tempfile.mkstemp(dir=workspace, prefix=".readyz.")
-        os.close(fd)
-        os.unlink(path)
-    except OSError as exc:
-        return False, f"{workspace} is not writable ({exc.strerror or exc})"
-    return True, str(workspace)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,8 +21,8 @@ OWNER = dict(sender_id="local")
 @asynccontextmanager
 async def running(config: Any, name: str = "cli") -> AsyncIterator[tuple[Gateway, FakeChannel]]:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name=name)
-    gw.channels[name] = channel
+    channel = FakeChannel(gw.parts.bus, name=name)
+    gw.add_channel(name, channel)
     async with gw:
         yield gw, channel
 
@@ -204,7 +203,9 @@ async def test_guest_gets_no_shell_no_files_and_no_memory(
         await ch.say("/memory", sender_id="stranger")
         await ch.say("hi", sender_id="boss", chat_id="2")
         replies = await ch.wait_replies(3)
-    guest, owner = fake_llm.requests[0], fake_llm.requests[1]
+    # Sessions run concurrently: tell the requests apart by their chat, never by their order.
+    [guest] = [r for r in fake_llm.requests if "chat_id: 1" in r["messages"][-1]["content"]]
+    [owner] = [r for r in fake_llm.requests if "chat_id: 2" in r["messages"][-1]["content"]]
     assert "tools" not in guest or not guest["tools"]
     assert "secret owner fact" not in json.dumps(guest)
     assert any(r.text.startswith("/memory is only for the owner") for r in replies)
@@ -245,7 +246,7 @@ async def test_streaming_channel_gets_previews_then_one_final_reply(
     long_text = "The file says alpha. " * 20
     fake_llm.queue(ToolCalls([("read_file", {"path": "a.txt"})]), Reply(long_text))
     async with running(make_config()) as (gw, ch):
-        gw.agent.runner.streaming_channels = frozenset({"cli"})
+        gw.parts.agent.runner.streaming_channels = frozenset({"cli"})
         await ch.say("stream please", **OWNER)
         [reply] = await ch.wait_replies(1)
     assert all(r.get("stream") is True for r in fake_llm.requests)
@@ -265,16 +266,16 @@ async def test_estimate_is_an_upper_bound_and_skips_the_tokenizer_when_small(
     async with running(make_config()) as (gw, ch):
         await ch.say("héllo wörld 你好 " * 20, **OWNER)
         await ch.wait_replies(1)
-        session = await gw.sessions.get("cli:1")
-        ctx = gw.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
-        exact = PromptEstimator(gw.builder, gw.tools)  # no budget: always counts
-        bounded = PromptEstimator(gw.builder, gw.tools, budget=10**9)
-        tight = PromptEstimator(gw.builder, gw.tools, budget=10)
+        session = await gw.parts.sessions.get("cli:1")
+        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+        exact = PromptEstimator(gw.parts.builder, gw.parts.tools)  # no budget: always counts
+        bounded = PromptEstimator(gw.parts.builder, gw.parts.tools, budget=10**9)
+        tight = PromptEstimator(gw.parts.builder, gw.parts.tools, budget=10)
         precise = await exact.estimate(session, ctx)
         assert await bounded.estimate(session, ctx) >= precise
         assert await tight.estimate(session, ctx) == precise  # over the bound: the exact count
-        would_send = await gw.builder.build(session, ctx)
-        sent = tokens.count_messages(would_send) + tokens.count_tools(gw.tools.schemas(ctx))
+        would_send = await gw.parts.builder.build(session, ctx)
+        sent = tokens.count_messages(would_send) + tokens.count_tools(gw.parts.tools.schemas(ctx))
         assert abs(precise - sent) < 0.05 * sent  # the estimate tracks the real prompt
 
 
@@ -289,7 +290,7 @@ async def test_a_guest_chat_is_sized_without_the_owners_memory(
         await ch.wait_replies(1)
         await ch.say("again", sender_id="stranger")
         await ch.wait_replies(2)
-        await gw.consolidator.drain()
+        await gw.parts.consolidator.drain()
     # two turns, no summarisation call: the owner's big USER.md never counted against a guest chat
     assert len(fake_llm.requests) == 2
     assert not (workspace / "memory" / "history.jsonl").exists() or \

@@ -82,7 +82,7 @@ async def telegram_gateway(make_config: Callable[..., Config], workspace: Path,
                                "pollTimeoutS": 1, "watchdogS": 60}},
     )
     gw = build_gateway(config)
-    gw.channels["telegram"] = telegram_channel.create_channel(config, gw.bus, workspace=config.workspace)
+    gw.add_channel("telegram", telegram_channel.create_channel(config, gw.parts.bus, workspace=config.workspace))
     async with gw:
         await tg.wait_for("deleteWebhook")  # connected; polling from here on
         yield gw
@@ -111,7 +111,7 @@ async def test_owner_private_message_is_answered_by_the_llm_with_typing_first(
     assert fake_llm.last_user_text(request).endswith("what is my cat called?")
     system = system_text(request)
     assert "# Memory" in system and "Ann's cat is called Miso" in system
-    session = telegram_gateway.sessions.path_for(f"telegram:{OWNER}")
+    session = telegram_gateway.parts.sessions.path_for(f"telegram:{OWNER}")
     await until(lambda: "Your cat is **Miso**" in session.read_text())
 
 
@@ -153,8 +153,8 @@ async def test_unauthorised_sender_gets_the_refusal_and_no_llm_call(
     assert "owner's secrets" not in all_text(request)
     assert len(sends_to(tg, STRANGER)) == 1
     assert not any(c.params.get("chat_id") == str(STRANGER) for c in tg.calls_to("sendChatAction"))
-    assert not telegram_gateway.sessions.path_for(f"telegram:{STRANGER}").exists()
-    assert telegram_gateway.sessions.path_for(f"telegram:{OWNER}").exists()
+    assert not telegram_gateway.parts.sessions.path_for(f"telegram:{STRANGER}").exists()
+    assert telegram_gateway.parts.sessions.path_for(f"telegram:{OWNER}").exists()
 
 
 async def test_help_is_answered_without_the_llm(
@@ -190,7 +190,7 @@ async def test_a_10000_character_reply_arrives_in_valid_chunks_of_at_most_4096(
 
     await until(lambda: sum(len(html_to_plain(c.params["text"])) for c in sends_to(tg, OWNER))
                 >= len(text) - 200, timeout=FIRST_REPLY_TIMEOUT)
-    await telegram_gateway.bus.flush_outbound()
+    await telegram_gateway.parts.bus.flush_outbound()
     sends = sends_to(tg, OWNER)
     assert len(sends) >= 3
     assert all(len(c.params["text"]) <= 4096 for c in sends)
@@ -219,7 +219,7 @@ async def slack_api() -> AsyncIterator[FakeSlackAPI]:
 @asynccontextmanager
 async def slack_gateway(config: Config) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
     gw = build_gateway(config)
-    gw.channels["slack"] = slack_channel.create_channel(config, gw.bus, workspace=config.workspace)
+    gw.add_channel("slack", slack_channel.create_channel(config, gw.parts.bus, workspace=config.workspace))
     app = create_app(config, gateway=gw)  # mounts the channel's /slack/events route
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -272,10 +272,10 @@ async def test_slack_refuses_forged_requests_and_strangers_without_the_llm(
         await slack_api.wait_until(lambda: bool(slack_api.calls_to("chat.postMessage")))
         (refusal,) = slack_api.calls_to("chat.postMessage")
         assert refusal.params["channel"] == "D_EVE" and refusal.params["text"] == REFUSAL
-        assert gw.bus.inbound_depth == 0 and gw.agent.active_turns == 0
+        assert gw.parts.bus.inbound_depth == 0 and gw.parts.agent.active_turns == 0
         assert fake_llm.requests == []
-        assert not gw.sessions.path_for("slack:D_EVE").exists()
-        assert not gw.sessions.path_for("slack:D_OWNER").exists()
+        assert not gw.parts.sessions.path_for("slack:D_EVE").exists()
+        assert not gw.parts.sessions.path_for("slack:D_OWNER").exists()
 
 
 async def test_slack_signed_dm_is_answered_through_the_gateway(
@@ -294,9 +294,9 @@ async def test_slack_signed_dm_is_answered_through_the_gateway(
         (request,) = fake_llm.requests
         assert fake_llm.last_user_text(request).endswith("what is my cat called?")
         assert "# Memory" in system_text(request) and "Miso" in system_text(request)
-        session = gw.sessions.path_for("slack:D_OWNER")
+        session = gw.parts.sessions.path_for("slack:D_OWNER")
         await until(lambda: session.exists() and "Your cat is **Miso**" in session.read_text())
-        await gw.bus.flush_outbound()
+        await gw.parts.bus.flush_outbound()
 
         # ...and its answer must reach Slack, with the :eyes: reaction on while it ran.
         await slack_api.wait_until(lambda: bool(slack_api.calls_to("chat.postMessage")), timeout=3)

@@ -26,9 +26,9 @@ TASKS = "# Heartbeat tasks\n\n<!-- - not a task, a commented example -->\n- Chec
 @asynccontextmanager
 async def running(config: Any) -> AsyncIterator[tuple[Gateway, FakeChannel, SchedulerService]]:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
-    service = next(x for x in gw.extras if isinstance(x, SchedulerService))
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
+    service = gw.parts.scheduler
     async with gw:
         yield gw, channel, service
 
@@ -166,6 +166,6 @@ async def test_heartbeat_is_off_by_default(fake_llm: FakeLLMServer, make_config:
     write_heartbeat(workspace, TASKS)
     async with running(make_config()) as (gw, _, svc):
         assert "heartbeat off" in svc.status_line()
-        assert not gw.bus.has_route("heartbeat")
+        assert not gw.parts.bus.has_route("heartbeat")
         await asyncio.sleep(0.4)
     assert fake_llm.requests == []

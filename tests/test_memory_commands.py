@@ -17,15 +17,15 @@ OWNER = dict(sender_id="local")
 async def test_new_archives_before_clearing(fake_llm: FakeLLMServer, make_config: Callable,
                                             workspace: Path) -> None:
     gw = build_gateway(make_config())
-    ch = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = ch
+    ch = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", ch)
     fake_llm.queue(Reply("nice to meet you"), Reply("- The user's name is Ada"))
     async with gw:
         await ch.say("my name is Ada", **OWNER)
         await ch.wait_replies(1)
         await ch.say("/new", **OWNER)
         [_, reply] = await ch.wait_replies(2)
-        session = await gw.sessions.get("cli:1")
+        session = await gw.parts.sessions.get("cli:1")
     assert "2 message(s) went to memory" in reply.text
     history = [json.loads(x) for x in (workspace / "memory" / "history.jsonl").read_text().splitlines()]
     assert history[-1]["content"].startswith("- The user's name is Ada") and history[-1]["session_key"] == "cli:1"
@@ -36,8 +36,8 @@ async def test_new_archives_before_clearing(fake_llm: FakeLLMServer, make_config
 
 async def test_memory_forget_and_gating(fake_llm: FakeLLMServer, make_config: Callable, workspace: Path) -> None:
     gw = build_gateway(make_config(channels={"webhook": {"owners": ["boss"]}}))
-    ch = FakeChannel(gw.bus, name="webhook")
-    gw.channels["webhook"] = ch
+    ch = FakeChannel(gw.parts.bus, name="webhook")
+    gw.add_channel("webhook", ch)
     async with gw:
         (workspace / "USER.md").write_text("# User\n- lives in Lisbon\n- likes cats\n")
         await ch.say("/memory", sender_id="boss")
@@ -47,7 +47,7 @@ async def test_memory_forget_and_gating(fake_llm: FakeLLMServer, make_config: Ca
         await ch.say("/memory", sender_id="boss", chat_type="group", chat_id="g")
         await ch.wait_replies(5)
         replies = ch.replies(chat_id="1") + ch.replies(chat_id="g")
-        log = gw.git.log(5)
+        log = gw.parts.git.log(5)
     assert "lives in Lisbon" in replies[0].text and "likes cats" in replies[0].text
     assert "likes cats" in replies[1].text and replies[1].text.startswith("Forgot")
     assert "likes cats" not in replies[2].text and "Lisbon" in replies[2].text
@@ -60,11 +60,11 @@ async def test_memory_forget_and_gating(fake_llm: FakeLLMServer, make_config: Ca
 
 async def test_dream_log_and_restore(fake_llm: FakeLLMServer, make_config: Callable, workspace: Path) -> None:
     gw = build_gateway(make_config())
-    ch = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = ch
+    ch = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", ch)
     async with gw:
-        await gw.store.append_history("- The user now prefers green tea", session_key="cli:1")
-        gw.owner_sessions.add("cli:1")
+        await gw.parts.store.append_history("- The user now prefers green tea", session_key="cli:1")
+        gw.parts.owner_sessions.add("cli:1")
         user_before = (workspace / "USER.md").read_text()
         fake_llm.queue(
             Reply("[USER] prefers green tea"),
@@ -90,8 +90,8 @@ async def test_dream_log_and_restore(fake_llm: FakeLLMServer, make_config: Calla
 async def test_status_reports_tokens_used_by_the_session(fake_llm: FakeLLMServer, make_config: Callable,
                                                          workspace: Path) -> None:
     gw = build_gateway(make_config())
-    ch = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = ch
+    ch = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", ch)
     fake_llm.queue(Reply("hi", prompt_tokens=1234, completion_tokens=56, cached_tokens=1000))
     async with gw:
         await ch.say("hello", **OWNER)
@@ -108,11 +108,11 @@ async def test_forget_is_refused_while_dream_runs(
     fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
 ) -> None:
     gw = build_gateway(make_config())
-    ch = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = ch
+    ch = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", ch)
     async with gw:
         (workspace / "USER.md").write_text("# User\n- likes cats\n")
-        await gw.store.append_history("- something new", session_key="cli:1")
+        await gw.parts.store.append_history("- something new", session_key="cli:1")
         fake_llm.latency = 1.5
         fake_llm.queue(Reply("[SKIP]"))
         await ch.say("/dream", chat_id="1", **OWNER)

@@ -31,13 +31,13 @@ def write_session(workspace: Path, lines: list[dict[str, Any]]) -> Path:
 
 async def start_and_collect(config: Any, expected: int, settle: float = 0.3) -> FakeChannel:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
     async with gw:
         if expected:
             await channel.wait_replies(expected)
         await asyncio.sleep(settle)
-        await gw.agent.idle()
+        await gw.parts.agent.idle()
     return channel
 
 
@@ -86,9 +86,9 @@ async def test_inbox_replays_a_message_that_never_reached_its_session(
     assert lines.count("from the inbox") == 1
     # the same platform message delivered again is recognised as a duplicate
     gw = build_gateway(make_config())
-    gw.channels["cli"] = FakeChannel(gw.bus, name="cli")
+    gw.add_channel("cli", FakeChannel(gw.parts.bus, name="cli"))
     async with gw:
-        accepted = await gw.bus.publish_inbound(InboundMessage(
+        accepted = await gw.parts.bus.publish_inbound(InboundMessage(
             channel="cli", chat_id="1", sender_id="local", text="from the inbox", message_id="t-1"))
     assert accepted is False and len(fake_llm.requests) == 1
 
@@ -98,8 +98,8 @@ async def test_stop_cancels_the_turn_and_it_is_not_resumed(
 ) -> None:
     fake_llm.queue(Hang(10))
     gw = build_gateway(make_config(agents={"defaults": {"llmTimeoutS": 30}}))
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
     async with gw:
         await channel.say("think for a long time", sender_id="local")
         await fake_llm.wait_for_requests(1)
@@ -123,8 +123,8 @@ async def test_shutdown_grace_cuts_a_turn_which_resumes_next_start(
     config = make_config(agents={"defaults": {"llmTimeoutS": 30}}, gateway={"shutdownGraceS": 0.2})
     fake_llm.queue(Hang(5), Reply("after restart"))
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
     async with gw:
         await channel.say("slow one", sender_id="local")
         await fake_llm.wait_for_requests(1)
@@ -142,8 +142,8 @@ async def test_tool_results_survive_a_crash_mid_turn(
     config = make_config(agents={"defaults": {"llmTimeoutS": 30}}, gateway={"shutdownGraceS": 0})
     fake_llm.queue(ToolCalls([("read_file", {"path": "a.txt"})]), Hang(5), Reply("it says alpha"))
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
     async with gw:
         await channel.say("read a.txt", sender_id="local")
         await fake_llm.wait_for_requests(2)
@@ -194,9 +194,9 @@ async def test_a_channel_that_fails_to_start_does_not_stop_the_others(
             raise RuntimeError("the platform refused the token")
 
     gw = build_gateway(make_config())
-    good = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = good
-    gw.channels["telegram"] = Broken(gw.bus, name="telegram")
+    good = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", good)
+    gw.add_channel("telegram", Broken(gw.parts.bus, name="telegram"))
     fake_llm.queue(Reply("still here"))
     async with gw:
         await good.say("anyone?", sender_id="local")

@@ -34,9 +34,9 @@ TZ = "Europe/Berlin"
 async def running(config: Any, *, setup: Callable[[SchedulerService], None] | None = None,
                   ) -> AsyncIterator[tuple[Gateway, FakeChannel, SchedulerService]]:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
-    service = next(x for x in gw.extras if isinstance(x, SchedulerService))
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
+    service = gw.parts.scheduler
     if setup is not None:
         setup(service)
     async with gw:
@@ -44,12 +44,12 @@ async def running(config: Any, *, setup: Callable[[SchedulerService], None] | No
 
 
 def ctx_for(gw: Gateway, chat_id: str = "1", sender_id: str = "local") -> TurnContext:
-    return gw.agent.context_for(InboundMessage(channel="cli", chat_id=chat_id, sender_id=sender_id,
+    return gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id=chat_id, sender_id=sender_id,
                                                text="", message_id="m1"))
 
 
 async def cron(gw: Gateway, chat_id: str = "1", **arguments: Any) -> str:
-    return await gw.tools.execute(ctx_for(gw, chat_id), "cron", arguments)
+    return await gw.parts.tools.execute(ctx_for(gw, chat_id), "cron", arguments)
 
 
 def texts(channel: FakeChannel, chat_id: str | None = None) -> list[str]:

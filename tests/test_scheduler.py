@@ -35,10 +35,10 @@ async def running(config: Any, *, history: list[str] = ()  # type: ignore[assign
                   ) -> AsyncIterator[tuple[Gateway, FakeChannel, SchedulerService]]:
     gw = build_gateway(config)
     for line in history:
-        await gw.store.append_history(line, session_key="cli:1")
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
-    service = next(x for x in gw.extras if isinstance(x, SchedulerService))
+        await gw.parts.store.append_history(line, session_key="cli:1")
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
+    service = gw.parts.scheduler
     async with gw:
         yield gw, channel, service
 
@@ -72,7 +72,7 @@ async def test_dream_runs_on_schedule_and_then_skips_without_llm_calls(
         assert service.next_dream() is not None
         await fake_llm.wait_for_requests(1, timeout=60)
         await wait_for(lambda: "entries #1–#2" in job_state(workspace).get("last_result", ""))
-        assert gw.store.dream_cursor() == 2
+        assert gw.parts.store.dream_cursor() == 2
         first_run = job_state(workspace)["last_run"]
         # The following runs find nothing after .dream_cursor: they run, cheaply.
         await wait_for(lambda: job_state(workspace).get("last_run") != first_run)
@@ -92,11 +92,11 @@ async def test_scheduled_dream_and_dream_command_never_run_together(
         async with running(dream_config(make_config, intervalH=FAST),
                            history=["- Ana drinks tea"]) as (gw, ch, _):
             await fake_llm.wait_for_requests(1, timeout=60)
-            assert gw.dream.running
+            assert gw.parts.dream.running
             await ch.say("/dream", **OWNER)
             [reply] = await ch.wait_replies(1)
             assert reply.text == "Dream is already running; try again in a minute."  # type: ignore[union-attr]
-            await wait_for(lambda: not gw.dream.running)
+            await wait_for(lambda: not gw.parts.dream.running)
             await asyncio.sleep(0.5)
     assert len(fake_llm.requests) == 1  # one run; the overlapping ticks were skipped, not queued
     assert "skipped a run: the previous run is still going" in caplog.text
@@ -132,7 +132,7 @@ async def test_an_overdue_dream_runs_soon_after_start(
         first = svc.next_dream()
         assert first is not None and first - datetime.now(UTC) < timedelta(seconds=1)
         await fake_llm.wait_for_requests(1, timeout=60)
-        await wait_for(lambda: gw.store.dream_cursor() == 1)
+        await wait_for(lambda: gw.parts.store.dream_cursor() == 1)
         await wait_for(lambda: "entries #1–#1" in job_state(workspace).get("last_result", ""))
         following = svc.next_dream()
     assert following is not None and following - first == timedelta(hours=2)
@@ -176,11 +176,11 @@ async def test_a_slow_dream_never_delays_a_reminder(
     async with running(dream_config(make_config, intervalH=FAST), history=["- x"]) as (gw, ch, svc):
         await fake_llm.wait_for_requests(1, timeout=60)
         at = (datetime.now(UTC) + timedelta(seconds=0.5)).isoformat()
-        ctx = gw.agent.context_for(InboundMessage(
+        ctx = gw.parts.agent.context_for(InboundMessage(
             channel="cli", chat_id="1", sender_id="local", text=""))
-        assert (await gw.tools.execute(ctx, "cron", {"action": "add", "at": at, "text": "tea"})).startswith("Reminder")
+        assert (await gw.parts.tools.execute(ctx, "cron", {"action": "add", "at": at, "text": "tea"})).startswith("Reminder")
         await ch.wait_replies(1, timeout=60)
-        assert gw.dream.running  # the reminder came while the Dream was still thinking
+        assert gw.parts.dream.running  # the reminder came while the Dream was still thinking
         assert ch.replies()[0].text == "⏰ Reminder: tea"  # type: ignore[union-attr]
 
 
@@ -193,7 +193,7 @@ async def test_a_failing_llm_inside_a_scheduled_dream_is_recorded_and_the_schedu
     fake_llm.queue(Fail(500, "upstream exploded"))
     async with running(dream_config(make_config, intervalH=FAST), history=["- x"]) as (gw, _, svc):
         await wait_for(lambda: "(error:" in job_state(workspace).get("last_result", ""))
-        assert gw.store.dream_cursor() == 1  # a bad batch is not retried forever
+        assert gw.parts.store.dream_cursor() == 1  # a bad batch is not retried forever
         assert svc.running and svc.next_dream() is not None
 
 
@@ -205,8 +205,8 @@ async def test_a_damaged_reminders_file_does_not_stop_the_scheduler(
     with caplog.at_level(logging.ERROR, logger="scheduler"):
         async with running(make_config()) as (gw, _, svc):
             assert svc.running and svc.next_dream() is not None
-            ctx = gw.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
-            result = await gw.tools.execute(ctx, "cron", {"action": "list"})
+            ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+            result = await gw.parts.tools.execute(ctx, "cron", {"action": "list"})
     assert "could not load reminders" in caplog.text
     assert result.startswith("Error: cron failed: DatabaseError")
 
@@ -246,11 +246,11 @@ async def test_a_bad_timezone_is_a_clear_error(make_config: Callable) -> None:
 
 async def test_terminal_agent_runs_no_dream_or_heartbeat(make_config: Callable) -> None:
     config = make_config(agents={"defaults": {"heartbeat": {"enabled": True}}})
-    gw = build_gateway(config, inbox_name="inbox.cli.jsonl")
-    svc = next(x for x in gw.extras if isinstance(x, SchedulerService))
+    gw = build_gateway(config, "agent")
+    svc = gw.parts.scheduler
     async with gw:
         assert svc.running and svc.next_dream() is None
-        assert not gw.bus.has_route("heartbeat")
+        assert not gw.parts.bus.has_route("heartbeat")
     assert not svc.running
 
 
@@ -261,9 +261,9 @@ async def test_lucid_jobs_lists_jobs_and_reminders(fake_llm: FakeLLMServer, make
                                                     workspace: Path, tmp_path: Path) -> None:
     fake_llm.queue(Reply("[SKIP]"))
     async with running(dream_config(make_config, intervalH=FAST), history=["- x"]) as (gw, ch, svc):
-        ctx = gw.agent.context_for(InboundMessage(
+        ctx = gw.parts.agent.context_for(InboundMessage(
             channel="cli", chat_id="9", sender_id="local", text=""))
-        await gw.tools.execute(ctx, "cron", {"action": "add", "cron": "0 8 * * *", "text": "vitamins"})
+        await gw.parts.tools.execute(ctx, "cron", {"action": "add", "cron": "0 8 * * *", "text": "vitamins"})
         await wait_for(lambda: "entries #1" in job_state(workspace).get("last_result", ""))
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}}}))

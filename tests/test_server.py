@@ -170,7 +170,7 @@ async def test_every_documented_response_of_post_messages_is_real(wh_config, fak
         await post(413, {"text": "x" * 5000})
         r = await client.post("/v1/messages", json=body(), headers={"Authorization": "Bearer nope"})
         seen[str(r.status_code)] = r.json()
-        server.state.gateway.bus.close_intake()
+        server.state.gateway.parts.bus.close_intake()
         await post(503, body(sender="late"))
     responses = spec["paths"]["/v1/messages"]["post"]["responses"]
     assert set(seen) == set(responses), (sorted(seen), sorted(responses))
@@ -356,24 +356,11 @@ async def test_a_channel_that_cannot_start_is_disabled_and_the_rest_serve(wh_con
     config = wh_config()
     gateway = build_gateway(config)
     broken = BrokenChannel()
-    gateway.channels["broken"] = broken
+    gateway.add_channel("broken", broken)
     async with GatewayServer(config, app=create_app(config, gateway=gateway), access_log=False) as server:
         async with httpx.AsyncClient(base_url=server.url) as client:
             assert (await client.get("/healthz")).status_code == 200
     assert broken.stopped and gateway.failed_channels == {"broken": "cannot connect"}
-
-
-class BrokenExtra:
-    """A part the gateway cannot run without (the scheduler, say) failing to start."""
-
-    def __init__(self, channel: BrokenChannel) -> None:
-        self.channel = channel
-
-    async def start(self) -> None:
-        raise RuntimeError("cannot start")
-
-    async def stop(self) -> None:
-        return None
 
 
 async def test_startup_failure_exits_1_and_stops_what_started(wh_config, fake_llm, caplog):
@@ -381,11 +368,15 @@ async def test_startup_failure_exits_1_and_stops_what_started(wh_config, fake_ll
     gateway = build_gateway(config)
     broken = BrokenChannel()
     broken.start = _ok  # type: ignore[method-assign]
-    gateway.channels["broken"] = broken
-    gateway.extras.append(BrokenExtra(broken))
+    gateway.add_channel("broken", broken)
+
+    async def scheduler_fails() -> None:  # a part the gateway cannot run without
+        raise RuntimeError("cannot start")
+
+    gateway.parts.scheduler.start = scheduler_fails  # type: ignore[method-assign]
     server = GatewayServer(config, app=create_app(config, gateway=gateway), access_log=False)
     assert await asyncio.wait_for(server.serve(), 20) == 1
-    assert broken.stopped and not gateway.bus.accepting
+    assert broken.stopped and not gateway.parts.bus.accepting
     assert server.sock.fileno() == -1  # the socket is closed
     with pytest.raises(httpx.ConnectError):
         async with httpx.AsyncClient() as client:

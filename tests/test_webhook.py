@@ -173,7 +173,7 @@ async def test_wait_timeout_without_callback_still_persists_the_answer(wh_config
         r = await client.post("/v1/messages", json=body("no callback"))
         assert r.status_code == 504
         assert "GET /v1/sessions/webhook:c1" in r.json()["detail"]
-        await server.state.gateway.agent.idle()
+        await server.state.gateway.parts.agent.idle()
         detail = (await client.get("/v1/sessions/webhook:c1")).json()
     assert [m["role"] for m in detail["messages"]] == ["user", "assistant"]
     assert detail["pending"] is False
@@ -185,7 +185,7 @@ async def test_client_disconnect_mid_wait_turn_completes_and_calls_back(wh_confi
         with pytest.raises(httpx.ReadTimeout):
             await client.post("/v1/messages", json=body("bye", callback_url=sink.url), timeout=0.3)
         await sink.wait_for(1)
-        await server.state.gateway.agent.idle()
+        await server.state.gateway.parts.agent.idle()
     assert sink.payload(0)["reply"].endswith("bye")
     roles = [m["role"] for m in transcript(workspace, "webhook:c1")]
     assert roles == ["user", "assistant"]
@@ -353,7 +353,7 @@ async def test_callback_needs_a_callback_secret(wh_config, fake_llm):
 async def test_503_when_the_bus_is_closed(wh_config, fake_llm):
     async with serving(wh_config()) as (server, client):
         assert (await client.post("/v1/messages", json=body("before"))).status_code == 200
-        server.state.gateway.bus.close_intake()
+        server.state.gateway.parts.bus.close_intake()
         r = await client.post("/v1/messages", json=body(idempotency_key="k1"))
         assert r.status_code == 503 and "shutting down" in r.json()["detail"]
         r = await client.delete("/v1/sessions/webhook:c1")
@@ -520,7 +520,7 @@ async def test_sessions_api_lists_reads_and_resets(wh_config, fake_llm, workspac
     async with serving(wh_config()) as (server, client):
         await client.post("/v1/messages", json=body("one", chat="alpha"))
         await client.post("/v1/messages", json=body("two", chat="beta"))
-        await server.state.gateway.sessions.get("telegram:42", origin={"channel": "telegram", "chat_id": "42"})
+        await server.state.gateway.parts.sessions.get("telegram:42", origin={"channel": "telegram", "chat_id": "42"})
         listed = (await client.get("/v1/sessions")).json()["sessions"]
         assert {s["key"] for s in listed} == {"webhook:alpha", "webhook:beta"}
         assert {s["chat_id"] for s in listed} == {"alpha", "beta"}
@@ -603,7 +603,7 @@ async def test_200_concurrent_requests_across_50_sessions(wh_config, fake_llm, w
         *results, probes = await asyncio.gather(*jobs, health_probes())
         assert all(code in (200, 202) for codes in results for code in codes)
         assert max(probes) < 1.5, probes
-        await server.state.gateway.agent.idle()
+        await server.state.gateway.parts.agent.idle()
     assert len(fake_llm.requests) == 200
     for i in range(50):
         messages = transcript(workspace, f"webhook:s{i}")

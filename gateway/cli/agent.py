@@ -78,9 +78,9 @@ async def _agent_main(config: Config, message: str | None) -> int:
         err_console.print(f"{exc}\n(if a gateway is starting up, try again in a few seconds)")
         return 1
     try:
-        gw = build_gateway(config, inbox_name="inbox.cli.jsonl")
-        cli = CliChannel(gw.bus, on_unsolicited=_print_unsolicited)
-        gw.channels["cli"] = cli
+        gw = build_gateway(config, "agent", on_unsolicited=_print_unsolicited)
+        cli = gw.channel("cli")
+        assert isinstance(cli, CliChannel)
         async with gw:
             return await _converse(cli.ask, message, "lucid")
     finally:

@@ -45,11 +45,11 @@ def dream(
     async def run() -> int:
         from gateway.app import build_gateway
 
-        gw = build_gateway(config, inbox_name="inbox.cli.jsonl")
-        await asyncio.to_thread(gw.git.init)
+        parts = build_gateway(config, "tool").parts
+        await asyncio.to_thread(parts.git.init)
         with console.status("dreaming…", spinner="dots"):
             try:
-                report = await gw.dream.run(dry_run=dry_run, from_cursor=from_cursor)
+                report = await parts.dream.run(dry_run=dry_run, from_cursor=from_cursor)
             except DreamBusy:
                 err_console.print("Dream is already running (in the gateway?); try again later.")
                 return 1
