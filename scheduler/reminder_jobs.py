@@ -27,7 +27,7 @@ from channels.bus import MessageBus
 from channels.messages import OutboundText, Target
 from scheduler.errors import ReminderError
 from scheduler.reminders import Reminder, ReminderStore
-from scheduler.triggers import (WallClockCronTrigger, build_trigger, check_every, format_time,
+from scheduler.triggers import (CrontabTrigger, build_trigger, check_every, format_time,
                                 parse_at)
 
 logger = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class ReminderJobs:
         elif every is not None:
             kind, spec = "every", str(check_every(int(every), self.min_every_s))
         else:
-            kind, spec = "cron", WallClockCronTrigger(str(cron), self.tz).expression
+            kind, spec = "cron", CrontabTrigger(str(cron), self.tz).expression
         if await asyncio.to_thread(self.store.count_active, session_key) >= MAX_PER_CHAT:
             raise ReminderError(f"this chat already has {MAX_PER_CHAT} reminders; remove some first")
         reminder = await asyncio.to_thread(

@@ -6,17 +6,19 @@ Three kinds, stored as ``(kind, spec)`` text in SQLite so a restart can rebuild 
 * ``every`` — a period in seconds, on a grid anchored at creation (restarts don't drift it).
 * ``cron``  — a standard 5-field crontab expression in the configured timezone.
 
-Two traps of APScheduler 3.x are handled here rather than left to surprise users:
+Cron expressions are evaluated by ``cronsim``, which follows Debian's cron: 0 (and 7) is
+Sunday, a day-of-month and a weekday both restricted means either matches, and ``L`` (last
+day of the month) and ``MON#2`` (second Monday) work. ``CrontabTrigger`` wraps it for
+APScheduler, whose own ``CronTrigger`` numbers weekdays from Monday and can return the same
+or an earlier time across a DST fall-back (agronholm/apscheduler#1021). Around DST:
 
-1. ``CronTrigger.from_crontab`` numbers weekdays from Monday (0 = Monday), while every
-   crontab the user has ever seen counts from Sunday (0 = Sunday, ``1-5`` = Mon–Fri).
-   The weekday field is translated to explicit day names.
-2. Its ``CronTrigger`` can return the same or an earlier time across a DST fall-back with
-   ``zoneinfo`` timezones (agronholm/apscheduler#1021), which makes the scheduler loop forever
-   or fire a job again and again. ``WallClockCronTrigger`` matches the expression on plain
-   wall-clock time and maps the result to real time itself, so fire times only move forward:
-   a wall-clock time that happens twice fires once, one skipped by spring-forward fires
-   right after the jump.
+* the repeated autumn hour: a job at a fixed time (``30 2 * * *``) fires once, in the
+  first pass; a job whose hour is a wildcard (``*/30 * * * *``) keeps its real-time rhythm
+  and fires in both passes;
+* the skipped spring hour: a job whose time does not exist that day fires right after the
+  jump (``30 2 * * *`` fires at 03:00).
+
+Fire times only move forward: never at or before the previous one, never before "now".
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
 
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
+from cronsim import CronSim, CronSimError
 
 from scheduler.errors import ReminderError
 
@@ -35,8 +37,7 @@ Kind = Literal["at", "every", "cron"]
 
 MAX_AHEAD = timedelta(days=3660)  # ten years: further is almost surely a typo
 MAX_EVERY_S = 366 * 24 * 3600
-_MAX_STEPS = 5000  # bound on wall-clock candidates examined for one fire time
-_WEEKDAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab order: 0 = Sunday
+_MAX_STEPS = 1000  # bound on candidates examined for one fire time
 _CRON_HELP = ("use 5 fields: minute hour day-of-month month day-of-week, e.g. '0 9 * * 1-5' "
               "for 09:00 on weekdays")
 
@@ -104,93 +105,51 @@ def build_trigger(kind: str, spec: str, tz: tzinfo, created_at: datetime) -> Bas
         # Absolute time (UTC) so DST never stretches or shrinks a period.
         return IntervalTrigger(seconds=int(spec), start_date=created_at + period, timezone=UTC)
     if kind == "cron":
-        return WallClockCronTrigger(spec, tz)
+        return CrontabTrigger(spec, tz)
     raise ReminderError(f"unknown reminder kind {kind!r}")
 
 
-def _weekday(text: str) -> int:
-    if text.isdigit() and 0 <= int(text) <= 7:
-        return int(text)
-    if text[:3] in _WEEKDAYS and len(text) == 3:
-        return _WEEKDAYS.index(text)
-    raise ValueError(f"{text!r} is not a weekday (0-7 or sun-sat; 0 and 7 are Sunday)")
+class CrontabTrigger(BaseTrigger):
+    """A crontab expression in ``tz``, evaluated by cronsim; fire times only move forward."""
 
-
-def crontab_weekdays(field: str) -> str:
-    """A crontab day-of-week field as APScheduler day names (crontab counts from Sunday)."""
-    if field == "*":
-        return "*"
-    days: set[int] = set()
-    for part in field.lower().split(","):
-        base, slash, step_text = part.partition("/")
-        if slash and not (step_text.isdigit() and int(step_text) >= 1):
-            raise ValueError(f"bad step in {part!r}")
-        step = int(step_text) if slash else 1
-        if base == "*":
-            low, high = 0, 6
-        elif "-" in base:
-            first, last = base.split("-", 1)
-            low, high = _weekday(first), _weekday(last)
-        else:
-            low = _weekday(base)
-            high = 6 if slash else low
-        if low > high:
-            raise ValueError(f"range {part!r} runs backwards")
-        days.update(day % 7 for day in range(low, high + 1, step))
-    if len(days) == 7:
-        return "*"
-    return ",".join(_WEEKDAYS[d] for d in sorted(days))
-
-
-class WallClockCronTrigger(BaseTrigger):
-    """A crontab expression evaluated on wall-clock time in ``tz``; fire times never repeat."""
-
-    __slots__ = ("expression", "timezone", "_floating")
+    __slots__ = ("expression", "timezone")
 
     def __init__(self, expression: str, tz: tzinfo) -> None:
         fields = expression.split()
         if len(fields) != 5:
             raise ReminderError(f"invalid cron expression {expression!r}: {len(fields)} field(s); {_CRON_HELP}")
-        minute, hour, day, month, weekday = fields
-        if day != "*" and weekday != "*":
-            raise ReminderError(
-                f"cron expression {expression!r} restricts both the day of the month and the "
-                "weekday, which crontab and this scheduler read differently; set one of them "
-                "to '*' (use two reminders if you need both)")
-        try:
-            # "Floating" time: wall-clock values computed as if they were UTC, so no DST
-            # arithmetic happens inside APScheduler's field search.
-            self._floating = CronTrigger(minute=minute, hour=hour, day=day, month=month,
-                                         day_of_week=crontab_weekdays(weekday), timezone=UTC)
-        except ValueError as exc:
-            raise ReminderError(f"invalid cron expression {expression!r}: {exc}; {_CRON_HELP}") from None
         self.expression = " ".join(fields)
         self.timezone = tz
+        try:
+            CronSim(self.expression, datetime.now(tz))
+        except CronSimError as exc:
+            raise ReminderError(f"invalid cron expression {expression!r}: {exc}; {_CRON_HELP}") from None
         if self.get_next_fire_time(None, datetime.now(UTC)) is None:
             raise ReminderError(f"cron expression {expression!r} never fires (no such date)")
 
     def get_next_fire_time(self, previous_fire_time: datetime | None,
                            now: datetime) -> datetime | None:
         """The first fire time after ``previous_fire_time`` (or at/after ``now`` without one)."""
-        reference = previous_fire_time if previous_fire_time is not None else now
-        wall = reference.astimezone(self.timezone).replace(tzinfo=None, fold=0)
-        probe = wall + timedelta(microseconds=1) if previous_fire_time is not None else wall
+        if previous_fire_time is not None:
+            after = previous_fire_time.timestamp()
+            start = previous_fire_time.astimezone(self.timezone)
+        else:
+            # cronsim yields times strictly after its start; a microsecond back keeps "now" itself.
+            after = now.timestamp() - 1e-6
+            start = now.astimezone(self.timezone) - timedelta(microseconds=1)
+        candidates = CronSim(self.expression, start)
         for _ in range(_MAX_STEPS):
-            floating = self._floating.get_next_fire_time(None, probe.replace(tzinfo=UTC))
-            if floating is None:
+            try:
+                fire = next(candidates)
+            except StopIteration:  # nothing within cronsim's 50-year horizon
                 return None
-            local = floating.replace(tzinfo=self.timezone)  # fold=0: the first of a repeated hour
             # Timestamps, not datetimes: aware datetimes sharing a tzinfo compare by wall time.
-            late_enough = (local.timestamp() > previous_fire_time.timestamp()
-                           if previous_fire_time is not None
-                           else local.timestamp() >= now.timestamp())
-            if late_enough:
-                return normalize(local, self.timezone)
-            probe = floating.replace(tzinfo=None) + timedelta(seconds=1)
+            if fire.timestamp() > after:
+                return normalize(fire, self.timezone)
         return None
 
     def __str__(self) -> str:
         return f"cron[{self.expression} {self.timezone}]"
 
     def __repr__(self) -> str:
-        return f"<WallClockCronTrigger ({self.expression!r}, timezone='{self.timezone}')>"
+        return f"<CrontabTrigger ({self.expression!r}, timezone='{self.timezone}')>"
