@@ -81,22 +81,46 @@ def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
             continue
         parts = [p for p in var[len(ENV_PREFIX) :].split("__") if p]
         if parts:
-            _set_path(raw, Config, parts, _parse_env_value(value))
+            _set_path(raw, Config, parts, value)
 
 
-def _parse_env_value(value: str) -> Any:
+def _decode_env_value(value: str, model: type[BaseModel] | None, key: str) -> Any:
+    """JSON only where the field holds a list, a mapping or a whole section.
+
+    Everything else stays the text it was: pydantic turns "32000" into an int and "true"
+    into a bool where the field wants one, and a secret of digits stays a string.
+    """
+    if not _wants_json(model, key):
+        return value
     try:
         return json.loads(value)
     except json.JSONDecodeError:
         return value
 
 
-def _set_path(raw: dict[str, Any], model: type[BaseModel] | None, parts: list[str], value: Any) -> None:
+def _wants_json(model: type[BaseModel] | None, key: str) -> bool:
+    if model is None:
+        return False
+    wanted = _normalise(key)
+    for name, field in model.model_fields.items():
+        if _normalise(name) != wanted and _normalise(field.alias or "") != wanted:
+            continue
+        annotation = field.annotation
+        for candidate in (annotation, *getattr(annotation, "__args__", ())):
+            origin = getattr(candidate, "__origin__", candidate)
+            if origin in (list, dict, set, tuple, frozenset):
+                return True
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                return True
+    return False
+
+
+def _set_path(raw: dict[str, Any], model: type[BaseModel] | None, parts: list[str], value: str) -> None:
     """Set ``value`` at ``parts`` in ``raw``, mapping each part to the canonical key name."""
     key, rest = parts[0], parts[1:]
     canonical, sub_model = _match_field(model, key, raw)
     if not rest:
-        raw[canonical] = value
+        raw[canonical] = _decode_env_value(value, model, key)
         return
     child = raw.get(canonical)
     if not isinstance(child, dict):

@@ -61,6 +61,25 @@ def test_environment_overrides_any_key(tmp_path: Path) -> None:
     assert cfg.agent.dream.enabled is False
 
 
+def test_environment_values_are_json_only_for_lists_and_mappings(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.json", {})
+    env = {
+        "LUCIDGATE_PROVIDERS__OPENAI__API_KEY": "12345678",  # digits: still a secret string
+        "LUCIDGATE_CHANNELS__TELEGRAM__TOKEN": "true",
+        "LUCIDGATE_CHANNELS__WEBHOOK__OWNERS": '["42"]',
+        "LUCIDGATE_PROVIDERS__OPENAI__EXTRA_HEADERS": '{"X-Team": "7"}',
+        "LUCIDGATE_AGENTS__DEFAULTS__MAX_TOOL_ITERATIONS": "12",
+        "LUCIDGATE_AGENTS__DEFAULTS__MODEL": "null",
+    }
+    cfg = load_config(path, environ=env)
+    assert cfg.providers.openai.api_key.get_secret_value() == "12345678"
+    assert cfg.channels.telegram.token.get_secret_value() == "true"
+    assert cfg.channels.webhook.owners == ["42"]
+    assert cfg.providers.openai.extra_headers == {"X-Team": "7"}
+    assert cfg.agent.max_tool_iterations == 12
+    assert cfg.agent.model == "null"
+
+
 def test_unknown_key_names_the_key(tmp_path: Path) -> None:
     path = write(tmp_path / "c.json", {"agents": {"defaults": {"contextWindowTokenz": 1}}})
     with pytest.raises(ConfigError) as exc:
