@@ -93,3 +93,16 @@ async def test_files_the_cli_creates_are_private(tmp_path: Path) -> None:
     workspace = tmp_path / ".lucidgate" / "workspace"
     for path in [workspace, workspace / "SOUL.md", workspace / "memory" / "MEMORY.md", workspace / "sessions"]:
         assert path.stat().st_mode & 0o077 == 0, path
+
+
+async def test_version_and_help_screens(tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    code, out, _ = await lucid("--version", home=tmp_path)
+    assert code == 0 and out.strip() == f"lucidgate {version('lucidgate')}"
+    for args in (["--help"], ["agent", "--help"], ["gateway", "--help"], ["memory", "--help"]):
+        code, out, err = await lucid(*args, home=tmp_path)
+        assert code == 0, err
+        assert "Usage: lucid" in out and "<bool>" not in out
+    code, out, _ = await lucid("--help", home=tmp_path)
+    assert all(name in out for name in ("onboard", "agent", "status", "gateway", "jobs", "memory", "pairing"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Annotated
 
 import typer
 
@@ -22,7 +23,10 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Plain help: flags without type noise, paragraphs wrapped to the terminal.
+        rich_markup_mode=None,
     )
+    app.callback()(_root)
     onboard.register(app)
     agent.register(app)
     status.register(app)
@@ -31,6 +35,21 @@ def build_app() -> typer.Typer:
     jobs.register(app)
     pairing.register(app)
     return app
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"lucidgate {version('lucidgate')}")
+        raise typer.Exit(0)
+
+
+def _root(
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit.")] = False,
+) -> None:
+    """lucidgate — a self-hosted personal AI assistant that remembers."""
 
 
 def main() -> None:
