@@ -61,7 +61,7 @@ def main() -> None:
     # process creates is readable by its own user only.
     os.umask(0o077)
     try:
-        build_app()()
+        build_app()(prog_name="lucid")
     except KeyboardInterrupt:
         _fast_exit(130)
     except SystemExit as exc:
