@@ -105,7 +105,9 @@ class AgentLoop:
     async def idle(self) -> None:
         """Wait until no session has queued or running work (tests, benchmarks, CLI)."""
         while self._workers:
-            await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+            # wait, not gather: cancelling the waiter (a drain's grace period running out) must
+            # leave the turns running, to be counted and stopped by ``stop``.
+            await asyncio.wait(list(self._workers.values()))
 
     # -- intake ----------------------------------------------------------------------------
     async def _consume(self) -> None:

@@ -42,7 +42,7 @@ class FakeChannel:
             chat_type=chat_type, message_id=message_id))  # type: ignore[arg-type]
         return message_id
 
-    async def wait_replies(self, count: int, timeout: float = 10.0) -> list[OutboundMessage]:
+    async def wait_replies(self, count: int, timeout: float = 60.0) -> list[OutboundMessage]:
         async def until() -> None:
             while self.reply_count < count:
                 self._changed.clear()

@@ -173,7 +173,7 @@ class FakeLLMServer:
     def _echo(self, request: dict[str, Any]) -> Scripted:
         return Reply(f"echo: {self.last_user_text(request)}")
 
-    async def wait_for_requests(self, count: int, timeout: float = 5.0) -> None:
+    async def wait_for_requests(self, count: int, timeout: float = 60.0) -> None:
         """Wait until ``count`` requests have arrived (only on the server's own loop)."""
         if self._arrived is None:
             raise RuntimeError("FakeLLMServer is not started")

@@ -130,7 +130,7 @@ class FakeSlackAPI:
             "url_private_download": f"{self.root}{path}",
         }
 
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
         """Wait until ``predicate()`` holds; re-checked after every call or frame."""
         assert self._changed is not None, "FakeSlackAPI is not started"
         async with self._changed:

@@ -197,7 +197,7 @@ class FakeTelegramAPI:
     def calls_to(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
 
-    async def wait_for(self, method: str, count: int = 1, timeout: float = 5.0) -> list[Call]:
+    async def wait_for(self, method: str, count: int = 1, timeout: float = 60.0) -> list[Call]:
         """Wait until ``count`` calls to ``method`` have been recorded."""
         async def reached() -> None:
             while len(self.calls_to(method)) < count:
