@@ -98,7 +98,9 @@ def register_builtin_commands(gw: GatewayParts) -> None:
             return "Dream is updating memory right now; try /forget again in a minute."
         if not removed:
             return f"Nothing in memory mentions {args.strip()!r}."
-        return "Forgot:\n" + "\n".join(f"- {line}" for line in removed)
+        # The removed lines are usually bullets already; show each as one bullet, never "- - …".
+        return "Forgot:\n" + "\n".join(f"- {line.strip().removeprefix('- ').removeprefix('* ')}"
+                                        for line in removed)
 
     add(Command("help", "list commands", help_))
     add(Command("new", "archive this conversation to memory and start fresh", new))

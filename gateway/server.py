@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
@@ -93,8 +94,11 @@ class SessionsOnDisk:
                 if header is None or not str(header["key"]).startswith(prefix):
                     continue
                 key = str(header["key"])
+                # The header is rewritten rarely (append-only log); the file's mtime is the
+                # time of the last message.
+                updated = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="milliseconds")
                 found.append({"key": key, "chat_id": key[len(prefix):],
-                              "created_at": header.get("created_at"), "updated_at": header.get("updated_at")})
+                              "created_at": header.get("created_at"), "updated_at": updated})
             found.sort(key=lambda s: s.get("updated_at") or "", reverse=True)
             return found[:limit]
 

@@ -8,6 +8,7 @@ import collections
 import hashlib
 import hmac
 import json
+import os
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -524,6 +525,14 @@ async def test_sessions_api_lists_reads_and_resets(wh_config, fake_llm, workspac
         listed = (await client.get("/v1/sessions")).json()["sessions"]
         assert {s["key"] for s in listed} == {"webhook:alpha", "webhook:beta"}
         assert {s["chat_id"] for s in listed} == {"alpha", "beta"}
+        # updated_at follows the last message, not the header written at creation.
+        alpha_file = workspace / "sessions" / "webhook_alpha.jsonl"
+        os.utime(alpha_file, (1_700_000_000, 1_700_000_000))
+        stale = {s["key"]: s["updated_at"] for s in (await client.get("/v1/sessions")).json()["sessions"]}
+        assert stale["webhook:alpha"].startswith("2023-11-14")
+        await client.post("/v1/messages", json=body("three", chat="alpha"))
+        fresh = (await client.get("/v1/sessions")).json()["sessions"]
+        assert fresh[0]["key"] == "webhook:alpha" and fresh[0]["updated_at"] > stale["webhook:beta"]
 
         detail = (await client.get("/v1/sessions/webhook:alpha")).json()
         assert [m["content"] for m in detail["messages"]][0] == "one" and not detail["pending"]

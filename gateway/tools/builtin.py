@@ -1,4 +1,7 @@
-"""The six built-in tools, configured from ``config.tools`` (DESIGN §8, §10)."""
+"""The file, search and shell tools, configured from ``config.tools`` (DESIGN §8, §10).
+
+The composition root adds the tools that need running parts (``message``, ``cron``, …).
+"""
 
 from __future__ import annotations
 
