@@ -52,13 +52,16 @@ class CliChannel:
         else:
             logger.info("terminal message with nobody waiting: %s", msg.text[:200])
 
-    async def ask(self, text: str) -> tuple[bool, str]:
-        """Send ``text`` as the local owner; return (ok, reply text) once answered."""
+    async def ask(self, text: str, chat_id: str | None = None) -> tuple[bool, str]:
+        """Send ``text`` as the local owner; return (ok, reply text) once answered.
+
+        ``chat_id`` picks the session (``cli:<chat_id>``); the channel's own by default.
+        """
         message_id = uuid.uuid4().hex[:16]
         fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
         self._waiters[message_id] = fut
         await self.bus.publish_inbound(InboundMessage(
-            channel=self.name, chat_id=self.chat_id, sender_id=LOCAL_USER, text=text,
+            channel=self.name, chat_id=chat_id or self.chat_id, sender_id=LOCAL_USER, text=text,
             chat_type="private", message_id=message_id,
         ))
         return await fut

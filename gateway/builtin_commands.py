@@ -47,6 +47,25 @@ def register_builtin_commands(gw: GatewayParts) -> None:
         lines.append(gw.scheduler.status_line())
         return "\n".join(lines)
 
+    async def compact(ctx: TurnContext, args: str) -> str:
+        session = await gw.sessions.get(ctx.session_key)
+        before = session.last_consolidated
+        rounds = 0
+        # Everything but the latest exchange moves to history, chunk by chunk; the chat goes on.
+        while rounds < MAX_COMPACT_ROUNDS and await gw.consolidator.force_round(session):
+            rounds += 1
+        moved = session.last_consolidated - before
+        if not moved:
+            return "Nothing to compact: only the latest exchange is in context."
+        return (f"Compacted: {moved} message(s) summarised into memory; "
+                f"{len(session.active())} remain in context.")
+
+    async def context(ctx: TurnContext, args: str) -> str:
+        from gateway.context_report import context_report
+
+        session = await gw.sessions.get(ctx.session_key)
+        return await context_report(gw, session, ctx)
+
     async def dream(ctx: TurnContext, args: str) -> str:
         from memory.errors import DreamBusy
 
@@ -106,6 +125,8 @@ def register_builtin_commands(gw: GatewayParts) -> None:
     add(Command("new", "archive this conversation to memory and start fresh", new))
     add(Command("stop", "stop the answer in progress", stop))
     add(Command("status", "model, session size, tokens, memory state", status))
+    add(Command("compact", "summarise older messages into memory now and keep talking", compact))
+    add(Command("context", "what the next prompt holds, in tokens per section", context))
     add(Command("dream", "distil recent history into long-term memory now", dream,
                 owner_only=True, private_only=True))
     add(Command("dream-log", "list memory changes, or show one", dream_log, owner_only=True,
@@ -115,6 +136,9 @@ def register_builtin_commands(gw: GatewayParts) -> None:
     add(Command("memory", "what I know about you", memory, owner_only=True, private_only=True))
     add(Command("forget", "remove lines from memory", forget, owner_only=True, private_only=True,
                 usage="<text>"))
+
+
+MAX_COMPACT_ROUNDS = 50
 
 
 def _clip(text: str, limit: int = 3500) -> str:

@@ -142,6 +142,13 @@ class ContextBuilder:
             sections.append("# Skills\nRead a skill's file before using it.\n" + "\n".join(lines))
         return sections
 
+    def stable_sections(self, ctx: TurnContext) -> list[tuple[str, str]]:
+        """The stable part of the prompt as (label, text) pairs, for ``/context``."""
+        sections = [("identity", self._identity(ctx))]
+        sections += [(name, f"## {name}\n{self.files.get(name)}") for name in self.BOOTSTRAP if self.files.get(name)]
+        sections += [("skills", text) for text in self._skills_sections()]
+        return sections
+
     def stable_prompt(self, ctx: TurnContext) -> str:
         """Identity, bootstrap files and skills: identical on every turn of a channel."""
         key = (ctx.channel, ctx.is_owner)

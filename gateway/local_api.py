@@ -32,12 +32,15 @@ logger = logging.getLogger(__name__)
 
 LOCAL_FILE = Path("state") / "local.json"
 MAX_LOCAL_CHARS = 1_000_000
+SESSION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MAX_LOCAL_BODY_BYTES = 4 * MAX_LOCAL_CHARS + 1024  # JSON-escaped text may take up to ~4 bytes a char
 
 
 class LocalMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(min_length=1, max_length=MAX_LOCAL_CHARS)
+    session: str | None = Field(None, pattern=SESSION_NAME_PATTERN,
+                                description="The terminal session to talk in (`lucid agent -s NAME`).")
 
 
 class LocalReply(BaseModel):
@@ -72,7 +75,7 @@ def add_local_route(app: FastAPI, cli: CliChannel, token: str) -> None:
                             503: {"model": LocalError, "description": "Shutting down or busy; retry."}})
     async def local_message(body: LocalMessage) -> Any:
         try:
-            ok, reply = await cli.ask(body.text)
+            ok, reply = await cli.ask(body.text, body.session)
         except (BusClosed, BusFull) as exc:
             return JSONResponse({"detail": str(exc)}, 503)
         return LocalReply(ok=ok, reply=reply)
@@ -103,12 +106,13 @@ def find_running(workspace: Path) -> tuple[str, str] | None:
         return None
 
 
-def ask_running(url: str, token: str, text: str, *, timeout_s: float) -> tuple[bool, str] | None:
+def ask_running(url: str, token: str, text: str, *, timeout_s: float,
+                session: str | None = None) -> tuple[bool, str] | None:
     """Send ``text`` to the running gateway; None when it cannot be reached (fall back)."""
     import httpx
 
     try:
-        response = httpx.post(f"{url}/v1/local/messages", json={"text": text},
+        response = httpx.post(f"{url}/v1/local/messages", json={"text": text, "session": session},
                               headers={"Authorization": f"Bearer {token}"},
                               timeout=httpx.Timeout(timeout_s, connect=2.0))
     except (httpx.ConnectError, httpx.ConnectTimeout):

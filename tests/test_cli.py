@@ -15,9 +15,12 @@ from tests.fakes.llm import FakeLLMServer, Reply
 LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
 
 
-async def lucid(*args: str, home: Path, timeout: float = 90) -> tuple[int, str, str]:
+async def lucid(*args: str, home: Path, timeout: float = 90,
+                env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    extra = env or {}
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
     env["HOME"] = str(home)
+    env.update(extra)
     proc = await asyncio.create_subprocess_exec(
         *LUCID, *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL)

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import agent, gateway, jobs, memory, onboard, pairing, status
+from gateway.cli import agent, gateway, jobs, memory, onboard, pairing, sessions, status
 
 
 def build_app() -> typer.Typer:
@@ -29,6 +29,7 @@ def build_app() -> typer.Typer:
     app.callback()(_root)
     onboard.register(app)
     agent.register(app)
+    sessions.register(app)
     status.register(app)
     memory.register(app)
     gateway.register(app)

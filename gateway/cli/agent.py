@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import re
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from config import Config
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
+from gateway.cli._terminal import converse, one_shot
 
 
 def register(app: typer.Typer) -> None:
@@ -19,54 +21,46 @@ def register(app: typer.Typer) -> None:
 
 def agent(
     message: Annotated[Optional[str], typer.Option("--message", "-m", help="Answer this one message and exit.")] = None,
+    session: Annotated[str, typer.Option("--session", "-s", metavar="NAME",
+                                         help="Talk in this terminal session (`lucid sessions` lists them).")]
+    = "local",
     config_path: ConfigOption = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs here too.")] = False,
 ) -> None:
     """Chat with the assistant in the terminal (history is kept across runs).
 
     With `lucid gateway` running on the same workspace, this talks to it (one agent per
     workspace, no start-up cost); otherwise it runs the agent in this process.
     """
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    from gateway.local_api import SESSION_NAME_PATTERN
+
+    if not re.match(SESSION_NAME_PATTERN, session):
+        err_console.print(f"invalid session name {session!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+        raise typer.Exit(2)
     config = ensure_onboarded(config_path)
+    _log_to_file(config.workspace / "logs" / "agent.log", verbose)
     hint = provider_help(config, config_path)
     if hint:
         err_console.print(hint)
         raise typer.Exit(2)
     endpoint = _running_gateway(config)
     if endpoint is not None:
-        raise typer.Exit(asyncio.run(_agent_via_gateway(config, endpoint, message)))
+        raise typer.Exit(asyncio.run(_agent_via_gateway(config, endpoint, message, session)))
     preload_litellm()
-    raise typer.Exit(asyncio.run(_agent_main(config, message)))
+    raise typer.Exit(asyncio.run(_agent_main(config, message, session)))
 
 
-Ask = Callable[[str], Awaitable[tuple[bool, str]]]
+def _log_to_file(path: Path, verbose: bool) -> None:
+    """Logs go to a file, so a warning never lands in the middle of the conversation."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handlers: list[logging.Handler] = [logging.FileHandler(path, encoding="utf-8")]
+    if verbose:
+        handlers.append(logging.StreamHandler())
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=handlers,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-async def _converse(ask: Ask, message: str | None, banner: str) -> int:
-    """One message (exit code 0/1), or a prompt loop until 'exit', Ctrl-D or Ctrl-C."""
-    if message is not None:
-        ok, text = await ask(message)
-        (console if ok else err_console).print(text, markup=False, highlight=False)
-        return 0 if ok else 1
-    console.print(f"[dim]{banner} — type a message; 'exit' or Ctrl-D to leave.[/dim]")
-    while True:
-        try:
-            line = await asyncio.to_thread(input, "you> ")
-        except (EOFError, KeyboardInterrupt):
-            console.print()
-            return 0
-        if line.strip().lower() in ("exit", "quit", ":q"):
-            return 0
-        if not line.strip():
-            continue
-        with console.status("thinking…", spinner="dots"):
-            ok, text = await ask(line)
-        (console if ok else err_console).print(text, markup=False, highlight=False)
-
-
-async def _agent_main(config: Config, message: str | None) -> int:
+async def _agent_main(config: Config, message: str | None, session: str) -> int:
     from channels.cli import CliChannel
     from gateway.app import build_gateway
     from gateway.workspace_lock import GatewayLocked, WorkspaceLock
@@ -81,10 +75,21 @@ async def _agent_main(config: Config, message: str | None) -> int:
         gw = build_gateway(config, "agent", on_unsolicited=_print_unsolicited)
         cli = gw.channel("cli")
         assert isinstance(cli, CliChannel)
+
+        async def ask(text: str) -> tuple[bool, str]:
+            return await cli.ask(text, session)
+
         async with gw:
-            return await _converse(cli.ask, message, "lucid")
+            if message is not None:
+                return await one_shot(ask, message)
+            return await converse(ask, lambda: ask("/stop"), f"lucid (session {session})",
+                                  _history_file(config))
     finally:
         lock.release()
+
+
+def _history_file(config: Config) -> Path:
+    return config.workspace / "state" / "terminal_history"
 
 
 def _print_unsolicited(text: str) -> None:
@@ -108,14 +113,18 @@ def _running_gateway(config: Config) -> tuple[str, str] | None:
     return endpoint if alive else None
 
 
-async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message: str | None) -> int:
+async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message: str | None,
+                             session: str) -> int:
     from gateway.local_api import ask_running
 
     url, token = endpoint
     timeout = config.agent.llm_timeout_s * (config.agent.llm_retries + 1) + 60
 
     async def ask(text: str) -> tuple[bool, str]:
-        result = await asyncio.to_thread(ask_running, url, token, text, timeout_s=timeout)
+        result = await asyncio.to_thread(ask_running, url, token, text, timeout_s=timeout, session=session)
         return result if result is not None else (False, "the gateway stopped answering; run lucid agent again")
 
-    return await _converse(ask, message, f"lucid (via the gateway at {url})")
+    if message is not None:
+        return await one_shot(ask, message)
+    return await converse(ask, lambda: ask("/stop"), f"lucid (session {session}, via the gateway at {url})",
+                          _history_file(config))

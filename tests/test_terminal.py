@@ -1,0 +1,111 @@
+"""The interactive terminal (`lucid agent`) in a real pseudo-terminal, driven by pexpect.
+
+The fake LLM runs on its own thread (the CLI is another process); pexpect reads what a
+person would see and types what they would type: Enter, the Up arrow, Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from tests.fakes.llm import FakeLLMServer, Hang, Reply
+from tests.test_cli import write_config
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "you ›"
+LABEL = "lucid ›"
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLMServer]:
+    server = FakeLLMServer()
+    server.start_in_thread()
+    try:
+        yield server
+    finally:
+        server.stop_thread()
+
+
+def spawn(tmp_path: Path, llm: FakeLLMServer) -> pexpect.spawn:
+    config = write_config(tmp_path / "config.json", tmp_path / "ws", llm.base_url)
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
+    env.update(HOME=str(tmp_path), TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="120")
+    child = pexpect.spawn(sys.executable, ["-c", "from gateway.cli import main; main()", "agent", "-c",
+                                           str(config)], env=env, encoding="utf-8", timeout=90,
+                          dimensions=(40, 120))
+    child.expect_exact(PROMPT)
+    return child
+
+
+def wait_requests(llm: FakeLLMServer, count: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len(llm.requests) < count:
+        assert time.monotonic() < deadline, f"only {len(llm.requests)} LLM request(s) arrived"
+        time.sleep(0.02)
+
+
+def test_answers_are_labelled_markdown_and_history_recalls_a_line(tmp_path: Path, llm: FakeLLMServer) -> None:
+    llm.queue(Reply("**Hello** there\n\n- one\n- two"), Reply("again"))
+    child = spawn(tmp_path, llm)
+    child.sendline("hello")
+    child.expect_exact(LABEL)
+    child.expect(r"Hello(\x1b\[[0-9;]*m)* there")  # styled by markdown: bold, not literal asterisks
+    child.expect_exact(PROMPT)
+    assert "**" not in (child.before or "") and "one" in (child.before or "")
+    child.send("\x1b[A")  # Up: the last line comes back for editing
+    child.send("\r")
+    child.expect_exact("again")
+    child.expect_exact(PROMPT)
+    user_turns = [r["messages"][-1]["content"] for r in llm.requests]
+    assert user_turns[0].endswith("hello") and user_turns[1].endswith("hello")
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (tmp_path / "ws" / "state" / "terminal_history").read_text().count("hello") >= 1
+
+
+def test_ctrl_c_stops_the_answer_and_comes_back_to_the_prompt(tmp_path: Path, llm: FakeLLMServer) -> None:
+    llm.queue(Hang(60), Reply("after the stop"))
+    child = spawn(tmp_path, llm)
+    child.sendline("write me a long story")
+    wait_requests(llm, 1)
+    child.sendintr()
+    child.expect_exact("stopped")
+    child.expect_exact(PROMPT)
+    child.sendline("are you there?")
+    child.expect_exact("after the stop")
+    child.expect_exact(PROMPT)
+    transcript = (tmp_path / "ws" / "sessions" / "cli_local.jsonl").read_text()
+    assert "write me a long story" in transcript and '"status": "cancelled"' in transcript.replace('":"', '": "')
+    child.sendintr()  # at the prompt: leave at once
+    child.expect(pexpect.EOF, timeout=30)
+    child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in (child.before or "")
+
+
+def test_warnings_go_to_the_log_file_not_between_the_lines(tmp_path: Path, llm: FakeLLMServer) -> None:
+    llm.queue(Reply("fine"))
+    child = spawn(tmp_path, llm)
+    logging_probe = tmp_path / "ws" / "skills" / "broken" / "SKILL.md"
+    logging_probe.parent.mkdir(parents=True)
+    logging_probe.write_bytes(b"---\nname: [unclosed\n---\nbody\n")  # a malformed skill logs a warning
+    child.sendline("hi")
+    child.expect_exact("fine")
+    child.expect_exact(PROMPT)
+    seen = child.before or ""
+    child.sendline("exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert "WARNING" not in seen
+    log = tmp_path / "ws" / "logs" / "agent.log"
+    assert "WARNING" in log.read_text()  # the warning happened, in the file
