@@ -1,8 +1,11 @@
 """The grep tool: regex search over the workspace's text files (DESIGN §8).
 
-Python ``re`` in a worker thread, so the event loop never waits on the disk or a slow
-pattern. Results are bounded (matches, line length, files scanned) because every match
-costs prompt tokens. Binary files, ``.git`` and the gateway's internal files (session
+The ``regex`` package in a worker thread, so the event loop never waits on the disk or a
+slow pattern: matching releases the GIL (``concurrent=True``) and every match has a
+deadline (``timeout=``), so a catastrophic pattern such as ``(a|aa)+$`` on a long line
+ends as a clear tool error instead of freezing a core — and, through the GIL, the gateway.
+Results are bounded (matches, line length, files scanned) because every match costs
+prompt tokens. Binary files, ``.git`` and the gateway's internal files (session
 transcripts, inbox) are skipped: the same confinement as the file tools.
 """
 
@@ -11,12 +14,12 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
+import regex
 from pydantic import Field
 
 from gateway.errors import ToolError
@@ -50,12 +53,12 @@ class Grep:
         if not params.pattern:
             raise ToolError("pattern is empty")
         try:
-            regex = re.compile(params.pattern, re.IGNORECASE if params.ignore_case else 0)
-        except re.error as exc:
+            compiled = regex.compile(params.pattern, regex.IGNORECASE if params.ignore_case else 0)
+        except regex.error as exc:
             raise ToolError(f"invalid regex {params.pattern!r}: {exc}") from None
-        return await asyncio.to_thread(self._search, ctx, params, regex)
+        return await asyncio.to_thread(self._search, ctx, params, compiled)
 
-    def _search(self, ctx: TurnContext, params: Params, regex: re.Pattern[str]) -> str:
+    def _search(self, ctx: TurnContext, params: Params, compiled: regex.Pattern[str]) -> str:
         root = ctx.workspace.resolve()
         start = _paths.resolve(ctx.workspace, params.path, restrict=self.restrict, access="read")
         if not start.exists():
@@ -73,7 +76,7 @@ class Grep:
                 break
             scanned += 1
             shown = _paths.display(root, file)
-            for number, line in _matching_lines(file, regex):
+            for number, line in _matching_lines(file, compiled, deadline, self.time_limit_s, shown):
                 if len(hits) >= self.max_matches:
                     stopped = f"showing the first {self.max_matches} matches; narrow the search"
                     break
@@ -117,14 +120,23 @@ def _glob_match(relative: str, name: str, glob: str) -> bool:
     return fnmatch.fnmatch(relative if "/" in glob else name, glob)
 
 
-def _matching_lines(path: Path, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+def _matching_lines(path: Path, compiled: regex.Pattern[str], deadline: float, limit_s: float,
+                    shown: str) -> Iterator[tuple[int, str]]:
     try:
         if path.stat().st_size > MAX_FILE_BYTES or _paths.is_binary(path):
             return
         with open(path, encoding="utf-8", errors="replace") as fh:
             for number, line in enumerate(fh, 1):
                 line = line.rstrip("\n")
-                if regex.search(line):
+                try:
+                    found = compiled.search(line, timeout=max(0.001, deadline - time.monotonic()),
+                                            concurrent=True)
+                except TimeoutError:
+                    raise ToolError(
+                        f"the pattern took more than {limit_s:g} s (stopped at {shown}:{number}); it "
+                        "backtracks too much — avoid nested repetition such as (a|aa)+ or (\\w+\\s?)*"
+                    ) from None
+                if found:
                     yield number, line
     except OSError:
         return
