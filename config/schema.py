@@ -8,6 +8,7 @@ Secrets are ``SecretStr`` so they never print by accident.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic.alias_generators import to_camel
@@ -195,6 +196,11 @@ class ChannelsConfig(Section):
 class ExecConfig(Section):
     timeout_s: float = Field(60, gt=0)
     max_output_chars: int = Field(10_000, ge=100)
+    # auto: bubblewrap when it works here, else run directly; bwrap: required; off: never.
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    network: bool = True
+    # Environment variables a command may see besides PATH, HOME, LANG, LC_*, TERM, TZ, …
+    pass_env: list[str] = Field(default_factory=list)
 
 
 class ToolsConfig(Section):

@@ -29,7 +29,10 @@ def owner(ws: Path) -> TurnContext:
     return make_ctx(ws)
 
 
-def registry_with(**settings: float) -> ToolRegistry:
+def registry_with(**settings: object) -> ToolRegistry:
+    """Unsandboxed: these tests follow host pids and process groups (test_exec_sandbox.py
+    covers bubblewrap)."""
+    settings.setdefault("sandbox", "off")
     return ToolRegistry([ExecTool(**settings)])  # type: ignore[arg-type]
 
 
@@ -93,16 +96,23 @@ async def test_output_is_capped_keeping_head_and_tail(owner) -> None:
     assert len(out) < 1200
 
 
-async def test_environment_is_scrubbed(owner, monkeypatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-should-not-leak")
-    monkeypatch.setenv("LUCIDGATE_CHANNELS__TELEGRAM__TOKEN", "123:telegram-secret")
-    monkeypatch.setenv("MY_SERVICE_PASSWORD", "hunter2")
-    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
-    monkeypatch.setenv("HARMLESS_SETTING", "visible")
-    out = await run(registry_with(timeout_s=10), owner, "env")
-    for leaked in ("sk-test-should-not-leak", "OPENAI_API_KEY", "telegram-secret", "hunter2", "ghp_secret"):
-        assert leaked not in out
-    assert "HARMLESS_SETTING=visible" in out
+async def test_environment_is_an_allow_list(owner, monkeypatch) -> None:
+    secrets = {
+        "OPENAI_API_KEY": "sk-test-should-not-leak",
+        "LUCIDGATE_CHANNELS__TELEGRAM__TOKEN": "123:telegram-secret",
+        "MY_SERVICE_PASSWORD": "hunter2",
+        "GITHUB_PAT": "ghp_secret",
+        "DATABASE_URL": "postgres://app:pw@db/app",
+        "HTTPS_PROXY": "http://user:pass@proxy:3128",
+        "SOMETHING_UNKNOWN": "nope",
+    }
+    for name, value in {**secrets, "LC_TIME": "C.UTF-8", "LANG": "C.UTF-8", "MY_TOOL_HOME": "/opt/tool"}.items():
+        monkeypatch.setenv(name, value)
+    out = await run(registry_with(timeout_s=10, pass_env=["MY_TOOL_HOME"]), owner, "env")
+    for name, value in secrets.items():
+        assert name not in out and value not in out
+    assert "LC_TIME=C.UTF-8" in out and "LANG=C.UTF-8" in out
+    assert "MY_TOOL_HOME=/opt/tool" in out  # named in tools.exec.passEnv
     assert f"PATH={os.environ['PATH']}" in out
 
 
@@ -201,6 +211,19 @@ async def test_background_child_holding_the_output_pipe_does_not_stall_the_turn(
     "bash -c 'rm -rf /'",
     "echo \"$(rm -rf ~)\"",
     "echo ok\nrm -rf /",
+    "bash -lc 'rm -rf /'",
+    "sh -c 'rm -rf ~'",
+    "zsh -ic reboot",
+    "kill -9 -1",
+    "kill -- -1",
+    "killall5 -9",
+    "find / -delete",
+    "find /etc -exec rm -f {} +",
+    "bomb(){ bomb|bomb& }; bomb",
+    "perl -e 'fork while fork'",
+    "dd if=/dev/urandom of=/dev/sdb",
+    "mkfs -t ext4 /dev/sdc",
+    "shutdown -r +1",
 ])
 async def test_dangerous_commands_are_refused_without_running(owner, ws, dangerous) -> None:
     registry = registry_with(timeout_s=5)
@@ -212,6 +235,8 @@ async def test_dangerous_commands_are_refused_without_running(owner, ws, dangero
 @pytest.mark.parametrize("benign", [
     "echo shutdown", "grep -r reboot .", "rm -rf build/tmp", "chmod -r notes.txt",
     "dd if=a of=/dev/null", "curl -s http://127.0.0.1:1 | jq .", "echo 'rm -rf /'", "rm -f /tmp/x.lock",
+    "kill -9 1234", "kill -1 1234", "find . -name '*.pyc' -delete", "find build -delete", "bash -c 'echo ok'",
+    "bash run.sh -c config",
 ])
 def test_lookalikes_are_not_refused(benign) -> None:
     assert dangerous_reason(benign) is None

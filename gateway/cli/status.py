@@ -23,6 +23,7 @@ def status(config_path: ConfigOption = None) -> None:
     console.print(f"model:     {config.agent.model}")
     console.print(f"provider:  {_reachability(config)}")
     console.print(f"sessions:  {count}")
+    console.print(f"exec:      sandbox {_sandbox_line(config)}")
 
 
 def _reachability(config: Config) -> str:
@@ -44,3 +45,10 @@ def _reachability(config: Config) -> str:
         return f"{base} answered HTTP {response.status_code}"
     except httpx.HTTPError as exc:
         return f"{base} unreachable ({type(exc).__name__})"
+
+
+def _sandbox_line(config: Config) -> str:
+    from gateway.tools._sandbox import describe
+
+    active, line = describe(config.tools.exec.sandbox, config.tools.exec.network)
+    return line if active else f"not active — {line}"

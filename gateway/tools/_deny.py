@@ -22,7 +22,8 @@ _SYSTEM_DIRS = re.compile(
     r"/(bin|boot|dev|etc|home|lib|lib32|lib64|opt|proc|root|run|sbin|srv|sys|usr|var|"
     r"Applications|Library|System|Users)"
 )
-_FORK_BOMB = re.compile(r"([\w:.]+)\s*\(\s*\)\s*\{[^}]*?\1\s*\|\s*&?\s*\1")
+_FORK_BOMB = re.compile(r"([\w:.]+)\s*\(\s*\)\s*\{[^}]*?\1\s*\|\s*&?\s*\1"
+                        r"|\bfork\s+while\s+fork\b|\bwhile\s*\(?\s*(?:1|true)\s*\)?\s*[;{]?\s*(?:do\s+)?fork\b")
 _SHELL_RE = r"(?:sudo\s+(?:-\S+\s+)*)?(?:\S*/)?(?:ba|z|da|k|fi)?sh\b"
 _PIPE_TO_SHELL = re.compile(
     rf"\b(?:curl|wget)\b[^;\n]*\|\s*{_SHELL_RE}"
@@ -121,8 +122,22 @@ def _argv_reason(argv: list[str], depth: int) -> str | None:
         return "it would shut down or reboot the machine"
     if name in ("init", "telinit") and set(args) & {"0", "6"}:
         return "it would shut down or reboot the machine"
-    if name in _SHELLS and "-c" in args[:-1]:
-        return dangerous_reason(args[args.index("-c") + 1], depth + 1)
+    if name in _SHELLS:
+        # -c, alone or among other short flags (-lc, -ic, -xec): the next word is a script.
+        for i, arg in enumerate(args[:-1]):
+            if re.fullmatch(r"-[A-Za-z]*c[A-Za-z]*", arg):
+                return dangerous_reason(args[i + 1], depth + 1)
+    if name in ("kill", "pkill") and "-1" in args[1:]:
+        return "kill -1 signals every process this user runs"
+    if name in ("killall5",):
+        return f"{name} signals every process on the machine"
+    if name == "find" and targets:
+        deletes = "-delete" in args or any(
+            args[i] in ("-exec", "-execdir", "-ok") and i + 1 < len(args) and _base(args[i + 1]) in ("rm", "shred")
+            for i in range(len(args)))
+        what = _critical_path(targets[0])
+        if deletes and what and "workspace" not in what:
+            return f"find … -delete on {what} is refused; name specific paths"
     if name == "eval" and args:
         return dangerous_reason(" ".join(args), depth + 1)
     return None

@@ -27,5 +27,6 @@ def builtin_tools(config: Config) -> list[Tool]:
         EditFile(restrict=restrict),
         ListDir(restrict=restrict),
         Grep(restrict=restrict),
-        ExecTool(timeout_s=tools.exec.timeout_s, max_output_chars=tools.exec.max_output_chars),
+        ExecTool(timeout_s=tools.exec.timeout_s, max_output_chars=tools.exec.max_output_chars,
+                 sandbox=tools.exec.sandbox, network=tools.exec.network, pass_env=tools.exec.pass_env),
     ]

@@ -1,7 +1,8 @@
 """The exec tool: run a shell command in the workspace, owner only (DESIGN §8, §9).
 
 The command runs in its own session and process group (``start_new_session``), with the
-workspace as working directory and a scrubbed environment (no API keys or tokens). When
+workspace as working directory, an allow-listed environment and — where bubblewrap works
+— inside a sandbox (gateway/tools/_sandbox.py). When
 it times out, when the turn is cancelled (``/stop``) and when the shell returns, the whole
 process group is stopped — SIGTERM, a short grace, then SIGKILL — so nothing it started
 lingers. Output (stdout and stderr together) is capped, keeping its head and tail.
@@ -11,9 +12,9 @@ Anything meant to outlive the command (a server) must leave the group itself (``
 systemd). Orphans are reaped by PID 1; in a container, run with an init (``--init``/tini)
 or they stay as zombies — harmless, and not counted as running here.
 
-The deny-list below (``dangerous_reason``) is a guard rail against obvious accidents
-(``rm -rf /``, ``mkfs``, ``curl | sh``...), **not a sandbox**: a determined command can
-always be phrased past it. The real boundary is that only the owner may use this tool.
+The deny-list (``dangerous_reason``) is a seatbelt against obvious accidents (``rm -rf /``,
+``mkfs``, ``curl | sh``...), **not a sandbox**: a determined command can always be phrased
+past it. The boundaries are that only the owner may use this tool, and bubblewrap.
 """
 
 from __future__ import annotations
@@ -24,38 +25,24 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import ClassVar
 
 from pydantic import Field
 
 from gateway.errors import ToolError
 from gateway.tools._deny import dangerous_reason  # noqa: F401  (re-exported)
+from gateway.tools._sandbox import Sandbox, SandboxUnavailable, choose_sandbox, exec_env
 from gateway.tools.base import ToolParams
 from gateway.turn import TurnContext
 
 logger = logging.getLogger(__name__)
 
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-_SECRET_PREFIXES = ("LUCIDGATE_", "OPENAI_", "ANTHROPIC_", "LITELLM_", "AZURE_", "AWS_", "GEMINI_")
 MAX_COMMAND_CHARS = 10_000
 _TERM_GRACE_S = 2.0
 _KILL_GRACE_S = 2.0
 # After the shell exits, how long background children may keep the output pipe open.
 _DRAIN_GRACE_S = 1.0
-
-
-def scrubbed_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment minus anything that looks like a credential or our own config."""
-    env = {}
-    for name, value in environ.items():
-        upper = name.upper()
-        if any(word in upper for word in _SECRET_WORDS) or upper.startswith(_SECRET_PREFIXES):
-            continue
-        env[name] = value
-    env.pop("PWD", None)
-    env.pop("OLDPWD", None)
-    return env
 
 
 class ExecTool:
@@ -71,10 +58,25 @@ class ExecTool:
         timeout_s: int = Field(0, ge=0, description="0 = default; cannot exceed it")
 
     def __init__(self, *, timeout_s: float = 60, max_output_chars: int = 10_000,
-                 term_grace_s: float = _TERM_GRACE_S) -> None:
+                 term_grace_s: float = _TERM_GRACE_S, sandbox: str = "auto", network: bool = True,
+                 pass_env: Sequence[str] = ()) -> None:
         self.timeout_s = timeout_s
         self.max_output_chars = max_output_chars
         self.term_grace_s = term_grace_s
+        self.sandbox_mode = sandbox
+        self.network = network
+        self.pass_env = tuple(pass_env)
+        self._sandbox: Sandbox | None = None
+
+    async def sandbox(self) -> Sandbox:
+        """Chosen on first use (probing bubblewrap runs a process: not at import, not on the loop)."""
+        if self._sandbox is None:
+            try:
+                self._sandbox = await asyncio.to_thread(choose_sandbox, self.sandbox_mode, network=self.network)
+            except SandboxUnavailable as exc:
+                raise ToolError(f"{exc}; nothing was run") from None
+            logger.info("exec sandbox: %s", self._sandbox.reason)
+        return self._sandbox
 
     async def run(self, ctx: TurnContext, params: Params) -> str:
         if not params.command.strip():
@@ -86,18 +88,19 @@ class ExecTool:
             logger.warning("exec refused in %s: %s", ctx.session_key, reason)
             raise ToolError(f"command refused: {reason}. Nothing was run.")
         timeout = min(self.timeout_s, params.timeout_s) if params.timeout_s else self.timeout_s
+        box = await self.sandbox()
         capture = _Capture(self.max_output_chars)
         loop = asyncio.get_running_loop()
-        # A protocol rather than create_subprocess_shell: Process.wait() only returns once
+        # A protocol rather than create_subprocess_exec: Process.wait() only returns once
         # the output pipe closes too, and a background child can hold it open for hours.
-        transport, proto = await loop.subprocess_shell(
+        transport, proto = await loop.subprocess_exec(
             lambda: _ExecProtocol(capture),
-            params.command,
+            *box.argv(params.command, ctx.workspace),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=ctx.workspace,
-            env=scrubbed_env(os.environ),
+            env=exec_env(os.environ, self.pass_env),
             start_new_session=True,
         )
         pgid = transport.get_pid()  # a new session's leader is its own process group
