@@ -304,8 +304,10 @@ async def test_internal_state_is_refused_for_everyone(registry, owner, ws, path)
     assert sneaky.startswith("Error:") and "internal" in sneaky
 
 
-async def test_memory_pipeline_files_are_readable_but_not_writable(registry, owner, ws) -> None:
-    assert "fact" in await call(registry, owner, "read_file", path="memory/history.jsonl")
+async def test_memory_pipeline_files_are_neither_readable_nor_writable(registry, owner, ws) -> None:
+    # History is found with memory_search (scoped by chat), never read raw: it mixes chats.
+    read = await call(registry, owner, "read_file", path="memory/history.jsonl")
+    assert read.startswith("Error:") and "memory_search" in read and "fact" not in read
     out = await call(registry, owner, "write_file", path="memory/history.jsonl", content="")
     assert out.startswith("Error:") and "memory pipeline" in out
     assert "fact" in (ws / "memory" / "history.jsonl").read_text()

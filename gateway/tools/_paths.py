@@ -30,9 +30,11 @@ _MEMORY_PIPELINE = frozenset({"memory/history.jsonl", "memory/.cursor", "memory/
 _SNIFF_BYTES = 8192
 
 
-def resolve(workspace: Path, raw: str, *, restrict: bool, access: Access) -> Path:
+def resolve(workspace: Path, raw: str, *, restrict: bool, access: Access, guest: str | None = None) -> Path:
     """Turn the model's ``raw`` path into an absolute, resolved path it may use.
 
+    ``guest`` is the session key of a guest's turn (None for the owner): a guest never
+    reaches the owner's memory or another chat's files, even when granted the file tools.
     Raises ``ToolError`` (with a message the model can act on) for escapes and for the
     gateway's internal files.
     """
@@ -50,34 +52,82 @@ def resolve(workspace: Path, raw: str, *, restrict: bool, access: Access) -> Pat
             f"{raw!r} is outside the workspace (after resolving '..' and symlinks); "
             "file tools only reach files inside the workspace, use a relative path"
         )
+    if guest is not None and (why := _guest_reason(_folded_parts(root, resolved), guest)):
+        raise ToolError(f"{raw!r} is not available in this chat ({why})")
     reason = internal_reason(root, resolved, access)
     if reason:
         raise ToolError(f"{raw!r} is internal gateway state ({reason}); file tools cannot {access} it")
     return resolved
 
 
-def internal_reason(root: Path, resolved: Path, access: Access) -> str | None:
-    """Why ``resolved`` is off limits for ``access``, or None when it is an ordinary file."""
-    try:
-        rel = resolved.relative_to(root)
-    except ValueError:
+def internal_reason(root: Path, resolved: Path, access: Access, *, guest: str | None = None) -> str | None:
+    """Why ``resolved`` is off limits for ``access``, or None when it is an ordinary file.
+
+    Names are compared case-insensitively (``Sessions/`` is ``sessions/`` on a case-folding
+    file system), and a file with a second hard link is refused: that link may be another
+    name for a transcript or a database.
+    """
+    parts = _folded_parts(root, resolved)
+    if parts is None:
         return None
-    parts = rel.parts
     if ".git" in parts:
         return "the .git folder is the memory version store"
+    if guest is not None and (why := _guest_reason(parts, guest)):
+        return why
     if access == "list":
         return None
     if len(parts) > 1 and parts[0] == "sessions":
         return "session transcripts are private to their chats"
     if len(parts) > 1 and parts[0] == "state":
-        return "pairing codes and routing state belong to the gateway"
-    if len(parts) == 1 and parts[0].startswith("inbox") and parts[0].endswith(".jsonl"):
+        return "pairing codes, the outbox and routing state belong to the gateway"
+    if len(parts) == 1 and parts[0].startswith("inbox") and ".jsonl" in parts[0]:
         return "the inbox journal holds undelivered messages"
-    if access == "write" and rel.as_posix() in _MEMORY_PIPELINE:
+    if parts[:2] == ("memory", "archive") or parts == ("memory", "history.jsonl"):
+        return "history is read with memory_search, and written only by the memory pipeline"
+    if parts and parts[-1].endswith(_DATABASE_SUFFIXES):
+        return "a database of the gateway (index, outbox, reminders)"
+    if parts in (("config.json",), (".env",)):
+        return "configuration holds secrets"
+    if access == "write" and "/".join(parts) in _MEMORY_PIPELINE:
         return "this file is written only by the memory pipeline"
     if access == "write" and len(parts) > 1 and parts[0] == "usage":
         return "the usage ledger is written only by the gateway"
+    if _hard_linked(resolved):
+        return "it has another hard link, which may be a name for internal state"
     return None
+
+
+_DATABASE_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".db", ".db-wal", ".db-shm")
+# What only the owner's turns may reach: their memory, notes, tasks and spending.
+_OWNER_ONLY = frozenset({"user.md", "memory", "heartbeat.md", "usage", "sessions", "state"})
+
+
+def _folded_parts(root: Path, resolved: Path) -> tuple[str, ...] | None:
+    try:
+        return tuple(p.casefold() for p in resolved.relative_to(root).parts)
+    except ValueError:
+        return None
+
+
+def _guest_reason(parts: tuple[str, ...] | None, session_key: str) -> str | None:
+    if parts is None:
+        return None
+    if parts and parts[0] in _OWNER_ONLY:
+        return "the owner's memory and notes are not shared with guests"
+    if len(parts) >= 3 and parts[0] == "media":
+        channel, _, chat = session_key.partition(":")
+        own = (channel.casefold(), chat.split(":")[0].casefold())
+        if (parts[1], parts[2]) != own:
+            return "files of another chat"
+    return None
+
+
+def _hard_linked(path: Path) -> bool:
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return path.is_file() and info.st_nlink > 1
 
 
 def display(root: Path, path: Path) -> str:

@@ -32,7 +32,8 @@ class _FileTool:
         self.restrict = restrict
 
     def _resolve(self, ctx: TurnContext, raw: str, access: _paths.Access) -> tuple[Path, str]:
-        path = _paths.resolve(ctx.workspace, raw, restrict=self.restrict, access=access)
+        path = _paths.resolve(ctx.workspace, raw, restrict=self.restrict, access=access,
+                              guest=None if ctx.is_owner else ctx.session_key)
         return path, _paths.display(ctx.workspace.resolve(), path)
 
 

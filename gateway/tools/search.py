@@ -60,14 +60,15 @@ class Grep:
 
     def _search(self, ctx: TurnContext, params: Params, compiled: regex.Pattern[str]) -> str:
         root = ctx.workspace.resolve()
-        start = _paths.resolve(ctx.workspace, params.path, restrict=self.restrict, access="read")
+        guest = None if ctx.is_owner else ctx.session_key
+        start = _paths.resolve(ctx.workspace, params.path, restrict=self.restrict, access="read", guest=guest)
         if not start.exists():
             raise ToolError(f"{params.path!r} does not exist")
         deadline = time.monotonic() + self.time_limit_s
         hits: list[str] = []
         scanned = 0
         stopped = ""
-        for file in self._files(root, start, params.glob):
+        for file in self._files(root, start, params.glob, guest):
             if scanned >= self.max_files:
                 stopped = f"stopped after {self.max_files} files; narrow path or glob"
                 break
@@ -92,7 +93,7 @@ class Grep:
             hits.append(f"[{stopped}]")
         return "\n".join(hits)
 
-    def _files(self, root: Path, start: Path, glob: str) -> Iterator[Path]:
+    def _files(self, root: Path, start: Path, glob: str, guest: str | None) -> Iterator[Path]:
         """Candidate files under ``start``, sorted for stable output, internal files skipped."""
         if start.is_file():
             yield start
@@ -107,10 +108,10 @@ class Grep:
                 if path.is_symlink():
                     # Followed only if its target is an allowed file: no escape by symlink.
                     try:
-                        _paths.resolve(root, str(path), restrict=self.restrict, access="read")
+                        _paths.resolve(root, str(path), restrict=self.restrict, access="read", guest=guest)
                     except ToolError:
                         continue
-                elif _paths.internal_reason(root, path, "read"):
+                elif _paths.internal_reason(root, path, "read", guest=guest):
                     continue
                 yield path
 
