@@ -15,10 +15,10 @@ reverse. The modes differ only in which channels exist and which jobs run:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
-from channels.base import Channel
+from channels.base import Channel, CommandSpec
 from channels.bus import MessageBus
 from channels.cli import CliChannel
 from channels.inbox import InboxJournal
@@ -120,15 +120,17 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
                          owner_sessions=owner_sessions, scheduler=scheduler)
     register_builtin_commands(parts)
-    return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited))
+    return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,
-                  on_unsolicited: Callable[[str], None] | None) -> dict[str, Channel]:
+                  on_unsolicited: Callable[[str], None] | None,
+                  commands: Sequence[CommandSpec]) -> dict[str, Channel]:
     if mode == "daemon":
         from channels.registry import build_channels
 
-        channels = build_channels(config, bus, workspace=config.workspace)
+        # The command specs fill platform menus (Telegram's), generated from the registry.
+        channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
         # The terminal channel behind the local API: `lucid agent` beside a running daemon.
         channels["cli"] = CliChannel(bus)
         return channels

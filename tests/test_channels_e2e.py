@@ -24,7 +24,7 @@ import pytest_asyncio
 
 from channels import slack as slack_channel
 from channels import telegram as telegram_channel
-from channels.telegram_format import html_to_plain
+from channels.telegram.format import html_to_plain
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
 from gateway.server import create_app
@@ -82,7 +82,8 @@ async def telegram_gateway(make_config: Callable[..., Config], workspace: Path,
                                "pollTimeoutS": 1, "watchdogS": 60}},
     )
     gw = build_gateway(config)
-    gw.add_channel("telegram", telegram_channel.create_channel(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("telegram", telegram_channel.build(config, gw.parts.bus, workspace=config.workspace,
+                                                      commands=gw.parts.commands.specs()))
     async with gw:
         await tg.wait_for("deleteWebhook")  # connected; polling from here on
         yield gw
@@ -219,7 +220,8 @@ async def slack_api() -> AsyncIterator[FakeSlackAPI]:
 @asynccontextmanager
 async def slack_gateway(config: Config) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
     gw = build_gateway(config)
-    gw.add_channel("slack", slack_channel.create_channel(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("slack", slack_channel.build(config, gw.parts.bus, workspace=config.workspace,
+                                                commands=gw.parts.commands.specs()))
     app = create_app(config, gateway=gw)  # mounts the channel's /slack/events route
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

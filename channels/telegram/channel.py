@@ -7,11 +7,11 @@ the next ``getUpdates`` offset acknowledges it, and the last acknowledged ``upda
 persisted (``state/telegram.json``) so a restart resumes exactly there. A redelivered
 message is still caught by the bus's dedupe id (``telegram:<chat>:<message_id>``).
 
-Intake is long polling (``channels.telegram_poll``: backoff, one log line per incident and a
+Intake is long polling (``channels.telegram.poll``: backoff, one log line per incident and a
 liveness watchdog) or, when ``webhook.url`` is set, a FastAPI route checked against the
-secret-token header.
+secret-token header (``channels.telegram.webhook``).
 Outbound messages go through one ``OutboundLimiter`` (flood limits, ``retry_after``, no
-blind resend of a timed-out send) and are delivered by ``channels.telegram_send``.
+blind resend of a timed-out send) and are delivered by ``channels.telegram.send``.
 """
 
 from __future__ import annotations
@@ -19,33 +19,32 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter
 from telegram import BotCommand, Message, Update
-from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
-from channels._ratelimit import OutboundLimiter, Verdict
+from channels._ratelimit import OutboundLimiter
 from channels._redact import TokenRedactor, logger_family
 from channels.access import AccessPolicy
+from channels.base import CommandSpec
 from channels.bus import BusClosed, MessageBus
 from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.pairing import PairingError, PairingStore, default_path
-from channels.telegram_format import clean_text, is_addressed, media_items, safe_name
-from channels.telegram_poll import TelegramPoller, backoff_delay
-from channels.telegram_send import TelegramSender
+from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
+from channels.telegram.poll import TelegramPoller, backoff_delay
+from channels.telegram.send import TelegramSender, classify
+from channels.telegram.webhook import webhook_router
 from config.errors import ConfigError, LucidError
 from config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from config import Config
     from config.schema import TelegramConfig
 
 logger = logging.getLogger(__name__)
@@ -54,48 +53,12 @@ NAME = "telegram"
 DEFAULT_API_BASE = "https://api.telegram.org"
 ALLOWED_UPDATES = ["message"]
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
-MAX_WEBHOOK_BYTES = 1024 * 1024
-SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-COMMANDS = [
-    ("help", "What I can do"),
-    ("new", "Start a fresh conversation"),
-    ("stop", "Stop the answer in progress"),
-    ("status", "Model, session and memory status"),
-    ("dream", "Distil recent history into memory now"),
-    ("dream_log", "Recent memory changes"),
-    ("memory", "What I remember"),
-]
-
-
-def create_channel(config: Config, bus: MessageBus, *, workspace: Path) -> TelegramChannel:
-    return TelegramChannel(config.channels.telegram, bus, workspace=workspace)
 
 
 # -- logging ---------------------------------------------------------------------------
 def _log_targets() -> list[logging.Filterer]:
     """The root handlers (every propagated record) and the HTTP/PTB loggers: both log the token."""
     return [*logging.getLogger().handlers, *logger_family("httpx", "httpcore", "telegram")]
-
-
-# -- failure classification for the limiter --------------------------------------------
-def classify(exc: BaseException) -> Verdict:
-    """How the limiter treats a failed Bot API call (see ``channels._ratelimit``)."""
-    if isinstance(exc, RetryAfter):
-        delta = getattr(exc, "_retry_after", None)  # the public property warns (PTB 22.2+)
-        return Verdict.wait(delta.total_seconds() if delta is not None else 1.0)
-    if isinstance(exc, BadRequest):
-        return Verdict.fail()
-    cause = exc.__cause__
-    if isinstance(exc, TimedOut):
-        # Nothing left our side on a connect/pool timeout; any later timeout may have been delivered.
-        if isinstance(cause, httpx.ConnectTimeout | httpx.PoolTimeout):
-            return Verdict.retry()
-        return Verdict.uncertain()
-    if isinstance(exc, NetworkError):
-        if cause is None or isinstance(cause, httpx.ConnectError):
-            return Verdict.retry()  # an HTTP error status (5xx), or the connection never opened
-        return Verdict.uncertain()
-    return Verdict.fail()
 
 
 class TelegramChannel:
@@ -116,6 +79,7 @@ class TelegramChannel:
         preview_interval_s: float = 1.0,
         request_timeout_s: float = 10.0,
         send_wait_s: float = 30.0,
+        commands: Sequence[CommandSpec] = (),
     ) -> None:
         self._cfg = cfg
         self.bus = bus
@@ -135,6 +99,7 @@ class TelegramChannel:
         self._refusal_interval_s = refusal_interval_s
         self._request_timeout_s = request_timeout_s
         self._send_wait_s = send_wait_s
+        self._menu = menu_commands(commands)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
@@ -225,10 +190,11 @@ class TelegramChannel:
         """getMe, the command menu, and the webhook (set, or deleted for polling)."""
         assert self._app is not None
         await self._app.initialize()
-        try:
-            await self.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
-        except TelegramError as exc:
-            logger.warning("could not register the Telegram command menu: %s", exc)
+        if self._menu:
+            try:
+                await self.bot.set_my_commands([BotCommand(c, d) for c, d in self._menu])
+            except TelegramError as exc:
+                logger.warning("could not register the Telegram command menu: %s", exc)
         if self._webhook_url:
             await self.bot.set_webhook(
                 self._webhook_url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES
@@ -289,40 +255,10 @@ class TelegramChannel:
     # -- webhook -------------------------------------------------------------------------
     def router(self) -> APIRouter:
         """``POST /telegram/webhook`` (only in webhook mode; otherwise an empty router)."""
-        router = APIRouter()
-        if self._webhook_url:
-
-            @router.post("/telegram/webhook", include_in_schema=False)
-            async def telegram_webhook(request: Request) -> Response:
-                return await self._on_webhook(request)
-
-        return router
-
-    async def _on_webhook(self, request: Request) -> Response:
-        given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self._webhook_secret.encode()):
-            return Response(status_code=403)
-        if not self._ready.is_set() or self._stopping:
-            return Response(status_code=503)
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_WEBHOOK_BYTES:
-            return Response(status_code=413)
-        body = bytearray()  # counted as it streams: a chunked body has no Content-Length
-        async for part in request.stream():
-            body += part
-            if len(body) > MAX_WEBHOOK_BYTES:
-                return Response(status_code=413)
-        try:
-            update = Update.de_json(json.loads(body), self.bot)
-        except Exception:
-            return Response(status_code=400)
-        if update is None:
-            return Response(status_code=400)
-        try:
-            await self.handle_update(update)
-        except BusClosed:
-            return Response(status_code=503)  # Telegram retries later
-        return Response(status_code=200)
+        if not self._webhook_url:
+            return APIRouter()
+        return webhook_router(secret=self._webhook_secret, bot=lambda: self.bot, handle_update=self.handle_update,
+                              ready=lambda: self._ready.is_set() and not self._stopping)
 
     # -- inbound -------------------------------------------------------------------------
     async def handle_update(self, update: Update) -> None:
