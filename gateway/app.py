@@ -21,6 +21,7 @@ from typing import Literal
 from channels.base import Channel, CommandSpec
 from channels.bus import MessageBus
 from channels.cli import CliChannel
+from channels.gate import role_of
 from channels.inbox import InboxJournal
 from channels.messages import OutboundProgress
 from config.schema import Config
@@ -30,7 +31,7 @@ from gateway.context import ContextBuilder
 from gateway.llm import LiteLLMChatModel
 from gateway.loop import AgentLoop
 from gateway.metrics import Metrics
-from gateway.roles import OwnerSessions, role_of
+from gateway.roles import OwnerSessions
 from gateway.runner import PromptEstimator, TurnRunner
 from gateway.runtime import Gateway, GatewayParts
 from gateway.tools.base import ToolRegistry
@@ -102,8 +103,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     async def progress(ctx: TurnContext, text: str) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text))
 
-    streaming = frozenset(name for name in ("telegram",)
-                          if getattr(getattr(config.channels, name), "streaming", False))
+    streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
     runner = TurnRunner(model=model, builder=builder, tools=tools, sessions=sessions,
                         max_iterations=agent.max_tool_iterations,
                         force_consolidation=consolidator.force_round, metrics=metrics,

@@ -93,6 +93,17 @@ def sends_to(tg: FakeTelegramAPI, chat: int) -> list[Any]:
     return [c for c in tg.calls_to("sendMessage") if c.params["chat_id"] == str(chat)]
 
 
+async def test_the_telegram_menu_lists_every_registered_command(
+    telegram_gateway: Gateway, tg: FakeTelegramAPI
+) -> None:
+    (call,) = tg.calls_to("setMyCommands")
+    menu = [c["command"] for c in call.json("commands")]
+    registered = [spec.name for spec in telegram_gateway.commands.specs()]
+    assert menu == [name.replace("-", "_") for name in registered]
+    assert {"help", "new", "status", "dream_log", "dream_restore", "memory", "forget"} <= set(menu)
+    assert all(c["description"] for c in call.json("commands"))
+
+
 async def test_owner_private_message_is_answered_by_the_llm_with_typing_first(
     telegram_gateway: Gateway, tg: FakeTelegramAPI, fake_llm: FakeLLMServer
 ) -> None:

@@ -177,6 +177,7 @@ async def test_group_messages_need_a_mention_reply_or_command(
     # An allowed group member is still refused nothing; a stranger mentioning the bot is refused.
     stranger = tg.push_message(chat_id=group, chat_type="supergroup", sender_id=666, text=f"hi @{BOT_USERNAME}")
     await settled(channel, stranger)
+    await bus.flush_outbound()
     assert bus.inbound_depth == 0
     assert [c.params["text"] for c in tg.calls_to("sendMessage")] == [REFUSAL]
 
@@ -302,6 +303,7 @@ async def test_unknown_sender_gets_one_refusal_and_nothing_reaches_the_bus(
     tg.push_message(chat_id=666, text="let me in", message_id=9001)
     last = tg.push_message(chat_id=666, text="please?", message_id=9002)
     await settled(channel, last)
+    await bus.flush_outbound()  # the refusal leaves through the outbound queue, like any reply
     sends = tg.calls_to("sendMessage")
     assert len(sends) == 1
     assert sends[0].params["text"] == REFUSAL and sends[0].params["chat_id"] == "666"
@@ -313,11 +315,24 @@ async def test_unknown_sender_gets_one_refusal_and_nothing_reaches_the_bus(
     assert (await next_inbound(bus)).sender_id == "555"
 
 
+async def test_a_long_rate_limit_on_a_refusal_never_stalls_intake(
+        make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
+    channel = await make_channel()
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 250", retry_after=250)
+    tg.push_message(chat_id=666, text="let me in", message_id=9001)
+    await tg.wait_for("sendMessage", 1)  # the refusal met a 250 s flood wait…
+    tg.push_message(chat_id=OWNER, text="still there?")
+    assert (await next_inbound(bus, timeout=30)).text == "still there?"  # …and intake went on
+    assert channel.limiter.waits == [250] and len(tg.calls_to("sendMessage")) == 1
+    bus.unsubscribe("telegram")  # drop the refusal still waiting out its 250 s
+
+
 async def test_refusal_none_means_silence(make_channel: MakeChannel, tg: FakeTelegramAPI,
                                           bus: MessageBus) -> None:
     channel = await make_channel(cfg={"refusal": None})
     update = tg.push_message(chat_id=666, text="hello?")
     await settled(channel, update)
+    await bus.flush_outbound()
     assert tg.calls_to("sendMessage") == []
     assert bus.inbound_depth == 0
 
@@ -327,6 +342,7 @@ async def test_pairing_code_in_refusal_and_approval_lets_the_sender_in(
     channel = await make_channel(cfg={"pairing": True})
     update = tg.push_message(chat_id=666, text="hi")
     await settled(channel, update)
+    await bus.flush_outbound()
     (refusal,) = tg.calls_to("sendMessage")
     store = PairingStore(default_path(workspace))
     (pending,) = store.pending("telegram")
@@ -620,6 +636,14 @@ async def test_webhook_secret_defaults_to_one_derived_from_the_token(
     await make_channel(cfg={"webhook": {"url": "https://bot.example.org/telegram/webhook"}})
     secret = tg.calls_to("setWebhook")[0].params["secret_token"]
     assert len(secret) >= 32 and TOKEN not in secret and TOKEN.split(":")[1] not in secret
+
+
+def test_menu_uses_telegram_spelling_and_limits() -> None:
+    specs = [CommandSpec("dream-log", "list memory changes"), CommandSpec("Dream_Log", "a duplicate"),
+             CommandSpec("x" * 33, "too long a name"), CommandSpec("caf\u00e9", "not [a-z0-9_]"),
+             CommandSpec("memory", "d" * 300, owner_only=True), CommandSpec("new", "")]
+    assert menu_commands(specs) == [("dream_log", "List memory changes"), ("memory", "D" + "d" * 255),
+                                    ("new", "New")]
 
 
 async def test_build_uses_the_config_section(make_config: Any, workspace: Path, bus: MessageBus) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,13 +32,14 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels._ratelimit import OutboundLimiter
-from channels.access import AccessPolicy
 from channels.bus import BusFull, MessageBus
+from channels.gate import AccessGate, AccessRequest
 from channels.messages import (
     InboundMessage,
     OutboundError,
     OutboundMessage,
     OutboundProgress,
+    OutboundText,
     OutboundTyping,
     Target,
 )
@@ -76,6 +76,7 @@ class SlackChannel:
         ping_interval_s: float = 10.0,
         reconnect_backoff_s: float = 1.0,
         limiter: OutboundLimiter | None = None,
+        gate: AccessGate | None = None,
     ) -> None:
         self.cfg = cfg
         self._bus = bus
@@ -84,12 +85,8 @@ class SlackChannel:
         self._api_base = cfg.api_base or DEFAULT_API_BASE
         self._check_config()
         install_redaction()
-        self._policy = AccessPolicy(cfg.allow_from, cfg.owners)
-        self._pairing = None
-        if cfg.pairing:
-            from channels.pairing import PairingStore, default_path
-
-            self._pairing = PairingStore(default_path(self._workspace))
+        self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace,
+                                                   refusal_interval_s=REFUSAL_INTERVAL_S)
         self.limiter = limiter or OutboundLimiter("slack", classify, rate_per_s=10.0, burst=10)
         self._api_timeout_s = api_timeout_s
         self.web = AsyncWebClient(
@@ -115,9 +112,7 @@ class SlackChannel:
         self.files = SlackFiles(bot_token=self._bot_token, api_base=self._api_base, workspace=self._workspace)
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._inflight: dict[str, asyncio.Event] = {}
-        self._refused: OrderedDict[str, float] = OrderedDict()
         self._reacted: set[tuple[str, str]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def _check_config(self) -> None:
         missing = [] if self._bot_token else ["botToken"]
@@ -150,7 +145,7 @@ class SlackChannel:
         logger.info("Slack channel started (%s mode)", self.cfg.mode)
 
     def is_owner(self, sender_id: str) -> bool:
-        return self._policy.is_owner(sender_id)
+        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never a token)."""
@@ -161,18 +156,10 @@ class SlackChannel:
         self._bus.unsubscribe(self.name)
         if self.socket is not None:
             await self.socket.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.files.stop()
         session, self.web.session = self.web.session, None
         if session is not None:
             await session.close()
-
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # ----------------------------------------------------------------- HTTP events mode
     def router(self) -> APIRouter:
@@ -214,16 +201,9 @@ class SlackChannel:
     async def _on_other_event(self, event: dict[str, Any]) -> None:
         logger.debug("ignoring Slack event %s", event.get("type"))
 
-    async def _allowed(self, sender_id: str) -> bool:
-        if self._policy.allows(sender_id):
-            return True
-        if self._pairing is not None:
-            return await asyncio.to_thread(self._pairing.is_approved, self.name, sender_id)
-        return False
-
     async def _accept(self, parsed: SlackEvent) -> None:
-        if not await self._allowed(parsed.sender_id):
-            self._spawn(self._refuse(parsed), name=f"slack-refuse-{parsed.sender_id}")
+        knock = AccessRequest(self.name, parsed.chat_id, parsed.sender_id, chat_type=parsed.chat_type)
+        if not (await self.gate.admit(knock, reply=Target(self.name, parsed.chat_id, parsed.thread_id))).allowed:
             return
         text, media = parsed.text, []
         for file in parsed.files[:10]:
@@ -253,41 +233,17 @@ class SlackChannel:
         if not user or not channel_id:
             await ack()
             return
-        if not await self._allowed(user):
-            await ack(text=self.cfg.refusal or "")
+        private = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
+        knock = AccessRequest(self.name, channel_id, user, chat_type="private" if private else "group")
+        if not (await self.gate.check(knock)).allowed:
+            await ack(text=self.gate.refusal or "")  # Slack shows it to that user only
             return
         words = str(command.get("text") or "").strip().lstrip("/") or "help"
-        private = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
         await self._publish(InboundMessage(
             channel=self.name, chat_id=channel_id, sender_id=user, text=as_command(words) or f"/{words}",
             chat_type="private" if private else "group",
         ))
         await ack()
-
-    async def _refuse(self, parsed: SlackEvent) -> None:
-        now = time.monotonic()
-        last = self._refused.get(parsed.sender_id)
-        if last is not None and now - last < REFUSAL_INTERVAL_S:
-            return
-        self._refused[parsed.sender_id] = now
-        while len(self._refused) > _SEEN_KEEP:
-            self._refused.popitem(last=False)
-        logger.info("refused a message from Slack user %s (not in allowFrom)", parsed.sender_id)
-        text = self.cfg.refusal
-        if self._pairing is not None and parsed.chat_type == "private":
-            from channels.pairing import PairingError
-
-            try:
-                code = await asyncio.to_thread(self._pairing.issue, self.name, parsed.sender_id)
-                text = (f"I don't know you yet. To get access, ask my owner to approve pairing code "
-                        f"{code} (`lucid pairing approve {code}`).")
-            except PairingError:
-                pass
-        if text:
-            try:
-                await self._post(parsed.chat_id, text, parsed.thread_id)
-            except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
-                logger.warning("could not send a refusal on Slack: %s", redact(str(exc)))
 
     # ----------------------------------------------------------------- outbound
     async def send(self, msg: OutboundMessage) -> None:
@@ -298,8 +254,9 @@ class SlackChannel:
         if isinstance(msg, OutboundProgress):
             return  # Slack replies are posted whole; no preview edits
         text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
+        plain = isinstance(msg, OutboundText) and msg.plain  # a refusal: as written
         try:
-            for chunk in split_message(to_mrkdwn(text)):
+            for chunk in split_message(text if plain else to_mrkdwn(text)):
                 await self._post(target.chat_id, chunk, target.thread_id)
         except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
             # Later chunks are not sent: a gap in the middle would read worse than a stop.

@@ -20,7 +20,6 @@ import asyncio
 import hashlib
 import hmac
 import logging
-import time
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,16 +31,15 @@ from telegram.ext import Application, ApplicationBuilder
 
 from channels._ratelimit import OutboundLimiter
 from channels._redact import TokenRedactor, logger_family
-from channels.access import AccessPolicy
 from channels.base import CommandSpec
 from channels.bus import BusClosed, MessageBus
+from channels.gate import AccessGate, AccessRequest
 from channels.messages import InboundMessage, OutboundMessage, Target
-from channels.pairing import PairingError, PairingStore, default_path
 from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
 from channels.telegram.poll import TelegramPoller, backoff_delay
 from channels.telegram.send import TelegramSender, classify
 from channels.telegram.webhook import webhook_router
-from config.errors import ConfigError, LucidError
+from config.errors import ConfigError
 from config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
@@ -80,14 +78,15 @@ class TelegramChannel:
         request_timeout_s: float = 10.0,
         send_wait_s: float = 30.0,
         commands: Sequence[CommandSpec] = (),
+        gate: AccessGate | None = None,
     ) -> None:
         self._cfg = cfg
         self.bus = bus
         self.workspace = Path(workspace)
         self._token = cfg.token.get_secret_value()
         self.api_base = (cfg.api_base or DEFAULT_API_BASE).rstrip("/")
-        self.access = AccessPolicy(cfg.allow_from, cfg.owners)
-        self.pairing = PairingStore(default_path(self.workspace))
+        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
+                                                   refusal_interval_s=refusal_interval_s)
         self.limiter = limiter or OutboundLimiter(NAME, classify)
         self._webhook_url = cfg.webhook.url if cfg.webhook and cfg.webhook.url else None
         secret = cfg.webhook.secret_token.get_secret_value() if cfg.webhook else ""
@@ -96,7 +95,6 @@ class TelegramChannel:
         ).hexdigest()
         self._redactor = TokenRedactor(self._token, self._webhook_secret)
         self._retry = (retry_base_s, retry_max_s)
-        self._refusal_interval_s = refusal_interval_s
         self._request_timeout_s = request_timeout_s
         self._send_wait_s = send_wait_s
         self._menu = menu_commands(commands)
@@ -108,7 +106,6 @@ class TelegramChannel:
             lambda: self.bot, self.limiter, streaming=cfg.streaming, preview_interval_s=preview_interval_s,
             typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s,
         )
-        self._refused: dict[str, float] = {}
         self._in_bus = False
         self._poller = TelegramPoller(
             lambda: self.bot, self.handle_update, spawn=self._spawn, in_backpressure=lambda: self._in_bus,
@@ -139,7 +136,7 @@ class TelegramChannel:
         return str(self.bot.username or "")
 
     def is_owner(self, sender_id: str) -> bool:
-        return self.access.is_owner(sender_id)
+        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never the token)."""
@@ -262,7 +259,7 @@ class TelegramChannel:
 
     # -- inbound -------------------------------------------------------------------------
     async def handle_update(self, update: Update) -> None:
-        """Turn one update into at most one ``InboundMessage`` (or a refusal)."""
+        """Turn one update into at most one ``InboundMessage``; the gate answers strangers."""
         msg = update.message
         if msg is None or msg.from_user is None or msg.from_user.is_bot:
             return
@@ -276,8 +273,8 @@ class TelegramChannel:
             return
         sender = msg.from_user
         sender_id, chat_id = str(sender.id), str(msg.chat.id)
-        if not await self._allowed(sender_id, sender.username):
-            await self._refuse(msg, sender_id, private=not is_group)
+        knock = AccessRequest(NAME, chat_id, sender_id, sender.username, "group" if is_group else "private")
+        if not (await self.gate.admit(knock, reply=Target(NAME, chat_id, None, str(msg.message_id)))).allowed:
             return
         text = clean_text(text, self.username)
         notes, media = await self._download_media(msg, chat_id)
@@ -302,40 +299,6 @@ class TelegramChannel:
             self._in_bus = False
         if not accepted:
             logger.info("duplicate Telegram message %s in chat %s ignored", inbound.message_id, chat_id)
-
-    async def _allowed(self, sender_id: str, username: str | None) -> bool:
-        if self.access.allows(sender_id, username):
-            return True
-        return await asyncio.to_thread(self.pairing.is_approved, NAME, sender_id)
-
-    async def _refuse(self, msg: Message, sender_id: str, *, private: bool) -> None:
-        """One short fixed answer per sender per interval, never through the LLM."""
-        logger.info("refused a Telegram message from unknown sender %s in chat %s", sender_id, msg.chat.id)
-        if self._cfg.refusal is None:
-            return
-        now = time.monotonic()
-        last = self._refused.get(sender_id)
-        if last is not None and now - last < self._refusal_interval_s:
-            return
-        self._refused[sender_id] = now
-        if len(self._refused) > 10_000:
-            self._refused = {k: v for k, v in self._refused.items() if now - v < self._refusal_interval_s}
-        text = self._cfg.refusal
-        if self._cfg.pairing and private:
-            try:
-                code = await asyncio.to_thread(self.pairing.issue, NAME, sender_id)
-            except PairingError as exc:
-                logger.warning("no pairing code for %s: %s", sender_id, exc)
-            else:
-                text += (
-                    f"\n\nPairing code: {code} (valid for 1 hour). "
-                    f"Ask the owner to run: lucid pairing approve {code}"
-                )
-        target = Target(NAME, str(msg.chat.id), None, str(msg.message_id))
-        try:
-            await self._sender.send_chunk(target, text, target.reply_to, html=False)
-        except (TelegramError, LucidError) as exc:
-            logger.warning("could not send the refusal to %s: %s", sender_id, exc)
 
     async def _download_media(self, msg: Message, chat_id: str) -> tuple[list[str], list[str]]:
         """Save photos, voice notes, audio, video and documents; return (text notes, paths)."""

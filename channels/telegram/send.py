@@ -22,8 +22,8 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
-from channels.messages import OutboundMessage, OutboundProgress, OutboundTyping, Target
-from channels.telegram.format import MAX_MESSAGE_CHARS, html_to_plain, render
+from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from channels.telegram.format import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
 from config.errors import LucidError
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class TelegramSender:
                 await self._preview(msg.target, msg.text)
             return
         self._stop_typing(msg.target)
-        await self._deliver(msg.target, msg.text)
+        await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain)
 
     def cancel_typing(self) -> None:
         """Stop every typing-indicator loop (the channel is stopping)."""
@@ -98,14 +98,15 @@ class TelegramSender:
             task.cancel()
         self._typing.clear()
 
-    async def _deliver(self, target: Target, text: str) -> None:
-        chunks = render(text, MAX_MESSAGE_CHARS)
-        preview = self._previews.pop(_preview_key(target), None)
+    async def _deliver(self, target: Target, text: str, *, plain: bool = False) -> None:
+        """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written."""
+        chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else render(text, MAX_MESSAGE_CHARS)
+        preview = None if plain else self._previews.pop(_preview_key(target), None)
         for i, chunk in enumerate(chunks):
             try:
                 if i == 0 and preview is not None and await self._edit(target, preview, chunk):
                     continue
-                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None)
+                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, html=not plain)
             except DeliveryUncertain:
                 continue  # logged by the limiter; resending could double-post
             except (TelegramError, DeliveryFailed) as exc:
