@@ -32,6 +32,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels._ratelimit import OutboundLimiter
+from channels.base import ChannelUnavailable
 from channels.bus import BusFull, MessageBus
 from channels.gate import AccessGate, AccessRequest
 from channels.messages import (
@@ -48,7 +49,7 @@ from channels.slack.files import SlackFiles
 from channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, split_message, to_mrkdwn
 from channels.slack.sdk import classify, install_redaction, redact, sdk_logger
 from channels.slack.socket import SocketSupervisor
-from config.errors import ConfigError, LucidError
+from config.errors import LucidError
 
 if TYPE_CHECKING:
     from config.schema import SlackConfig
@@ -59,6 +60,17 @@ DEFAULT_API_BASE = "https://slack.com/api/"
 REFUSAL_INTERVAL_S = 3600.0
 REACTION = "eyes"
 _SEEN_KEEP = 5000
+
+
+def preflight(section: SlackConfig) -> str | None:
+    """Why this section cannot work in its mode (None when it can): checked before connecting."""
+    if not section.bot_token.get_secret_value().strip():
+        return "no botToken (set channels.slack.botToken)"
+    if section.mode == "socket" and not section.app_token.get_secret_value().strip():
+        return "socket mode needs an appToken (channels.slack.appToken)"
+    if section.mode == "http" and not section.signing_secret.get_secret_value().strip():
+        return "http mode needs a signingSecret (channels.slack.signingSecret)"
+    return None
 
 
 class SlackChannel:
@@ -83,7 +95,9 @@ class SlackChannel:
         self._workspace = Path(workspace)
         self._bot_token = cfg.bot_token.get_secret_value().strip()
         self._api_base = cfg.api_base or DEFAULT_API_BASE
-        self._check_config()
+        reason = preflight(cfg)
+        if reason is not None:
+            raise ChannelUnavailable(reason)
         install_redaction()
         self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace,
                                                    refusal_interval_s=REFUSAL_INTERVAL_S)
@@ -113,15 +127,6 @@ class SlackChannel:
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._inflight: dict[str, asyncio.Event] = {}
         self._reacted: set[tuple[str, str]] = set()
-
-    def _check_config(self) -> None:
-        missing = [] if self._bot_token else ["botToken"]
-        if self.cfg.mode == "socket" and not self.cfg.app_token.get_secret_value().strip():
-            missing.append("appToken (Socket Mode)")
-        if self.cfg.mode == "http" and not self.cfg.signing_secret.get_secret_value().strip():
-            missing.append("signingSecret (HTTP mode)")
-        if missing:
-            raise ConfigError(f"channels.slack is enabled but has no {', '.join(missing)}")
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> SlackChannel:
