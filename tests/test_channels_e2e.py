@@ -93,12 +93,17 @@ def sends_to(tg: FakeTelegramAPI, chat: int) -> list[Any]:
     return [c for c in tg.calls_to("sendMessage") if c.params["chat_id"] == str(chat)]
 
 
-async def test_the_telegram_menu_lists_every_registered_command(
-    telegram_gateway: Gateway, tg: FakeTelegramAPI
+async def test_the_daemon_gives_telegram_a_menu_of_every_registered_command(
+    make_config: Callable[..., Config], workspace: Path, tg: FakeTelegramAPI
 ) -> None:
-    (call,) = tg.calls_to("setMyCommands")
+    config = make_config(channels={"telegram": {"enabled": True, "token": TOKEN, "apiBase": tg.base_url,
+                                                "allowFrom": [str(OWNER)], "pollTimeoutS": 1}})
+    gw = build_gateway(config, "daemon")  # the composition root builds the channel from the registry
+    assert gw.channel("telegram") is not None
+    async with gw:
+        (call,) = await tg.wait_for("setMyCommands")
     menu = [c["command"] for c in call.json("commands")]
-    registered = [spec.name for spec in telegram_gateway.commands.specs()]
+    registered = [spec.name for spec in gw.parts.commands.specs()]
     assert menu == [name.replace("-", "_") for name in registered]
     assert {"help", "new", "status", "dream_log", "dream_restore", "memory", "forget"} <= set(menu)
     assert all(c["description"] for c in call.json("commands"))
