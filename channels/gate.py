@@ -8,7 +8,8 @@ else decides. The rules, in one place:
 * ``allowFrom`` ids match exactly, as strings; ``@username`` entries match the sender's
   username case-insensitively (discouraged: usernames change hands); nothing is split on a
   separator, and an empty list denies everyone but the owners;
-* a sender the owner approved through pairing (``channels.pairing``) is allowed as a guest;
+* with ``pairing`` on, a sender the owner approved (``channels.pairing``) is allowed as a
+  guest; switching ``pairing`` off again leaves only owners and ``allowFrom``;
 * anyone else is refused with the configured ``refusal`` (``null``: silence), at most once
   per sender per interval; in a private chat with ``pairing`` on, the refusal carries a
   single-use code the owner approves with ``lucid pairing approve <code>``.
@@ -157,11 +158,11 @@ class AccessGate:
         role = self.roster.role(req.sender_id)
         if self.roster.allows(req.sender_id, req.username):
             return Decision("allowed", role)
+        if not self.pairing:
+            return Decision("refused", role)
         if await asyncio.to_thread(self.store.is_approved, self.channel, req.sender_id):
             return Decision("allowed", role)
-        if self.pairing and req.chat_type == "private":
-            return Decision("pairing", role)
-        return Decision("refused", role)
+        return Decision("pairing" if req.chat_type == "private" else "refused", role)
 
     async def admit(self, req: AccessRequest, reply: Target) -> Decision:
         """Decide; for a stranger, publish the refusal (with a pairing code when pairing

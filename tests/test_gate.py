@@ -149,13 +149,19 @@ async def test_pairing_flow_code_on_the_bus_then_approval_lets_the_sender_in(
     assert len(out) == 1
 
 
-async def test_approvals_are_per_channel(make_gate: MakeGate, tmp_path: Path) -> None:
-    gate = make_gate(allow_from=())
-    PairingStore(default_path(tmp_path)).issue("slack", "666")
+async def test_approvals_are_per_channel_and_count_only_while_pairing_is_on(
+        make_gate: MakeGate, tmp_path: Path) -> None:
     store = PairingStore(default_path(tmp_path))
-    (pending,) = store.pending("slack")
-    store.approve(pending["code"])
-    assert (await gate.check(knock("666"))).outcome == "refused"
+    store.issue("slack", "666")
+    assert store.approve(store.pending("slack")[0]["code"]) == ("slack", "666")
+    gate = make_gate(allow_from=(), pairing=True)
+    assert await gate.check(knock("666")) == Decision("pairing", "guest")  # approved on Slack, not here
+    store.issue("telegram", "666")
+    assert store.approve(store.pending("telegram")[0]["code"]) == ("telegram", "666")
+    assert await gate.check(knock("666")) == Decision("allowed", "guest")
+    assert await gate.check(knock("666", chat_type="group")) == Decision("allowed", "guest")
+    # switching pairing off leaves only owners and allowFrom
+    assert await make_gate(allow_from=(), pairing=False).check(knock("666")) == Decision("refused", "guest")
 
 
 async def test_when_no_code_can_be_issued_the_plain_refusal_still_goes_out(

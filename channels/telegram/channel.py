@@ -33,7 +33,7 @@ from channels._ratelimit import OutboundLimiter
 from channels._redact import TokenRedactor, logger_family
 from channels.base import CommandSpec
 from channels.bus import BusClosed, MessageBus
-from channels.gate import AccessGate, AccessRequest
+from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
 from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
 from channels.telegram.poll import TelegramPoller, backoff_delay
@@ -73,7 +73,7 @@ class TelegramChannel:
         retry_max_s: float = 30.0,
         typing_refresh_s: float = 4.0,
         typing_max_s: float = 120.0,
-        refusal_interval_s: float = 600.0,
+        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
         preview_interval_s: float = 1.0,
         request_timeout_s: float = 10.0,
         send_wait_s: float = 30.0,
