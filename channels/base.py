@@ -7,12 +7,28 @@ runtime-checkable protocols rather than no-op hooks on a base class.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from channels.messages import OutboundMessage
+from config.errors import ConfigError
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
+
+
+class ChannelUnavailable(ConfigError):
+    """A channel's ``build`` refuses (a missing token…); the message says why and what to set."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """One slash command as a channel may advertise it (a menu): the gateway's registry is the
+    source, handed to ``build(..., commands=...)`` because channels never import the gateway."""
+
+    name: str
+    description: str
+    owner_only: bool = False
 
 
 @runtime_checkable

@@ -69,6 +69,8 @@ class OutboundText:
     # The inbound message this answers (webhook waiters correlate on it).
     in_reply_to: str | None = None
     kind: Literal["text"] = "text"
+    # Fixed text (a refusal from the config), delivered as written rather than as Markdown.
+    plain: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,12 +15,13 @@ reverse. The modes differ only in which channels exist and which jobs run:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal
 
-from channels.base import Channel
+from channels.base import Channel, CommandSpec
 from channels.bus import MessageBus
 from channels.cli import CliChannel
+from channels.gate import role_of
 from channels.inbox import InboxJournal
 from channels.messages import OutboundProgress
 from config.schema import Config
@@ -30,7 +31,7 @@ from gateway.context import ContextBuilder
 from gateway.llm import LiteLLMChatModel
 from gateway.loop import AgentLoop
 from gateway.metrics import Metrics
-from gateway.roles import OwnerSessions, role_of
+from gateway.roles import OwnerSessions
 from gateway.runner import PromptEstimator, TurnRunner
 from gateway.runtime import Gateway, GatewayParts
 from gateway.tools.base import ToolRegistry
@@ -102,8 +103,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     async def progress(ctx: TurnContext, text: str) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text))
 
-    streaming = frozenset(name for name in ("telegram",)
-                          if getattr(getattr(config.channels, name), "streaming", False))
+    streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
     runner = TurnRunner(model=model, builder=builder, tools=tools, sessions=sessions,
                         max_iterations=agent.max_tool_iterations,
                         force_consolidation=consolidator.force_round, metrics=metrics,
@@ -120,15 +120,17 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
                          owner_sessions=owner_sessions, scheduler=scheduler)
     register_builtin_commands(parts)
-    return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited))
+    return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,
-                  on_unsolicited: Callable[[str], None] | None) -> dict[str, Channel]:
+                  on_unsolicited: Callable[[str], None] | None,
+                  commands: Sequence[CommandSpec]) -> dict[str, Channel]:
     if mode == "daemon":
         from channels.registry import build_channels
 
-        channels = build_channels(config, bus, workspace=config.workspace)
+        # The command specs fill platform menus (Telegram's), generated from the registry.
+        channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
         # The terminal channel behind the local API: `lucid agent` beside a running daemon.
         channels["cli"] = CliChannel(bus)
         return channels

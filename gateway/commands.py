@@ -11,6 +11,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from channels.base import CommandSpec
 from gateway.turn import TurnContext
 
 Handler = Callable[[TurnContext, str], Awaitable[str]]
@@ -45,6 +46,10 @@ class CommandRegistry:
 
     def names(self) -> list[str]:
         return list(self._commands)
+
+    def specs(self) -> list[CommandSpec]:
+        """What channels need to advertise the commands (menus), in registration order."""
+        return [CommandSpec(c.name, c.summary, c.owner_only) for c in self._commands.values()]
 
     def get(self, name: str) -> Command | None:
         return self._commands.get(name)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from channels.bus import BusClosed, BusFull
 from channels.cli import CliChannel
-from channels.webhook_api import guarded_route
+from channels.webhook.api import guarded_route
 from config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)

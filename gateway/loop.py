@@ -16,13 +16,14 @@ from collections import deque
 from typing import Any, Protocol
 
 from channels.bus import Delivery, MessageBus
+from channels.gate import role_of
 from channels.messages import InboundMessage, OutboundError, OutboundText, OutboundTyping, Target
 from config.errors import LucidError
 from config.schema import Config
 from gateway.commands import CommandRegistry, parse_command
 from gateway.context import INTERRUPTED_RESULT
 from gateway.metrics import Metrics
-from gateway.roles import OwnerSessions, role_of
+from gateway.roles import OwnerSessions
 from gateway.runner import TurnRunner
 from gateway.turn import TurnContext
 from memory.sessions import Session, SessionStore

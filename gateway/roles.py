@@ -1,9 +1,10 @@
-"""Roles (DESIGN §9): who is an owner, and which sessions are the owner's private chats.
+"""The owner's private sessions (DESIGN §9), persisted.
 
-Owners are configured per channel (``channels.<name>.owners``); the terminal user is
-always the owner. The set of the owner's private session keys is persisted so the prompt
-can show the owner's history across their private chats, and Dream can tell which
-history may feed USER.md.
+Who is an owner is decided by the access gate (``channels.gate.role_of``: owners are
+configured per channel, ``channels.<name>.owners``; the terminal user is always the owner).
+This module keeps the set of the owner's private session keys, so the prompt can show the
+owner's history across their private chats, and Dream can tell which history may feed
+USER.md.
 """
 
 from __future__ import annotations
@@ -13,16 +14,8 @@ import logging
 from pathlib import Path
 
 from config.onboard import atomic_write_text
-from config.schema import Config
-from gateway.turn import Role
 
 logger = logging.getLogger(__name__)
-
-
-def role_of(config: Config, channel: str, sender_id: str) -> Role:
-    section = getattr(config.channels, channel, None)
-    owners = getattr(section, "owners", None) or []
-    return "owner" if str(sender_id) in {str(o) for o in owners} else "guest"
 
 
 class OwnerSessions(set[str]):

@@ -24,7 +24,7 @@ import pytest_asyncio
 
 from channels import slack as slack_channel
 from channels import telegram as telegram_channel
-from channels.telegram_format import html_to_plain
+from channels.telegram.format import html_to_plain
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
 from gateway.server import create_app
@@ -82,7 +82,8 @@ async def telegram_gateway(make_config: Callable[..., Config], workspace: Path,
                                "pollTimeoutS": 1, "watchdogS": 60}},
     )
     gw = build_gateway(config)
-    gw.add_channel("telegram", telegram_channel.create_channel(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("telegram", telegram_channel.build(config, gw.parts.bus, workspace=config.workspace,
+                                                      commands=gw.parts.commands.specs()))
     async with gw:
         await tg.wait_for("deleteWebhook")  # connected; polling from here on
         yield gw
@@ -90,6 +91,22 @@ async def telegram_gateway(make_config: Callable[..., Config], workspace: Path,
 
 def sends_to(tg: FakeTelegramAPI, chat: int) -> list[Any]:
     return [c for c in tg.calls_to("sendMessage") if c.params["chat_id"] == str(chat)]
+
+
+async def test_the_daemon_gives_telegram_a_menu_of_every_registered_command(
+    make_config: Callable[..., Config], workspace: Path, tg: FakeTelegramAPI
+) -> None:
+    config = make_config(channels={"telegram": {"enabled": True, "token": TOKEN, "apiBase": tg.base_url,
+                                                "allowFrom": [str(OWNER)], "pollTimeoutS": 1}})
+    gw = build_gateway(config, "daemon")  # the composition root builds the channel from the registry
+    assert gw.channel("telegram") is not None
+    async with gw:
+        (call,) = await tg.wait_for("setMyCommands")
+    menu = [c["command"] for c in call.json("commands")]
+    registered = [spec.name for spec in gw.parts.commands.specs()]
+    assert menu == [name.replace("-", "_") for name in registered]
+    assert {"help", "new", "status", "dream_log", "dream_restore", "memory", "forget"} <= set(menu)
+    assert all(c["description"] for c in call.json("commands"))
 
 
 async def test_owner_private_message_is_answered_by_the_llm_with_typing_first(
@@ -219,7 +236,8 @@ async def slack_api() -> AsyncIterator[FakeSlackAPI]:
 @asynccontextmanager
 async def slack_gateway(config: Config) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
     gw = build_gateway(config)
-    gw.add_channel("slack", slack_channel.create_channel(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("slack", slack_channel.build(config, gw.parts.bus, workspace=config.workspace,
+                                                commands=gw.parts.commands.specs()))
     app = create_app(config, gateway=gw)  # mounts the channel's /slack/events route
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)

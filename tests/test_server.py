@@ -182,11 +182,11 @@ async def test_every_documented_response_of_post_messages_is_real(wh_config, fak
 # ----------------------------------------------------------------------------- channel registry
 
 
-def exploding_factory(config: Config, bus: MessageBus, *, workspace: Any) -> Any:
+def exploding_factory(config: Config, bus: MessageBus, *, workspace: Any, commands: Any = ()) -> Any:
     raise RuntimeError("kaboom")
 
 
-def refusing_factory(config: Config, bus: MessageBus, *, workspace: Any) -> Any:
+def refusing_factory(config: Config, bus: MessageBus, *, workspace: Any, commands: Any = ()) -> Any:
     raise ChannelUnavailable("the platform said no")
 
 
@@ -197,7 +197,7 @@ def test_a_channel_that_fails_to_build_never_stops_the_others(make_config, caplo
                                    "webhook": {"token": TOKEN}})
     factories = {"telegram": "tests.test_server:exploding_factory",
                  "slack": "tests.test_server:refusing_factory",
-                 "webhook": "channels.webhook:create_channel"}
+                 "webhook": "channels.webhook:build"}
     built = build_channels(config, MessageBus(), factories=factories)
     assert list(built) == ["webhook"]
     lines = [r.getMessage() for r in caplog.records]
@@ -210,8 +210,8 @@ def test_missing_tokens_and_modules_are_reported_per_channel(make_config, caplog
     caplog.set_level(logging.INFO, logger="channels.registry")
     config = make_config(channels={"telegram": {"enabled": True}, "slack": {"enabled": True, "botToken": "x"},
                                    "webhook": {"enabled": True, "token": TOKEN}})
-    factories = {"telegram": "channels.telegram:create_channel", "slack": "channels.slack:create_channel",
-                 "webhook": "no_such_module_for_lucid:create_channel"}
+    factories = {"telegram": "channels.telegram:build", "slack": "channels.slack:build",
+                 "webhook": "no_such_module_for_lucid:build"}
     assert build_channels(config, MessageBus(), factories=factories) == {}
     lines = [r.getMessage() for r in caplog.records]
     assert "telegram: no token (set channels.telegram.token) — disabled" in lines

@@ -27,8 +27,8 @@ from channels.bus import MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundError, OutboundText, OutboundTyping, Target
 from channels.pairing import PairingStore, default_path
-from channels.slack import SlackChannel, create_channel
-from channels.slack_format import as_command, parse_event, split_message, to_mrkdwn
+from channels.slack import SlackChannel, build
+from channels.slack.format import as_command, parse_event, split_message, to_mrkdwn
 from config.errors import ConfigError
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 
@@ -202,13 +202,13 @@ def test_parse_thread_mention_and_file_share() -> None:
 def test_config_errors_name_the_missing_keys(slack_config: Callable[..., Any], workspace: Path) -> None:
     cfg = slack_config(botToken="", mode="http")
     with pytest.raises(ConfigError, match="botToken"):
-        create_channel(cfg, MessageBus(), workspace=workspace)
+        build(cfg, MessageBus(), workspace=workspace)
     cfg = slack_config(appToken="", mode="socket")
     with pytest.raises(ConfigError, match="appToken"):
-        create_channel(cfg, MessageBus(), workspace=workspace)
+        build(cfg, MessageBus(), workspace=workspace)
     cfg = slack_config(signingSecret="", mode="http")
     with pytest.raises(ConfigError, match="signingSecret"):
-        create_channel(cfg, MessageBus(), workspace=workspace)
+        build(cfg, MessageBus(), workspace=workspace)
 
 
 @pytest.mark.parametrize("name", ["channels.slack", "channels.slack.sdk", "slack_sdk.socket_mode.aiohttp",
@@ -216,7 +216,7 @@ def test_config_errors_name_the_missing_keys(slack_config: Callable[..., Any], w
 def test_tokens_are_redacted_from_slack_logs(
     name: str, slack_config: Callable[..., Any], workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    create_channel(slack_config(), MessageBus(), workspace=workspace)  # installs the filters
+    build(slack_config(), MessageBus(), workspace=workspace)  # installs the filters
     log = logging.getLogger(name)
     with caplog.at_level(logging.DEBUG, logger=name):
         log.info("calling with %s and %s", "xoxb-123-456-abcDEF", "xapp-1-A1-xyz")
@@ -565,7 +565,7 @@ async def test_socket_watchdog_reconnects_a_silent_socket(
     slack_api.silent = True
     channel = await make_channel(mode="socket", watchdogS=0.4)
     assert channel.socket is not None
-    with caplog.at_level(logging.WARNING, logger="channels.slack_socket"):
+    with caplog.at_level(logging.WARNING, logger="channels.slack.socket"):
         await slack_api.wait_until(lambda: slack_api.ws_connections >= 2, timeout=5)
     assert len(slack_api.calls_to("apps.connections.open")) >= 2
     assert "no events or pings" in caplog.text
@@ -580,12 +580,12 @@ async def test_socket_outage_is_retried_and_logged_once(
 ) -> None:
     for _ in range(4):
         slack_api.fail_next("apps.connections.open", status=200, error="internal_error", retry_after=None)
-    with caplog.at_level(logging.INFO, logger="channels.slack_socket"):
+    with caplog.at_level(logging.INFO, logger="channels.slack.socket"):
         channel = await make_channel(mode="socket")  # start() does not fail during an outage
         assert channel.socket is not None
         await asyncio.wait_for(channel.socket.connected.wait(), 5)
     assert len(slack_api.calls_to("apps.connections.open")) == 5
-    warnings = [r for r in caplog.records if r.name == "channels.slack_socket" and r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == "channels.slack.socket" and r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "unreachable" in warnings[0].getMessage()
     assert "connected again" in caplog.text
 

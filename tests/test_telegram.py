@@ -21,16 +21,21 @@ import pytest_asyncio
 from fastapi import FastAPI
 
 from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
+from channels.base import ChannelUnavailable, CommandSpec
 from channels.bus import MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
 from channels.pairing import PairingStore, default_path
-from channels.telegram import TelegramChannel, classify, create_channel
-from channels.telegram_format import convert_line, html_to_plain, markdown_to_html, render, split_plain
+from channels.telegram import TelegramChannel, build
+from channels.telegram.format import convert_line, html_to_plain, markdown_to_html, menu_commands, render, split_plain
+from channels.telegram.send import classify
 from config.errors import ConfigError
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
 
 OWNER = 42
+COMMANDS = (CommandSpec("help", "list commands"), CommandSpec("new", "start fresh"),
+            CommandSpec("dream-log", "list memory changes", owner_only=True),
+            CommandSpec("forget", "remove lines from memory", owner_only=True))
 REFUSAL = "Sorry, I only talk to people my owner has allowed."
 
 
@@ -67,6 +72,7 @@ async def make_channel(make_config: Any, workspace: Path, tg: FakeTelegramAPI,
         section = {"enabled": True, "token": TOKEN, "apiBase": tg.base_url, "allowFrom": [str(OWNER), "@carol"],
                    "owners": [str(OWNER)], "pollTimeoutS": 1, "watchdogS": 60, **(cfg or {})}
         kwargs.setdefault("limiter", fast_limiter())
+        kwargs.setdefault("commands", COMMANDS)
         kwargs.setdefault("retry_base_s", 0.02)
         kwargs.setdefault("request_timeout_s", 3.0)
         config = make_config(channels={"telegram": section})
@@ -110,8 +116,9 @@ async def test_private_text_becomes_inbound_message_and_start_registers_commands
         make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
     channel = await make_channel()
     assert [c.method for c in tg.calls[:3]] == ["getMe", "setMyCommands", "deleteWebhook"]
-    commands = [c["command"] for c in tg.calls_to("setMyCommands")[0].json("commands")]
-    assert commands == ["help", "new", "stop", "status", "dream", "dream_log", "memory"]
+    menu = [(c["command"], c["description"]) for c in tg.calls_to("setMyCommands")[0].json("commands")]
+    assert menu == [("help", "List commands"), ("new", "Start fresh"), ("dream_log", "List memory changes"),
+                    ("forget", "Remove lines from memory")]
 
     update = tg.push_message(chat_id=OWNER, text="hello there", message_id=5000)
     msg = await next_inbound(bus)
@@ -170,6 +177,7 @@ async def test_group_messages_need_a_mention_reply_or_command(
     # An allowed group member is still refused nothing; a stranger mentioning the bot is refused.
     stranger = tg.push_message(chat_id=group, chat_type="supergroup", sender_id=666, text=f"hi @{BOT_USERNAME}")
     await settled(channel, stranger)
+    await bus.flush_outbound()
     assert bus.inbound_depth == 0
     assert [c.params["text"] for c in tg.calls_to("sendMessage")] == [REFUSAL]
 
@@ -295,6 +303,7 @@ async def test_unknown_sender_gets_one_refusal_and_nothing_reaches_the_bus(
     tg.push_message(chat_id=666, text="let me in", message_id=9001)
     last = tg.push_message(chat_id=666, text="please?", message_id=9002)
     await settled(channel, last)
+    await bus.flush_outbound()  # the refusal leaves through the outbound queue, like any reply
     sends = tg.calls_to("sendMessage")
     assert len(sends) == 1
     assert sends[0].params["text"] == REFUSAL and sends[0].params["chat_id"] == "666"
@@ -306,11 +315,24 @@ async def test_unknown_sender_gets_one_refusal_and_nothing_reaches_the_bus(
     assert (await next_inbound(bus)).sender_id == "555"
 
 
+async def test_a_long_rate_limit_on_a_refusal_never_stalls_intake(
+        make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
+    channel = await make_channel()
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 250", retry_after=250)
+    tg.push_message(chat_id=666, text="let me in", message_id=9001)
+    await tg.wait_for("sendMessage", 1)  # the refusal met a 250 s flood wait…
+    tg.push_message(chat_id=OWNER, text="still there?")
+    assert (await next_inbound(bus, timeout=30)).text == "still there?"  # …and intake went on
+    assert channel.limiter.waits == [250] and len(tg.calls_to("sendMessage")) == 1
+    bus.unsubscribe("telegram")  # drop the refusal still waiting out its 250 s
+
+
 async def test_refusal_none_means_silence(make_channel: MakeChannel, tg: FakeTelegramAPI,
                                           bus: MessageBus) -> None:
     channel = await make_channel(cfg={"refusal": None})
     update = tg.push_message(chat_id=666, text="hello?")
     await settled(channel, update)
+    await bus.flush_outbound()
     assert tg.calls_to("sendMessage") == []
     assert bus.inbound_depth == 0
 
@@ -320,6 +342,7 @@ async def test_pairing_code_in_refusal_and_approval_lets_the_sender_in(
     channel = await make_channel(cfg={"pairing": True})
     update = tg.push_message(chat_id=666, text="hi")
     await settled(channel, update)
+    await bus.flush_outbound()
     (refusal,) = tg.calls_to("sendMessage")
     store = PairingStore(default_path(workspace))
     (pending,) = store.pending("telegram")
@@ -615,14 +638,24 @@ async def test_webhook_secret_defaults_to_one_derived_from_the_token(
     assert len(secret) >= 32 and TOKEN not in secret and TOKEN.split(":")[1] not in secret
 
 
-async def test_create_channel_uses_the_config_section(make_config: Any, workspace: Path, bus: MessageBus) -> None:
+def test_menu_uses_telegram_spelling_and_limits() -> None:
+    specs = [CommandSpec("dream-log", "list memory changes"), CommandSpec("Dream_Log", "a duplicate"),
+             CommandSpec("x" * 33, "too long a name"), CommandSpec("caf\u00e9", "not [a-z0-9_]"),
+             CommandSpec("memory", "d" * 300, owner_only=True), CommandSpec("new", "")]
+    assert menu_commands(specs) == [("dream_log", "List memory changes"), ("memory", "D" + "d" * 255),
+                                    ("new", "New")]
+
+
+async def test_build_uses_the_config_section(make_config: Any, workspace: Path, bus: MessageBus) -> None:
     cfg = make_config(channels={"telegram": {"enabled": True, "token": TOKEN, "apiBase": "http://127.0.0.1:9/"}})
-    channel = create_channel(cfg, bus, workspace=workspace)
+    channel = build(cfg, bus, workspace=workspace)
     assert channel.name == "telegram" and channel.api_base == "http://127.0.0.1:9"
     assert channel.describe() == "long polling via http://127.0.0.1:9, 0 allowed, pairing False"
     assert TOKEN not in channel.describe()
-    default = create_channel(make_config(), bus, workspace=workspace)
+    default = build(make_config(channels={"telegram": {"token": TOKEN}}), bus, workspace=workspace)
     assert default.api_base == "https://api.telegram.org"
+    with pytest.raises(ChannelUnavailable, match=r"no token \(set channels.telegram.token\)"):
+        build(make_config(), bus, workspace=workspace)
 
 
 # ----------------------------------------------------------------------------- formatting

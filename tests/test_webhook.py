@@ -21,10 +21,10 @@ import pytest
 from aiohttp import web
 from fastapi import FastAPI
 
-import channels.webhook as webhook_module
+import channels.webhook.channel as webhook_module
 from channels.bus import MessageBus
 from channels.webhook import WebhookChannel
-from channels.webhook_store import WebhookStore
+from channels.webhook.store import WebhookStore
 from gateway.serve import GatewayServer
 from memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply
@@ -628,8 +628,8 @@ async def test_200_concurrent_requests_across_50_sessions(wh_config, fake_llm, w
 async def test_a_dns_hiccup_at_delivery_is_retried_not_given_up(tmp_path: Path) -> None:
     import socket
 
-    from channels.webhook_outbox import CallbackSender
-    from channels.webhook_store import WebhookStore
+    from channels.webhook.outbox import CallbackSender
+    from channels.webhook.store import WebhookStore
 
     store = WebhookStore(tmp_path / "wh.sqlite")
     store.open()
@@ -658,7 +658,7 @@ async def test_a_dns_hiccup_at_delivery_is_retried_not_given_up(tmp_path: Path) 
 async def test_expired_records_are_purged_while_running(tmp_path: Path, make_config: Any) -> None:
     from channels.bus import MessageBus
     from channels.webhook import WebhookChannel
-    from channels.webhook_store import IDEMPOTENCY_TTL_S, WebhookStore
+    from channels.webhook.store import IDEMPOTENCY_TTL_S, WebhookStore
 
     now = [1_000_000.0]
     store = WebhookStore(tmp_path / "wh.sqlite", clock=lambda: now[0])

@@ -7,11 +7,11 @@ the next ``getUpdates`` offset acknowledges it, and the last acknowledged ``upda
 persisted (``state/telegram.json``) so a restart resumes exactly there. A redelivered
 message is still caught by the bus's dedupe id (``telegram:<chat>:<message_id>``).
 
-Intake is long polling (``channels.telegram_poll``: backoff, one log line per incident and a
+Intake is long polling (``channels.telegram.poll``: backoff, one log line per incident and a
 liveness watchdog) or, when ``webhook.url`` is set, a FastAPI route checked against the
-secret-token header.
+secret-token header (``channels.telegram.webhook``).
 Outbound messages go through one ``OutboundLimiter`` (flood limits, ``retry_after``, no
-blind resend of a timed-out send) and are delivered by ``channels.telegram_send``.
+blind resend of a timed-out send) and are delivered by ``channels.telegram.send``.
 """
 
 from __future__ import annotations
@@ -19,33 +19,30 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 import logging
-import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter
 from telegram import BotCommand, Message, Update
-from telegram.error import BadRequest, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
-from channels._ratelimit import OutboundLimiter, Verdict
+from channels._ratelimit import OutboundLimiter
 from channels._redact import TokenRedactor, logger_family
-from channels.access import AccessPolicy
+from channels.base import CommandSpec
 from channels.bus import BusClosed, MessageBus
+from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
 from channels.messages import InboundMessage, OutboundMessage, Target
-from channels.pairing import PairingError, PairingStore, default_path
-from channels.telegram_format import clean_text, is_addressed, media_items, safe_name
-from channels.telegram_poll import TelegramPoller, backoff_delay
-from channels.telegram_send import TelegramSender
-from config.errors import ConfigError, LucidError
+from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
+from channels.telegram.poll import TelegramPoller, backoff_delay
+from channels.telegram.send import TelegramSender, classify
+from channels.telegram.webhook import webhook_router
+from config.errors import ConfigError
 from config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from config import Config
     from config.schema import TelegramConfig
 
 logger = logging.getLogger(__name__)
@@ -54,48 +51,12 @@ NAME = "telegram"
 DEFAULT_API_BASE = "https://api.telegram.org"
 ALLOWED_UPDATES = ["message"]
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
-MAX_WEBHOOK_BYTES = 1024 * 1024
-SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-COMMANDS = [
-    ("help", "What I can do"),
-    ("new", "Start a fresh conversation"),
-    ("stop", "Stop the answer in progress"),
-    ("status", "Model, session and memory status"),
-    ("dream", "Distil recent history into memory now"),
-    ("dream_log", "Recent memory changes"),
-    ("memory", "What I remember"),
-]
-
-
-def create_channel(config: Config, bus: MessageBus, *, workspace: Path) -> TelegramChannel:
-    return TelegramChannel(config.channels.telegram, bus, workspace=workspace)
 
 
 # -- logging ---------------------------------------------------------------------------
 def _log_targets() -> list[logging.Filterer]:
     """The root handlers (every propagated record) and the HTTP/PTB loggers: both log the token."""
     return [*logging.getLogger().handlers, *logger_family("httpx", "httpcore", "telegram")]
-
-
-# -- failure classification for the limiter --------------------------------------------
-def classify(exc: BaseException) -> Verdict:
-    """How the limiter treats a failed Bot API call (see ``channels._ratelimit``)."""
-    if isinstance(exc, RetryAfter):
-        delta = getattr(exc, "_retry_after", None)  # the public property warns (PTB 22.2+)
-        return Verdict.wait(delta.total_seconds() if delta is not None else 1.0)
-    if isinstance(exc, BadRequest):
-        return Verdict.fail()
-    cause = exc.__cause__
-    if isinstance(exc, TimedOut):
-        # Nothing left our side on a connect/pool timeout; any later timeout may have been delivered.
-        if isinstance(cause, httpx.ConnectTimeout | httpx.PoolTimeout):
-            return Verdict.retry()
-        return Verdict.uncertain()
-    if isinstance(exc, NetworkError):
-        if cause is None or isinstance(cause, httpx.ConnectError):
-            return Verdict.retry()  # an HTTP error status (5xx), or the connection never opened
-        return Verdict.uncertain()
-    return Verdict.fail()
 
 
 class TelegramChannel:
@@ -112,18 +73,20 @@ class TelegramChannel:
         retry_max_s: float = 30.0,
         typing_refresh_s: float = 4.0,
         typing_max_s: float = 120.0,
-        refusal_interval_s: float = 600.0,
+        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
         preview_interval_s: float = 1.0,
         request_timeout_s: float = 10.0,
         send_wait_s: float = 30.0,
+        commands: Sequence[CommandSpec] = (),
+        gate: AccessGate | None = None,
     ) -> None:
         self._cfg = cfg
         self.bus = bus
         self.workspace = Path(workspace)
         self._token = cfg.token.get_secret_value()
         self.api_base = (cfg.api_base or DEFAULT_API_BASE).rstrip("/")
-        self.access = AccessPolicy(cfg.allow_from, cfg.owners)
-        self.pairing = PairingStore(default_path(self.workspace))
+        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
+                                                   refusal_interval_s=refusal_interval_s)
         self.limiter = limiter or OutboundLimiter(NAME, classify)
         self._webhook_url = cfg.webhook.url if cfg.webhook and cfg.webhook.url else None
         secret = cfg.webhook.secret_token.get_secret_value() if cfg.webhook else ""
@@ -132,9 +95,9 @@ class TelegramChannel:
         ).hexdigest()
         self._redactor = TokenRedactor(self._token, self._webhook_secret)
         self._retry = (retry_base_s, retry_max_s)
-        self._refusal_interval_s = refusal_interval_s
         self._request_timeout_s = request_timeout_s
         self._send_wait_s = send_wait_s
+        self._menu = menu_commands(commands)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
@@ -143,7 +106,6 @@ class TelegramChannel:
             lambda: self.bot, self.limiter, streaming=cfg.streaming, preview_interval_s=preview_interval_s,
             typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s,
         )
-        self._refused: dict[str, float] = {}
         self._in_bus = False
         self._poller = TelegramPoller(
             lambda: self.bot, self.handle_update, spawn=self._spawn, in_backpressure=lambda: self._in_bus,
@@ -174,7 +136,7 @@ class TelegramChannel:
         return str(self.bot.username or "")
 
     def is_owner(self, sender_id: str) -> bool:
-        return self.access.is_owner(sender_id)
+        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never the token)."""
@@ -225,10 +187,11 @@ class TelegramChannel:
         """getMe, the command menu, and the webhook (set, or deleted for polling)."""
         assert self._app is not None
         await self._app.initialize()
-        try:
-            await self.bot.set_my_commands([BotCommand(c, d) for c, d in COMMANDS])
-        except TelegramError as exc:
-            logger.warning("could not register the Telegram command menu: %s", exc)
+        if self._menu:
+            try:
+                await self.bot.set_my_commands([BotCommand(c, d) for c, d in self._menu])
+            except TelegramError as exc:
+                logger.warning("could not register the Telegram command menu: %s", exc)
         if self._webhook_url:
             await self.bot.set_webhook(
                 self._webhook_url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES
@@ -289,44 +252,14 @@ class TelegramChannel:
     # -- webhook -------------------------------------------------------------------------
     def router(self) -> APIRouter:
         """``POST /telegram/webhook`` (only in webhook mode; otherwise an empty router)."""
-        router = APIRouter()
-        if self._webhook_url:
-
-            @router.post("/telegram/webhook", include_in_schema=False)
-            async def telegram_webhook(request: Request) -> Response:
-                return await self._on_webhook(request)
-
-        return router
-
-    async def _on_webhook(self, request: Request) -> Response:
-        given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self._webhook_secret.encode()):
-            return Response(status_code=403)
-        if not self._ready.is_set() or self._stopping:
-            return Response(status_code=503)
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_WEBHOOK_BYTES:
-            return Response(status_code=413)
-        body = bytearray()  # counted as it streams: a chunked body has no Content-Length
-        async for part in request.stream():
-            body += part
-            if len(body) > MAX_WEBHOOK_BYTES:
-                return Response(status_code=413)
-        try:
-            update = Update.de_json(json.loads(body), self.bot)
-        except Exception:
-            return Response(status_code=400)
-        if update is None:
-            return Response(status_code=400)
-        try:
-            await self.handle_update(update)
-        except BusClosed:
-            return Response(status_code=503)  # Telegram retries later
-        return Response(status_code=200)
+        if not self._webhook_url:
+            return APIRouter()
+        return webhook_router(secret=self._webhook_secret, bot=lambda: self.bot, handle_update=self.handle_update,
+                              ready=lambda: self._ready.is_set() and not self._stopping)
 
     # -- inbound -------------------------------------------------------------------------
     async def handle_update(self, update: Update) -> None:
-        """Turn one update into at most one ``InboundMessage`` (or a refusal)."""
+        """Turn one update into at most one ``InboundMessage``; the gate answers strangers."""
         msg = update.message
         if msg is None or msg.from_user is None or msg.from_user.is_bot:
             return
@@ -340,8 +273,8 @@ class TelegramChannel:
             return
         sender = msg.from_user
         sender_id, chat_id = str(sender.id), str(msg.chat.id)
-        if not await self._allowed(sender_id, sender.username):
-            await self._refuse(msg, sender_id, private=not is_group)
+        knock = AccessRequest(NAME, chat_id, sender_id, sender.username, "group" if is_group else "private")
+        if not (await self.gate.admit(knock, reply=Target(NAME, chat_id, None, str(msg.message_id)))).allowed:
             return
         text = clean_text(text, self.username)
         notes, media = await self._download_media(msg, chat_id)
@@ -366,40 +299,6 @@ class TelegramChannel:
             self._in_bus = False
         if not accepted:
             logger.info("duplicate Telegram message %s in chat %s ignored", inbound.message_id, chat_id)
-
-    async def _allowed(self, sender_id: str, username: str | None) -> bool:
-        if self.access.allows(sender_id, username):
-            return True
-        return await asyncio.to_thread(self.pairing.is_approved, NAME, sender_id)
-
-    async def _refuse(self, msg: Message, sender_id: str, *, private: bool) -> None:
-        """One short fixed answer per sender per interval, never through the LLM."""
-        logger.info("refused a Telegram message from unknown sender %s in chat %s", sender_id, msg.chat.id)
-        if self._cfg.refusal is None:
-            return
-        now = time.monotonic()
-        last = self._refused.get(sender_id)
-        if last is not None and now - last < self._refusal_interval_s:
-            return
-        self._refused[sender_id] = now
-        if len(self._refused) > 10_000:
-            self._refused = {k: v for k, v in self._refused.items() if now - v < self._refusal_interval_s}
-        text = self._cfg.refusal
-        if self._cfg.pairing and private:
-            try:
-                code = await asyncio.to_thread(self.pairing.issue, NAME, sender_id)
-            except PairingError as exc:
-                logger.warning("no pairing code for %s: %s", sender_id, exc)
-            else:
-                text += (
-                    f"\n\nPairing code: {code} (valid for 1 hour). "
-                    f"Ask the owner to run: lucid pairing approve {code}"
-                )
-        target = Target(NAME, str(msg.chat.id), None, str(msg.message_id))
-        try:
-            await self._sender.send_chunk(target, text, target.reply_to, html=False)
-        except (TelegramError, LucidError) as exc:
-            logger.warning("could not send the refusal to %s: %s", sender_id, exc)
 
     async def _download_media(self, msg: Message, chat_id: str) -> tuple[list[str], list[str]]:
         """Save photos, voice notes, audio, video and documents; return (text notes, paths)."""

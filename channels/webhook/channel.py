@@ -9,8 +9,8 @@ A message is accepted once the bus has journalled it. With ``wait=true`` the ans
 back in the response; if it takes longer than ``waitTimeoutS`` (or the client goes away)
 the request gets 504 and the answer goes to ``callback_url`` when one was given. With
 ``wait=false`` the response is 202 at once and the answer is POSTed to ``callback_url``,
-signed, from a durable outbox (``webhook_outbox``). Requests that carry an
-``idempotency_key`` or a ``callback_url`` are remembered in SQLite (``webhook_store``), so
+signed, from a durable outbox (``channels.webhook.outbox``). Requests that carry an
+``idempotency_key`` or a ``callback_url`` are remembered in SQLite (``channels.webhook.store``), so
 a retried request never runs a second turn and a restart loses no callback.
 """
 
@@ -32,7 +32,7 @@ from fastapi.responses import JSONResponse, Response
 
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.messages import InboundMessage, OutboundMessage
-from channels.webhook_api import (
+from channels.webhook.api import (
     AUTH_ERRORS,
     BODY_ERRORS,
     MessageAccepted,
@@ -49,9 +49,9 @@ from channels.webhook_api import (
     error_response,
     guarded_route,
 )
-from channels.webhook_outbox import CallbackSender, check_callback_url
-from channels.webhook_store import RequestRecord, WebhookStore
-from config.schema import Config, WebhookConfig
+from channels.webhook.outbox import CallbackSender, check_callback_url
+from channels.webhook.store import RequestRecord, WebhookStore
+from config.schema import WebhookConfig
 
 logger = logging.getLogger(__name__)
 
@@ -358,7 +358,3 @@ class WebhookChannel:
 def _reply(text: str, session: str, message_id: str, is_error: bool) -> JSONResponse:
     return JSONResponse(MessageReply(reply=text, session=session, message_id=message_id, error=is_error)
                         .model_dump())
-
-
-def create_channel(config: Config, bus: MessageBus, *, workspace: Path) -> WebhookChannel:
-    return WebhookChannel(config.channels.webhook, bus, workspace=workspace)

@@ -1,7 +1,7 @@
 """Outbound delivery for the Telegram channel: replies, streaming previews, typing indicators.
 
 Every Bot API call goes through the channel's ``OutboundLimiter``. Replies are rendered to
-Telegram HTML (``channels.telegram_format``), split into chunks, and resent as plain text when
+Telegram HTML (``channels.telegram.format``), split into chunks, and resent as plain text when
 Telegram rejects the markup. With streaming on, progress updates become one preview message
 per turn that is edited in place and finally replaced by the reply's first chunk.
 """
@@ -15,16 +15,38 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
+
 from telegram import Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, TelegramError
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter
-from channels.messages import OutboundMessage, OutboundProgress, OutboundTyping, Target
-from channels.telegram_format import MAX_MESSAGE_CHARS, html_to_plain, render
+from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
+from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from channels.telegram.format import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
 from config.errors import LucidError
 
 logger = logging.getLogger(__name__)
+
+
+def classify(exc: BaseException) -> Verdict:
+    """How the limiter treats a failed Bot API call (see ``channels._ratelimit``)."""
+    if isinstance(exc, RetryAfter):
+        delta = getattr(exc, "_retry_after", None)  # the public property warns (PTB 22.2+)
+        return Verdict.wait(delta.total_seconds() if delta is not None else 1.0)
+    if isinstance(exc, BadRequest):
+        return Verdict.fail()
+    cause = exc.__cause__
+    if isinstance(exc, TimedOut):
+        # Nothing left our side on a connect/pool timeout; any later timeout may have been delivered.
+        if isinstance(cause, httpx.ConnectTimeout | httpx.PoolTimeout):
+            return Verdict.retry()
+        return Verdict.uncertain()
+    if isinstance(exc, NetworkError):
+        if cause is None or isinstance(cause, httpx.ConnectError):
+            return Verdict.retry()  # an HTTP error status (5xx), or the connection never opened
+        return Verdict.uncertain()
+    return Verdict.fail()
 
 
 @dataclass(slots=True)
@@ -68,7 +90,7 @@ class TelegramSender:
                 await self._preview(msg.target, msg.text)
             return
         self._stop_typing(msg.target)
-        await self._deliver(msg.target, msg.text)
+        await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain)
 
     def cancel_typing(self) -> None:
         """Stop every typing-indicator loop (the channel is stopping)."""
@@ -76,14 +98,15 @@ class TelegramSender:
             task.cancel()
         self._typing.clear()
 
-    async def _deliver(self, target: Target, text: str) -> None:
-        chunks = render(text, MAX_MESSAGE_CHARS)
-        preview = self._previews.pop(_preview_key(target), None)
+    async def _deliver(self, target: Target, text: str, *, plain: bool = False) -> None:
+        """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written."""
+        chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else render(text, MAX_MESSAGE_CHARS)
+        preview = None if plain else self._previews.pop(_preview_key(target), None)
         for i, chunk in enumerate(chunks):
             try:
                 if i == 0 and preview is not None and await self._edit(target, preview, chunk):
                     continue
-                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None)
+                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, html=not plain)
             except DeliveryUncertain:
                 continue  # logged by the limiter; resending could double-post
             except (TelegramError, DeliveryFailed) as exc:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from channels.webhook_store import Delivery, WebhookStore
+from channels.webhook.store import Delivery, WebhookStore
 
 logger = logging.getLogger(__name__)
 

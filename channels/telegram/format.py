@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from telegram import Message, MessageEntity
+
+    from channels.base import CommandSpec
 
 MAX_MESSAGE_CHARS = 4096
 
@@ -45,6 +48,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^(\s*)[-*+]\s+")
 _TAG = re.compile(r"<(/?)([a-z]+)[^>]*>")
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(?=\s|$)")
+_MENU_NAME = re.compile(r"[a-z0-9_]{1,32}")
 _MIME_EXT = {"application/pdf": ".pdf", "application/zip": ".zip", "application/json": ".json",
              "text/plain": ".txt", "text/csv": ".csv", "text/markdown": ".md", "image/jpeg": ".jpg",
              "image/png": ".png", "image/webp": ".webp", "image/gif": ".gif", "audio/mpeg": ".mp3",
@@ -290,6 +294,20 @@ def clean_text(text: str, username: str) -> str:
     if username:
         text = re.sub(rf"(?<![\w@])@{re.escape(username)}\b", "", text, flags=re.IGNORECASE)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+def menu_commands(specs: Iterable[CommandSpec]) -> list[tuple[str, str]]:
+    """The bot's command menu from the gateway's commands: ``dream-log`` is listed as
+    ``dream_log`` (the menu allows only ``[a-z0-9_]``, at most 32 characters; the gateway
+    answers to both spellings), descriptions are cut to Telegram's 256 characters."""
+    menu: list[tuple[str, str]] = []
+    for spec in specs:
+        name = spec.name.lower().replace("-", "_")
+        if not _MENU_NAME.fullmatch(name) or any(name == seen for seen, _ in menu):
+            continue
+        description = (spec.description.strip() or name)[:256]
+        menu.append((name, description[:1].upper() + description[1:]))
+    return menu
 
 
 def media_items(msg: Message) -> list[tuple[str, Any, str]]:

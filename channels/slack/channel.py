@@ -19,102 +19,58 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import aiohttp
-import httpx
-from fastapi import APIRouter, Request, Response
-from slack_bolt.adapter.fastapi.async_handler import AsyncSlackRequestHandler
+from fastapi import APIRouter
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels._ratelimit import OutboundLimiter, Verdict
-from channels._redact import TokenRedactor
-from channels.access import AccessPolicy
+from channels._ratelimit import OutboundLimiter
+from channels.base import ChannelUnavailable
 from channels.bus import BusFull, MessageBus
+from channels.gate import AccessGate, AccessRequest
 from channels.messages import (
     InboundMessage,
     OutboundError,
     OutboundMessage,
     OutboundProgress,
+    OutboundText,
     OutboundTyping,
     Target,
 )
-from channels.slack_format import SlackEvent, as_command, is_message_ts, parse_event, split_message, to_mrkdwn
-from channels.slack_socket import SocketSupervisor
-from config.errors import ConfigError, LucidError
-from config.fileio import atomic_write_bytes
+from channels.slack.events import events_router
+from channels.slack.files import SlackFiles
+from channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, split_message, to_mrkdwn
+from channels.slack.sdk import classify, install_redaction, redact, sdk_logger
+from channels.slack.socket import SocketSupervisor
+from config.errors import LucidError
 
 if TYPE_CHECKING:
-    import config
     from config.schema import SlackConfig
 
 logger = logging.getLogger(__name__)
-sdk_logger = logging.getLogger("channels.slack.sdk")  # handed to Bolt and slack-sdk
 
 DEFAULT_API_BASE = "https://slack.com/api/"
-MAX_FILE_BYTES = 20 * 1024 * 1024
-MAX_BODY_BYTES = 1024 * 1024
 REFUSAL_INTERVAL_S = 3600.0
 REACTION = "eyes"
 _SEEN_KEEP = 5000
 
-# ----------------------------------------------------------------------------- redaction
 
-_TOKEN_RE = re.compile(r"\b(xox[a-z]|xapp)-[A-Za-z0-9-]+")
-# Stateless, so one filter serves every logger and every SlackChannel.
-_REDACTOR = TokenRedactor(patterns=[(_TOKEN_RE, lambda m: f"{m.group(1)}-***")])
-
-
-def redact(text: str) -> str:
-    return _REDACTOR.redact(text)
-
-
-# A filter on a logger sees only records logged on that very logger, so it goes on each.
-_REDACTED_LOGGERS = (
-    __name__, sdk_logger.name, "channels.slack_socket", "slack_sdk", "slack_bolt",
-    "slack_sdk.web.async_base_client", "slack_sdk.web.async_slack_response",
-    "slack_sdk.socket_mode.aiohttp", "slack_bolt.AsyncApp",
-)
-
-
-def install_redaction() -> None:
-    _REDACTOR.install(logging.getLogger(name) for name in _REDACTED_LOGGERS)
-
-
-# ----------------------------------------------------------------------------- outbound errors
-
-
-def classify(exc: BaseException) -> Verdict:
-    """How the limiter treats a failed Web API call (see ``channels._ratelimit``)."""
-    if isinstance(exc, SlackApiError):
-        status = getattr(exc.response, "status_code", 200)
-        if status == 429:
-            headers = getattr(exc.response, "headers", {}) or {}
-            retry_after = next((v for k, v in headers.items() if k.lower() == "retry-after"), "1")
-            try:
-                return Verdict.wait(float(retry_after[0] if isinstance(retry_after, list) else retry_after))
-            except (TypeError, ValueError):
-                return Verdict.wait(1.0)
-        return Verdict.retry() if status in (502, 503, 504) else Verdict.fail()
-    # Nothing reached Slack: safe to try again.
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
-        return Verdict.retry()
-    # The request may have been processed: resending could post twice.
-    if isinstance(exc, TimeoutError | aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return Verdict.uncertain()
-    return Verdict.fail()
-
-
-def _safe(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "", part)[:64] or "x"
+def preflight(section: SlackConfig) -> str | None:
+    """Why this section cannot work in its mode (None when it can): checked before connecting."""
+    if not section.bot_token.get_secret_value().strip():
+        return "no botToken (set channels.slack.botToken)"
+    if section.mode == "socket" and not section.app_token.get_secret_value().strip():
+        return "socket mode needs an appToken (channels.slack.appToken)"
+    if section.mode == "http" and not section.signing_secret.get_secret_value().strip():
+        return "http mode needs a signingSecret (channels.slack.signingSecret)"
+    return None
 
 
 class SlackChannel:
@@ -132,20 +88,19 @@ class SlackChannel:
         ping_interval_s: float = 10.0,
         reconnect_backoff_s: float = 1.0,
         limiter: OutboundLimiter | None = None,
+        gate: AccessGate | None = None,
     ) -> None:
         self.cfg = cfg
         self._bus = bus
         self._workspace = Path(workspace)
         self._bot_token = cfg.bot_token.get_secret_value().strip()
         self._api_base = cfg.api_base or DEFAULT_API_BASE
-        self._check_config()
+        reason = preflight(cfg)
+        if reason is not None:
+            raise ChannelUnavailable(reason)
         install_redaction()
-        self._policy = AccessPolicy(cfg.allow_from, cfg.owners)
-        self._pairing = None
-        if cfg.pairing:
-            from channels.pairing import PairingStore, default_path
-
-            self._pairing = PairingStore(default_path(self._workspace))
+        self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace,
+                                                   refusal_interval_s=REFUSAL_INTERVAL_S)
         self.limiter = limiter or OutboundLimiter("slack", classify, rate_per_s=10.0, burst=10)
         self._api_timeout_s = api_timeout_s
         self.web = AsyncWebClient(
@@ -168,21 +123,10 @@ class SlackChannel:
             self.app, cfg.app_token.get_secret_value().strip(), watchdog_s=cfg.watchdog_s,
             ping_interval_s=ping_interval_s, backoff_s=reconnect_backoff_s, logger=sdk_logger,
         ) if cfg.mode == "socket" else None
-        self._http: httpx.AsyncClient | None = None
+        self.files = SlackFiles(bot_token=self._bot_token, api_base=self._api_base, workspace=self._workspace)
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._inflight: dict[str, asyncio.Event] = {}
-        self._refused: OrderedDict[str, float] = OrderedDict()
         self._reacted: set[tuple[str, str]] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def _check_config(self) -> None:
-        missing = [] if self._bot_token else ["botToken"]
-        if self.cfg.mode == "socket" and not self.cfg.app_token.get_secret_value().strip():
-            missing.append("appToken (Socket Mode)")
-        if self.cfg.mode == "http" and not self.cfg.signing_secret.get_secret_value().strip():
-            missing.append("signingSecret (HTTP mode)")
-        if missing:
-            raise ConfigError(f"channels.slack is enabled but has no {', '.join(missing)}")
 
     # ----------------------------------------------------------------- lifecycle
     async def __aenter__(self) -> SlackChannel:
@@ -196,7 +140,7 @@ class SlackChannel:
         try:
             timeout = aiohttp.ClientTimeout(total=self._api_timeout_s)
             self.web.session = aiohttp.ClientSession(timeout=timeout)
-            self._http = httpx.AsyncClient(timeout=httpx.Timeout(60.0, connect=10.0), follow_redirects=True)
+            self.files.start()
             if self.socket is not None:
                 await self.socket.start()  # connects in the background; never fails on an outage
         except BaseException:
@@ -206,7 +150,7 @@ class SlackChannel:
         logger.info("Slack channel started (%s mode)", self.cfg.mode)
 
     def is_owner(self, sender_id: str) -> bool:
-        return self._policy.is_owner(sender_id)
+        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never a token)."""
@@ -217,48 +161,15 @@ class SlackChannel:
         self._bus.unsubscribe(self.name)
         if self.socket is not None:
             await self.socket.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        await self.files.stop()
         session, self.web.session = self.web.session, None
         if session is not None:
             await session.close()
 
-    def _spawn(self, coro: Any, name: str) -> None:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     # ----------------------------------------------------------------- HTTP events mode
     def router(self) -> APIRouter:
         """``POST /slack/events`` for HTTP mode (an empty router in Socket Mode)."""
-        router = APIRouter()
-        if self.cfg.mode != "http":
-            return router
-        handler = AsyncSlackRequestHandler(self.app)
-
-        @router.post("/slack/events")
-        async def slack_events(request: Request) -> Response:
-            body = bytearray()
-            async for chunk in request.stream():  # capped while streaming, not by header
-                body.extend(chunk)
-                if len(body) > MAX_BODY_BYTES:
-                    return Response("request body too large", status_code=413)
-            sent = False
-
-            async def replay() -> Any:
-                nonlocal sent
-                if sent:  # after the body: the real channel (it reports a disconnect)
-                    return await request.receive()
-                sent = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-
-            return await handler.handle(Request(request.scope, receive=replay))
-
-        return router
+        return events_router(self.app) if self.cfg.mode == "http" else APIRouter()
 
     # ----------------------------------------------------------------- inbound
     async def _on_event(
@@ -295,20 +206,13 @@ class SlackChannel:
     async def _on_other_event(self, event: dict[str, Any]) -> None:
         logger.debug("ignoring Slack event %s", event.get("type"))
 
-    async def _allowed(self, sender_id: str) -> bool:
-        if self._policy.allows(sender_id):
-            return True
-        if self._pairing is not None:
-            return await asyncio.to_thread(self._pairing.is_approved, self.name, sender_id)
-        return False
-
     async def _accept(self, parsed: SlackEvent) -> None:
-        if not await self._allowed(parsed.sender_id):
-            self._spawn(self._refuse(parsed), name=f"slack-refuse-{parsed.sender_id}")
+        knock = AccessRequest(self.name, parsed.chat_id, parsed.sender_id, chat_type=parsed.chat_type)
+        if not (await self.gate.admit(knock, reply=Target(self.name, parsed.chat_id, parsed.thread_id))).allowed:
             return
         text, media = parsed.text, []
         for file in parsed.files[:10]:
-            line, path = await self._download(file, parsed.chat_id)
+            line, path = await self.files.download(file, parsed.chat_id)
             text = f"{text}\n{line}" if text else line
             if path is not None:
                 media.append(path)
@@ -334,79 +238,17 @@ class SlackChannel:
         if not user or not channel_id:
             await ack()
             return
-        if not await self._allowed(user):
-            await ack(text=self.cfg.refusal or "")
+        private = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
+        knock = AccessRequest(self.name, channel_id, user, chat_type="private" if private else "group")
+        if not (await self.gate.check(knock)).allowed:
+            await ack(text=self.gate.refusal or "")  # Slack shows it to that user only
             return
         words = str(command.get("text") or "").strip().lstrip("/") or "help"
-        private = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
         await self._publish(InboundMessage(
             channel=self.name, chat_id=channel_id, sender_id=user, text=as_command(words) or f"/{words}",
             chat_type="private" if private else "group",
         ))
         await ack()
-
-    async def _refuse(self, parsed: SlackEvent) -> None:
-        now = time.monotonic()
-        last = self._refused.get(parsed.sender_id)
-        if last is not None and now - last < REFUSAL_INTERVAL_S:
-            return
-        self._refused[parsed.sender_id] = now
-        while len(self._refused) > _SEEN_KEEP:
-            self._refused.popitem(last=False)
-        logger.info("refused a message from Slack user %s (not in allowFrom)", parsed.sender_id)
-        text = self.cfg.refusal
-        if self._pairing is not None and parsed.chat_type == "private":
-            from channels.pairing import PairingError
-
-            try:
-                code = await asyncio.to_thread(self._pairing.issue, self.name, parsed.sender_id)
-                text = (f"I don't know you yet. To get access, ask my owner to approve pairing code "
-                        f"{code} (`lucid pairing approve {code}`).")
-            except PairingError:
-                pass
-        if text:
-            try:
-                await self._post(parsed.chat_id, text, parsed.thread_id)
-            except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
-                logger.warning("could not send a refusal on Slack: %s", redact(str(exc)))
-
-    async def _download(self, file: dict[str, Any], chat_id: str) -> tuple[str, str | None]:
-        """Fetch a shared file into ``media/slack/<channel>/``; returns (description, path)."""
-        file_id = _safe(str(file.get("id") or "file"))
-        name = str(file.get("name") or file_id)
-        kind = "image" if str(file.get("mimetype", "")).startswith("image/") else "file"
-        url = str(file.get("url_private_download") or file.get("url_private") or "")
-        raw_size = file.get("size")
-        size = raw_size if isinstance(raw_size, int) else 0
-        if not url or not self._trusted_file_url(url) or self._http is None:
-            return f"[{kind}: {name} (not downloaded)]", None
-        if size > MAX_FILE_BYTES:
-            return f"[{kind}: {name} (too large: over {MAX_FILE_BYTES // 2**20} MB, not downloaded)]", None
-        suffix = Path(name).suffix
-        dest = self._workspace / "media" / "slack" / _safe(chat_id) / (
-            file_id + (suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,10}", suffix) else ""))
-        data = bytearray()
-        try:
-            headers = {"Authorization": f"Bearer {self._bot_token}"}
-            async with self._http.stream("GET", url, headers=headers) as resp:
-                if resp.status_code != 200:
-                    raise ValueError(f"HTTP {resp.status_code}")
-                async for chunk in resp.aiter_bytes():
-                    data.extend(chunk)
-                    if len(data) > MAX_FILE_BYTES:
-                        return f"[{kind}: {name} (too large: over {MAX_FILE_BYTES // 2**20} MB)]", None
-            await asyncio.to_thread(atomic_write_bytes, dest, bytes(data))
-        except (httpx.HTTPError, OSError, ValueError) as exc:
-            logger.warning("could not download Slack file %s: %s", file_id, redact(str(exc)))
-            return f"[{kind}: {name} (download failed)]", None
-        return f"[{kind}: {dest}]", str(dest)
-
-    def _trusted_file_url(self, url: str) -> bool:
-        """The bot token is only ever sent to Slack's file host or the configured API host."""
-        parts, base = urlsplit(url), urlsplit(self._api_base)
-        if parts.scheme == "https" and parts.hostname == "files.slack.com":
-            return True
-        return (parts.scheme, parts.netloc) == (base.scheme, base.netloc)
 
     # ----------------------------------------------------------------- outbound
     async def send(self, msg: OutboundMessage) -> None:
@@ -417,8 +259,9 @@ class SlackChannel:
         if isinstance(msg, OutboundProgress):
             return  # Slack replies are posted whole; no preview edits
         text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
+        plain = isinstance(msg, OutboundText) and msg.plain  # a refusal: as written
         try:
-            for chunk in split_message(to_mrkdwn(text)):
+            for chunk in split_message(text if plain else to_mrkdwn(text)):
                 await self._post(target.chat_id, chunk, target.thread_id)
         except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
             # Later chunks are not sent: a gap in the middle would read worse than a stop.
@@ -452,9 +295,3 @@ class SlackChannel:
         else:
             self._reacted.discard(key)
 
-
-
-
-def create_channel(config: config.Config, bus: MessageBus, *, workspace: Path) -> SlackChannel:
-    """Registry factory: the gateway calls this when ``channels.slack.enabled`` is true."""
-    return SlackChannel(config.channels.slack, bus, workspace=workspace)

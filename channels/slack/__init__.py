@@ -1,0 +1,30 @@
+"""The Slack channel package: everything Slack-specific lives here.
+
+``build`` is the registry's factory (``channels.registry``); it refuses with
+``ChannelUnavailable`` naming the setting to fix (``preflight``) when the section cannot work
+in its mode. Modules: ``channel`` (lifecycle, intake, replies), ``socket`` (Socket Mode
+supervision), ``events`` (the HTTP Events route), ``files`` (downloads), ``format``
+(mrkdwn, splitting, event parsing), ``sdk`` (token redaction, failure classification).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from channels.base import CommandSpec
+from channels.bus import MessageBus
+from channels.slack.channel import SlackChannel, preflight
+
+if TYPE_CHECKING:
+    from config.schema import Config
+
+__all__ = ["SlackChannel", "build", "preflight"]
+
+
+def build(config: Config, bus: MessageBus, *, workspace: Path,
+          commands: Sequence[CommandSpec] = ()) -> SlackChannel:
+    """The registry's factory. Slack's ``/lucid`` command is declared in the Slack app, so
+    ``commands`` has no menu to fill here."""
+    return SlackChannel(config.channels.slack, bus, workspace=workspace)

@@ -1,0 +1,38 @@
+"""The Telegram channel package: everything Telegram-specific lives here.
+
+``build`` is the registry's factory (``channels.registry``): it refuses early, with the
+setting to fix, when the section cannot work, and otherwise returns a ``TelegramChannel``.
+Modules: ``channel`` (lifecycle, intake, media), ``poll`` (long polling), ``webhook`` (the
+webhook route), ``send`` (outbound delivery, flood limits), ``format`` (markdown to
+Telegram HTML, mentions and commands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from channels.base import ChannelUnavailable, CommandSpec
+from channels.bus import MessageBus
+from channels.telegram.channel import TelegramChannel
+
+if TYPE_CHECKING:
+    from config.schema import Config, TelegramConfig
+
+__all__ = ["TelegramChannel", "build", "preflight"]
+
+
+def preflight(section: TelegramConfig) -> str | None:
+    """Why this section cannot work (None when it can): checked before anything connects."""
+    return None if section.token.get_secret_value() else "no token (set channels.telegram.token)"
+
+
+def build(config: Config, bus: MessageBus, *, workspace: Path,
+          commands: Sequence[CommandSpec] = ()) -> TelegramChannel:
+    """The registry's factory; ``commands`` become the bot's command menu."""
+    section = config.channels.telegram
+    reason = preflight(section)
+    if reason is not None:
+        raise ChannelUnavailable(reason)
+    return TelegramChannel(section, bus, workspace=workspace, commands=commands)

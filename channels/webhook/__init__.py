@@ -1,0 +1,29 @@
+"""The HTTP webhook channel package: ``POST /v1/messages`` and the sessions API.
+
+``build`` is the registry's factory. Modules: ``channel`` (routes, waiting for answers),
+``api`` (request/response models, auth and body-cap route class, per-sender rate limit),
+``store`` (SQLite: idempotency records and the callback outbox), ``outbox`` (signed
+callback delivery with retries).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from channels.base import CommandSpec
+from channels.bus import MessageBus
+from channels.webhook.channel import WebhookChannel
+
+if TYPE_CHECKING:
+    from config.schema import Config
+
+__all__ = ["WebhookChannel", "build"]
+
+
+def build(config: Config, bus: MessageBus, *, workspace: Path,
+          commands: Sequence[CommandSpec] = ()) -> WebhookChannel:
+    """The registry's factory. An empty token still builds: the endpoint answers 503 saying
+    what to set, which is easier to find than a channel that is silently absent."""
+    return WebhookChannel(config.channels.webhook, bus, workspace=workspace)
