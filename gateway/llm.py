@@ -219,7 +219,10 @@ class LiteLLMChatModel:
         raise LLMError("the model did not answer")  # unreachable: the loop returns or raises
 
     async def start(self) -> None:
-        """Open the LLM I/O thread before the gateway takes messages (the gateway calls this)."""
+        """Warm up before the gateway takes messages: import litellm (seconds, in a worker
+        thread, never on the loop) and open the LLM I/O thread, so the first turn pays neither."""
+        if self._litellm is None:
+            self._litellm = await asyncio.to_thread(import_litellm)
         if self._io is None:
             self._io = await asyncio.to_thread(_LLMThread)
 

@@ -54,7 +54,7 @@ async def test_health_ready_and_metrics(wh_config, fake_llm):
 def wh_config(make_config):
     def build(webhook: dict[str, Any] | None = None, **sections: Any) -> Config:
         hook = {"token": TOKEN, "callbackSecret": "cb-secret-0123456789", "callbackAllowHosts": ["127.0.0.1"],
-                "waitTimeoutS": 10, **(webhook or {})}
+                "waitTimeoutS": 60, **(webhook or {})}
         return make_config(channels={"webhook": hook}, gateway={"port": 0, "shutdownGraceS": 2}, **sections)
 
     return build

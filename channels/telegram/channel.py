@@ -32,7 +32,7 @@ from telegram.ext import Application, ApplicationBuilder
 from channels._ratelimit import OutboundLimiter
 from channels._redact import TokenRedactor, logger_family
 from channels.base import CommandSpec
-from channels.bus import BusClosed, MessageBus
+from channels.bus import MessageBus
 from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
 from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
