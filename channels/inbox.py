@@ -85,16 +85,12 @@ class InboxJournal:
             self._seen.popitem(last=False)
 
     def _compact(self) -> None:
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
+        # 0600 from the temp file's first byte: every inbound text is in here.
+        with atomic_write(self.path) as fh:
             for dedupe_id in self._seen:
-                fh.write(json.dumps({"seen": dedupe_id}) + "\n")
+                fh.write((json.dumps({"seen": dedupe_id}) + "\n").encode("utf-8"))
             for entry_id, msg in self._pending.items():
-                fh.write(json.dumps({"id": entry_id, "msg": asdict(msg)}) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o600)  # every inbound text is in here: private to the daemon's user
-        os.replace(tmp, self.path)
+                fh.write((json.dumps({"id": entry_id, "msg": asdict(msg)}) + "\n").encode("utf-8"))
 
     def seen(self, dedupe_id: str | None) -> bool:
         return dedupe_id is not None and dedupe_id in self._seen

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from importlib import resources
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from config.fileio import atomic_write_text
 from config.schema import Config
 
-__all__ = ["atomic_write_text", "default_config_document", "install_templates", "write_config"]
+__all__ = ["default_config_document", "install_templates", "write_config"]
 
 TEMPLATE_FILES = {
     "AGENTS.md": "AGENTS.md",
@@ -48,8 +47,7 @@ def write_config(path: Path) -> bool:
     if path.exists():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(default_config_document(), indent=2) + "\n")
-    os.chmod(path, 0o600)
+    atomic_write_text(path, json.dumps(default_config_document(), indent=2) + "\n")  # 0600: secrets
     return True
 
 

@@ -13,7 +13,7 @@ import json
 import logging
 from pathlib import Path
 
-from config.onboard import atomic_write_text
+from config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

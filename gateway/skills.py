@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import yaml
+from memory.frontmatter import parse_frontmatter
 
 logger = logging.getLogger(__name__)
 
@@ -40,17 +40,11 @@ def parse_skill(path: Path, *, builtin: bool = False) -> Skill | None:
         text = path.read_text(encoding="utf-8")
     except OSError:
         return None
-    meta: dict = {}
-    body = text
-    if text.startswith("---"):
-        end = text.find("\n---", 3)
-        if end != -1:
-            try:
-                loaded = yaml.safe_load(text[3:end])
-                meta = loaded if isinstance(loaded, dict) else {}
-            except yaml.YAMLError as exc:
-                logger.warning("skill %s has invalid frontmatter: %s", path, exc)
-            body = text[end + 4 :].lstrip("\n")
+    parsed = parse_frontmatter(text)
+    if parsed.error:
+        logger.warning("skill %s has invalid frontmatter: %s", path, parsed.error)
+    meta = parsed.meta or {}
+    body = parsed.body
     name = str(meta.get("name") or path.parent.name)
     description = " ".join(str(meta.get("description") or "").split()) or "(no description)"
     raw_requires = meta.get("requires")

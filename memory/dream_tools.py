@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from memory._atomic import atomic_write_text, read_text_or_empty
+from config.fileio import atomic_write_text, read_text_or_empty
+from memory.frontmatter import parse_frontmatter
+from memory.textedit import EditError, replace_exact
 
 logger = logging.getLogger(__name__)
 
@@ -46,24 +46,10 @@ def list_skills(workspace: Path) -> list[SkillInfo]:
         return []
     found: list[SkillInfo] = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        meta = parse_frontmatter(read_text_or_empty(folder / "SKILL.md")) or {}
+        meta = parse_frontmatter(read_text_or_empty(folder / "SKILL.md")).meta or {}
         description = str(meta.get("description") or "").strip()
         found.append(SkillInfo(folder.name, description))
     return found
-
-
-def parse_frontmatter(text: str) -> dict[str, Any] | None:
-    """The YAML mapping between leading ``---`` lines, or None when there is none."""
-    if not text.startswith("---"):
-        return None
-    parts = text.split("\n---", 1)
-    if len(parts) != 2:
-        return None
-    try:
-        meta = yaml.safe_load(parts[0][3:])
-    except yaml.YAMLError:
-        return None
-    return meta if isinstance(meta, dict) else None
 
 
 def entries(text: str) -> Counter[str]:
@@ -166,23 +152,13 @@ class DreamTools:
                               "and this batch has none; leave USER.md alone")
         path = self.workspace / rel
         text = read_text_or_empty(path)
-        if old == new:
-            raise ToolRefused("old_text and new_text are identical; a no-op edit changes nothing")
-        if old == "":
-            if text.strip():
-                raise ToolRefused("old_text is empty; quote the exact snippet to replace")
-            updated = new
+        if old == "" and not text.strip() and new:
+            updated = new  # an empty file is filled by quoting nothing
         else:
-            count = text.count(old)
-            if count == 0:
-                raise ToolRefused(f"old_text was not found in {rel}; it must match exactly "
-                                  "(whitespace included) — read the file again")
-            if count > 1:
-                raise ToolRefused(f"old_text occurs {count} times in {rel}; include more "
-                                  "surrounding text so it is unique")
-            updated = text.replace(old, new, 1)
-        if updated == text:
-            raise ToolRefused("the edit would not change the file")
+            try:
+                updated, _ = replace_exact(text, old, new, shown=rel, offer_replace_all=False)
+            except EditError as exc:
+                raise ToolRefused(str(exc)) from None
         self._check_size(rel, text, updated)
         self._check_drops(rel, text, updated)
         atomic_write_text(path, updated)
@@ -224,7 +200,7 @@ class DreamTools:
                               "overwritten — skip it or extend a different one")
         if len(content) > MAX_SKILL_CHARS:
             raise ToolRefused(f"a skill may hold at most {MAX_SKILL_CHARS} chars")
-        meta = parse_frontmatter(content)
+        meta = parse_frontmatter(content).meta
         if meta is None or not meta.get("name") or not meta.get("description"):
             raise ToolRefused("SKILL.md must start with YAML frontmatter holding 'name' and "
                               "'description' between '---' lines")

@@ -16,15 +16,14 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from channels.messages import session_file_stem
-from config.fileio import atomic_write_text
+from config.fileio import atomic_write, atomic_write_text
+from memory.naming import session_file_stem
 
 logger = logging.getLogger(__name__)
 
@@ -218,21 +217,12 @@ class SessionStore:
 
     def _rewrite(self, session: Session) -> None:
         """Write a new header followed by the existing message lines, then swap atomically."""
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{session.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(_dumps(session.header()) + "\n")
-                if session.path.exists():
-                    with session.path.open("r", encoding="utf-8", errors="replace") as src:
-                        src.readline()  # old header
-                        shutil.copyfileobj(src, out)
-                out.flush()
-                os.fsync(out.fileno())
-                os.replace(tmp, session.path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(session.path) as out:
+            out.write((_dumps(session.header()) + "\n").encode("utf-8"))
+            if session.path.exists():
+                with session.path.open("rb") as src:
+                    src.readline()  # old header
+                    shutil.copyfileobj(src, out)
 
     async def reset(self, session: Session) -> Session:
         """``/new``: keep the old transcript under a timestamped name, start a fresh one."""

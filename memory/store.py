@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from filelock import FileLock, Timeout
 
-from memory._atomic import atomic_write_bytes, atomic_write_text, read_int_file, read_text_or_empty
+from config.fileio import atomic_write_bytes, atomic_write_text, read_int_file, read_text_or_empty
 from memory._history_index import HistoryEntry, HistoryIndex, parse_entry
 from memory.errors import MemoryStoreError
 

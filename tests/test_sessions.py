@@ -7,7 +7,7 @@ import contextlib
 import json
 from pathlib import Path
 
-from channels.messages import session_file_stem
+from memory.naming import session_file_stem
 from memory.sessions import SessionStore, load_session_file
 
 

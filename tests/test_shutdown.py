@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from channels.messages import session_file_stem
+from memory.naming import session_file_stem
 from gateway.serve import GatewayServer
 from memory.sessions import load_session_file
 from tests.test_webhook import AUTH, SECRET, TOKEN, CallbackSink, body, signature_ok

@@ -107,7 +107,7 @@ async def serving(config: Any) -> AsyncIterator[tuple[GatewayServer, httpx.Async
 
 
 def transcript(workspace: Path, key: str) -> list[dict[str, Any]]:
-    from channels.messages import session_file_stem
+    from memory.naming import session_file_stem
 
     return load_session_file(workspace / "sessions" / f"{session_file_stem(key)}.jsonl").messages
 

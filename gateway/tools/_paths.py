@@ -13,12 +13,11 @@ These helpers block on the file system: call them from ``asyncio.to_thread``.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from config.fileio import atomic_write_bytes
 from gateway.errors import ToolError
 
 Access = Literal["read", "write", "list"]
@@ -177,25 +176,9 @@ def require_file(path: Path, shown: str) -> None:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temp file in the same folder, fsync, ``os.replace``; keep the file's mode."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode: int | None = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp creates 0600; keep an existing file's mode, give a new one the usual mode.
-        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Replace the file atomically; an existing file keeps its mode, a new one gets the
+    usual ``0666 & ~umask`` (the model's files are the user's, not private state)."""
+    atomic_write_bytes(path, data, mode=0o666 & ~_umask(), keep_mode=True)
 
 
 @lru_cache(maxsize=1)

@@ -9,7 +9,6 @@ in a worker thread so a slow disk never stalls the event loop. Refusals raise
 from __future__ import annotations
 
 import asyncio
-import difflib
 import os
 from pathlib import Path
 from typing import ClassVar
@@ -20,6 +19,7 @@ from gateway.errors import ToolError
 from gateway.tools import _paths
 from gateway.tools.base import ToolParams
 from gateway.turn import TurnContext
+from memory.textedit import EditError, replace_exact
 
 MAX_LINE_CHARS = 2000
 _PATH_HELP = "Relative to the workspace"
@@ -129,97 +129,18 @@ class EditFile(_FileTool):
         replace_all: bool = False
 
     async def run(self, ctx: TurnContext, params: Params) -> str:
-        if params.old_text == params.new_text:
-            raise ToolError("old_text and new_text are identical; nothing would change")
         return await asyncio.to_thread(self._edit, ctx, params)
 
     def _edit(self, ctx: TurnContext, params: Params) -> str:
         path, shown = self._resolve(ctx, params.path, "write")
         text = _paths.read_text_strict(path, shown)
-        old, new = _match_line_endings(text, params.old_text, params.new_text)
-        count = text.count(old)
-        if count == 0:
-            raise ToolError(miss_message(text, old, shown))
-        if count > 1 and not params.replace_all:
-            lines = _occurrence_lines(text, old)
-            where = ", ".join(str(n) for n in lines[:10]) + (", …" if len(lines) > 10 else "")
-            raise ToolError(
-                f"old_text occurs {count} times in {shown} (lines {where}); include more "
-                "surrounding text to make it unique, or set replace_all=true"
-            )
-        updated = text.replace(old, new) if params.replace_all else text.replace(old, new, 1)
+        try:
+            updated, replaced = replace_exact(text, params.old_text, params.new_text, shown=shown,
+                                              replace_all=params.replace_all)
+        except EditError as exc:
+            raise ToolError(str(exc)) from None
         _paths.atomic_write(path, updated.encode("utf-8"))
-        replaced = count if params.replace_all else 1
         return f"Edited {shown}: replaced {replaced} occurrence{'s' if replaced > 1 else ''}"
-
-
-def _match_line_endings(text: str, old: str, new: str) -> tuple[str, str]:
-    """Models write ``\\n``; a CRLF file would then never match. Adopt the file's endings."""
-    if "\r\n" in text and "\r" not in old and old not in text:
-        return old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-    return old, new
-
-
-def _occurrence_lines(text: str, needle: str) -> list[int]:
-    lines, start = [], 0
-    while (index := text.find(needle, start)) != -1:
-        lines.append(text.count("\n", 0, index) + 1)
-        start = index + len(needle)
-    return lines
-
-
-def miss_message(text: str, old: str, shown: str) -> str:
-    """Explain a failed match with a diff against the most similar region of the file."""
-    head = f"old_text was not found in {shown}."
-    file_lines = text.splitlines()
-    old_lines = old.splitlines() or [old]
-    if not file_lines:
-        return f"{head} The file is empty; use write_file to give it content."
-    start, ratio = closest_region(file_lines, old_lines)
-    if ratio < 0.3:
-        return f"{head} Nothing in it resembles old_text; read_file it and copy the exact text."
-    end = min(len(file_lines), start + len(old_lines))
-    region = file_lines[start:end]
-    diff = difflib.unified_diff(
-        old_lines, region, fromfile="old_text", tofile=f"{shown} lines {start + 1}-{end}", lineterm="", n=2
-    )
-    diff_text = "\n".join(diff)
-    if len(diff_text) > 3000:
-        diff_text = diff_text[:3000] + "\n…[diff cut]"
-    hint = ""
-    if " ".join(old.split()) == " ".join("\n".join(region).split()):
-        hint = " They differ only in whitespace or indentation."
-    return (
-        f"{head} Closest region is lines {start + 1}-{end} ({int(ratio * 100)}% similar).{hint} "
-        f"Diff from your old_text to the file:\n{diff_text}\n"
-        "Retry with old_text copied exactly from the file."
-    )
-
-
-def closest_region(file_lines: list[str], old_lines: list[str]) -> tuple[int, float]:
-    """Start index and similarity of the window of ``len(old_lines)`` lines most like old_text.
-
-    A cheap upper bound (``quick_ratio``) ranks every window; only the best few get the
-    exact (quadratic) ratio, so a miss in a long file stays fast.
-    """
-    width = min(len(old_lines), len(file_lines))
-    target = "\n".join(old_lines)
-    matcher = difflib.SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(target)
-    bounds: list[tuple[float, int]] = []
-    for start in range(len(file_lines) - width + 1):
-        matcher.set_seq1("\n".join(file_lines[start : start + width]))
-        bounds.append((matcher.quick_ratio(), start))
-    bounds.sort(reverse=True)
-    best_start, best_ratio = 0, -1.0
-    for bound, start in bounds[:25]:
-        if bound <= best_ratio:
-            break
-        matcher.set_seq1("\n".join(file_lines[start : start + width]))
-        ratio = matcher.ratio()
-        if ratio > best_ratio:
-            best_start, best_ratio = start, ratio
-    return best_start, max(best_ratio, 0.0)
 
 
 # ---------------------------------------------------------------------------- list_dir

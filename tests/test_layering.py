@@ -1,0 +1,172 @@
+"""The package layering of DESIGN §1, enforced on the source: config ← memory ← (scheduler,
+channels) ← gateway, and no import cycles between modules.
+
+Every ``import`` in every .py of our five packages counts — module level, inside functions
+and under ``TYPE_CHECKING`` alike — because a function-level import is a dependency that
+merely runs later, and a type-only one still means the lower layer knows the upper one.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("config", "memory", "channels", "scheduler", "gateway")
+
+# What each package may import from ours (besides itself).
+ALLOWED: dict[str, frozenset[str]] = {
+    "config": frozenset(),
+    "memory": frozenset({"config"}),
+    "channels": frozenset({"config"}),
+    "scheduler": frozenset({"config", "memory", "channels"}),
+    "gateway": frozenset({"config", "memory", "channels", "scheduler"}),
+}
+# scheduler sees channels only through the bus interface and the message types.
+SCHEDULER_CHANNELS = frozenset({"channels.bus", "channels.messages"})
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[_module_name(path)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module of ours) for every import statement in the file, at any depth."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _ours(alias.name)
+                if target:
+                    yield node.lineno, target
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                # ``from pkg import sub`` imports the submodule when there is one.
+                target = _ours(f"{base}.{alias.name}") or _ours(base)
+                if target:
+                    yield node.lineno, target
+
+
+def _ours(dotted: str) -> str | None:
+    """The module of ours that ``dotted`` names (the longest known prefix), or None."""
+    if dotted.split(".")[0] not in PACKAGES:
+        return None
+    parts = dotted.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in MODULES:
+            return candidate
+        parts.pop()
+    return None
+
+
+def _graph() -> dict[str, set[str]]:
+    return {name: {t for _, t in _imports(name, path) if t != name} for name, path in MODULES.items()}
+
+
+def test_the_walk_sees_every_package() -> None:
+    for package in PACKAGES:
+        assert package in MODULES, f"{package}/__init__.py not found"
+    assert len(MODULES) > 60
+    # The parser really resolves imports, relative ones included.
+    assert "config.schema" in _graph()["gateway.app"]
+
+
+def test_packages_import_only_lower_layers() -> None:
+    problems: list[str] = []
+    for name, path in MODULES.items():
+        package = name.split(".")[0]
+        for line, target in _imports(name, path):
+            target_package = target.split(".")[0]
+            if target_package == package:
+                continue
+            where = f"{path.relative_to(ROOT)}:{line} imports {target}"
+            if target_package not in ALLOWED[package]:
+                problems.append(f"{where} ({package} may import only "
+                                f"{sorted(ALLOWED[package]) or 'nothing of ours'})")
+            elif package == "scheduler" and target_package == "channels" and target not in SCHEDULER_CHANNELS:
+                problems.append(f"{where} (scheduler may use only {sorted(SCHEDULER_CHANNELS)})")
+    assert not problems, "layering violations:\n" + "\n".join(problems)
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph = _graph()
+    cycles = _cycles(graph)
+    assert not cycles, "modules that import each other in a cycle:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in graph:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    """The detector itself works: a planted two-module and three-module cycle are found."""
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert sorted(_cycles(graph)) == [["a", "b"], ["c", "d", "e"]]
