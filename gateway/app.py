@@ -38,6 +38,7 @@ from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
 from gateway.tools.message import MessageTool
+from gateway.toolloop import ModelToolLoop
 from gateway.turn import TurnContext
 from gateway.usage import UsageLedger
 from memory.consolidator import Consolidator
@@ -97,7 +98,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
 
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,
                                 on_event=metrics.consolidation)
-    dream = Dream(store, git, model, workspace=workspace, config=agent,
+    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
                   owner_sessions=lambda key: key in owner_sessions)
 
     async def progress(ctx: TurnContext, text: str) -> None:

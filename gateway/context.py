@@ -279,7 +279,7 @@ def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = 
         msg = {k: raw[k] for k in _LLM_KEYS if k in raw}
         if role == "assistant" and msg.get("tool_calls"):
             open_calls = {c["id"]: c.get("function", {}).get("name", "") for c in msg["tool_calls"]}
-        if msg.get("content") is None and not msg.get("tool_calls"):
+        if msg.get("content") is None:  # strict servers reject a tool-call message without it
             msg["content"] = ""
         out.append(msg)
     close_open_calls()

@@ -1,9 +1,11 @@
-"""The tool loop of one turn (DESIGN §8), appending to the transcript as it goes.
+"""One turn: the shared tool loop (``gateway/toolloop.py``) over the session's log.
 
 The log is its own checkpoint: the assistant message carrying ``tool_calls`` is appended
 before the tools run and each tool result as it completes, so a crash at any point leaves
-a transcript the next start can resume from. Context overflow is handled in three steps:
-retry with tool results truncated, then after a forced consolidation round, then fail.
+a transcript the next start can resume from. Context overflow is handled in steps: retry
+with long tool results truncated (skipped when no result is long — the same request would
+only fail again), then after a forced consolidation round, then fail with advice that fits
+where the overflow came from (this turn's tool results, or the conversation as a whole).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from gateway.context import ContextBuilder
 from gateway.errors import ContextOverflowError, LLMError
 from gateway.metrics import Metrics
 from gateway.tools.base import ToolRegistry
+from gateway.toolloop import LoopLimits, run_tool_loop
 from gateway.turn import TurnContext
 from memory import tokens
-from memory.protocols import ChatModel, ChatResult
+from memory.protocols import ChatModel, ChatResult, LoopOutcome, ToolCall
 from memory.sessions import Session, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -54,34 +57,23 @@ class TurnRunner:
         self.streaming_channels = streaming_channels
 
     async def run(self, session: Session, ctx: TurnContext) -> TurnResult:
-        """Run the model/tool loop until a final answer; raises ``LLMError`` on failure."""
+        """Run the model/tool loop until a final answer; raises ``LLMError`` on failure
+        (for the owner, with the provider's own words in short)."""
         await self.builder.refresh()
-        tool_calls = 0
-        for iteration in range(1, self.max_iterations + 1):
-            result = await self._complete(session, ctx)
-            if not result.tool_calls:
-                text = (result.content or "").strip() or "(no answer)"
-                await self.sessions.append(session, {"role": "assistant", "content": text})
-                return TurnResult(text, iteration, tool_calls)
-            await self.sessions.append(session, {
-                "role": "assistant",
-                "content": result.content,
-                "tool_calls": [c.as_message_part() for c in result.tool_calls],
-            })
-            for call in result.tool_calls:
-                started = time.monotonic()
-                output = await self.tools.execute(ctx, call.name, call.arguments)
-                tool_calls += 1
-                if self.metrics is not None:
-                    self.metrics.tool_call(call.name, "error" if output.startswith("Error:") else "ok")
-                logger.debug("tool %s took %.3fs", call.name, time.monotonic() - started)
-                await self.sessions.append(session, {
-                    "role": "tool", "tool_call_id": call.id, "name": call.name, "content": output,
-                })
-        text = (f"I stopped after {self.max_iterations} tool steps without finishing. "
-                "Tell me how to continue, or narrow the task.")
+        limits = LoopLimits(max_iterations=self.max_iterations,
+                            max_result_chars=self.tools.max_result_chars)
+        try:
+            outcome = await run_tool_loop(_TurnConversation(self, session, ctx), limits)
+        except ContextOverflowError:
+            raise
+        except LLMError as exc:
+            detail = getattr(exc, "detail", None)
+            if ctx.is_owner and detail:
+                raise LLMError(f"{exc} (the provider said: {detail})") from exc
+            raise
+        text = _final_text(outcome, self.max_iterations)
         await self.sessions.append(session, {"role": "assistant", "content": text})
-        return TurnResult(text, self.max_iterations, tool_calls)
+        return TurnResult(text, outcome.stats.iterations, outcome.stats.tool_calls)
 
     def _on_text(self, ctx: TurnContext) -> Callable[[str], Coroutine[Any, Any, None]] | None:
         """Stream the answer as previews only where the channel asked for it."""
@@ -95,28 +87,91 @@ class TurnRunner:
         return on_text
 
     async def _complete(self, session: Session, ctx: TurnContext) -> ChatResult:
-        schemas = self.tools.schemas(ctx)
+        schemas = self.tools.schemas(ctx) or None
         messages = await self.builder.build(session, ctx)
         try:
-            return await self.model.complete(messages, tools=schemas or None, job="turn",
+            return await self.model.complete(messages, tools=schemas, job="turn",
                                              session_key=session.key, on_text=self._on_text(ctx))
         except ContextOverflowError:
+            pass
+        if _has_long_tool_result(session):
             logger.warning("context overflow in %s: retrying with tool results truncated", session.key)
-        messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)
-        try:
-            return await self.model.complete(messages, tools=schemas or None, job="turn",
-                                             session_key=session.key)
-        except ContextOverflowError:
-            logger.warning("context overflow in %s: forcing a consolidation round", session.key)
-        if self.force_consolidation is not None and await self.force_consolidation(session):
             messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)
             try:
-                return await self.model.complete(messages, tools=schemas or None, job="turn",
+                return await self.model.complete(messages, tools=schemas, job="turn",
                                                  session_key=session.key)
             except ContextOverflowError:
                 pass
-        raise LLMError("this conversation no longer fits the model's context window; "
-                       "send /new to start fresh (nothing is lost: it is archived to memory)")
+        logger.warning("context overflow in %s: forcing a consolidation round", session.key)
+        if self.force_consolidation is not None and await self.force_consolidation(session):
+            messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)
+            try:
+                return await self.model.complete(messages, tools=schemas, job="turn",
+                                                 session_key=session.key)
+            except ContextOverflowError:
+                pass
+        if _turn_has_tool_results(session):
+            raise ContextOverflowError(
+                "this turn's tool results no longer fit the model's context window; ask for less "
+                "at a time (fewer or narrower tool calls), use a model with a bigger context "
+                "window, or /stop a turn that keeps going")
+        raise ContextOverflowError(
+            "this conversation no longer fits the model's context window; send /new to start "
+            "fresh (nothing is lost: it is archived to memory)")
+
+
+class _TurnConversation:
+    """The turn's side of the tool loop: prompts rebuilt from the session log, every
+    message appended to it as a checkpoint, tools run through the registry."""
+
+    def __init__(self, runner: TurnRunner, session: Session, ctx: TurnContext) -> None:
+        self.runner, self.session, self.ctx = runner, session, ctx
+
+    async def request(self) -> ChatResult:
+        return await self.runner._complete(self.session, self.ctx)
+
+    async def record(self, message: dict[str, Any]) -> None:
+        await self.runner.sessions.append(self.session, message)
+
+    async def execute(self, call: ToolCall) -> str:
+        started = time.monotonic()
+        output = "Error: the tool crashed"
+        try:
+            output = await self.runner.tools.execute(self.ctx, call.name, call.arguments)
+            return output
+        finally:
+            if self.runner.metrics is not None:
+                self.runner.metrics.tool_call(call.name, "error" if output.startswith("Error:") else "ok")
+            logger.debug("tool %s ran for %.3fs", call.name, time.monotonic() - started)
+
+
+def _final_text(outcome: LoopOutcome, max_iterations: int) -> str:
+    if outcome.stop == "repeated":
+        return (f"I stopped: the model kept calling {outcome.repeated_tool} with the same "
+                "arguments without getting anywhere. Try rephrasing the request or asking for "
+                "one step at a time.")
+    if outcome.stop == "iterations":
+        return (f"I stopped after {max_iterations} tool steps without finishing. "
+                "Tell me how to continue, or narrow the task.")
+    return outcome.text or "(no answer)"
+
+
+def _current_turn(session: Session) -> list[dict[str, Any]]:
+    active = session.active()
+    for index in range(len(active) - 1, -1, -1):
+        if active[index].get("role") == "user":
+            return active[index + 1 :]
+    return active
+
+
+def _turn_has_tool_results(session: Session) -> bool:
+    return any(m.get("role") == "tool" for m in _current_turn(session))
+
+
+def _has_long_tool_result(session: Session) -> bool:
+    """Whether truncating tool results would change the request at all."""
+    return any(m.get("role") == "tool" and len(str(m.get("content") or "")) > OVERFLOW_TOOL_RESULT_LIMIT
+               for m in session.active())
 
 
 class PromptEstimator:

@@ -5,8 +5,9 @@ Two phases per run, over one batch of up to ``dream.maxBatchSize`` entries after
 
 1. *Analysis* — one tool-less call: history + current files + today's date -> tagged
    findings (``dream_prompts``).
-2. *Editing* — a bounded tool loop (``dream_tools``) that applies the findings with
-   surgical edits to exactly the files GitStore versions.
+2. *Editing* — the gateway's tool loop (handed in as ``ToolLoop``: limits, the
+   repeated-call guard and the token cap live there) running ``dream_tools``, which apply
+   the findings with surgical edits to exactly the files GitStore versions.
 
 Whatever happens, the cursor then moves past the batch (a poisoned batch must not be
 retried forever; its range is logged for ``lucid dream --from``), history is compacted,
@@ -18,9 +19,7 @@ for other processes; a second caller gets ``DreamBusy`` at once instead of queue
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -31,10 +30,10 @@ from filelock import FileLock, Timeout
 
 from config.schema import AgentDefaults
 from memory.dream_prompts import Finding, parse_findings, phase1_messages, phase2_messages
-from memory.dream_tools import TOOL_SCHEMAS, DreamTools, list_skills
+from memory.dream_tools import MAX_READ_CHARS, TOOL_SCHEMAS, DreamTools, list_skills
 from memory.errors import DreamBusy
 from memory.gitstore import GitStore
-from memory.protocols import ChatModel, ChatResult
+from memory.protocols import ChatModel, ChatResult, LoopStats, ToolCall, ToolLoop
 from memory.store import HistoryEntry, MemoryStore, Which
 
 logger = logging.getLogger(__name__)
@@ -90,11 +89,13 @@ class Dream:
         *,
         workspace: Path,
         config: AgentDefaults,
+        tool_loop: ToolLoop,
         owner_sessions: Callable[[str], bool] | None = None,
     ) -> None:
         self.store = store
         self.git = git
         self.model = model
+        self.tool_loop = tool_loop
         self.workspace = Path(workspace)
         self.config = config
         self._owner_sessions = owner_sessions
@@ -237,37 +238,26 @@ class Dream:
         messages: list[dict[str, Any]] = list(phase2_messages(
             actionable, files, self.caps, skills, self._today(), user_writable))
         budget = self.config.dream.token_budget
-        seen: Counter[tuple[str, str]] = Counter()
-        previous: tuple[str, str] | None = None
-        for _ in range(self.config.dream.max_iterations):
-            if report.tokens >= budget:
-                report.stop_reason = f"token budget reached ({report.tokens} of {budget})"
-                logger.warning("dream stopped: %s", report.stop_reason)
-                return
-            result = await self._complete(messages, report, tools=TOOL_SCHEMAS)
-            if not result.tool_calls:
-                report.stop_reason = "done"
-                return
-            messages.append({"role": "assistant", "content": result.content,
-                             "tool_calls": [c.as_message_part() for c in result.tool_calls]})
-            for call in result.tool_calls:
-                key = (call.name, _canonical(call.arguments))
-                seen[key] += 1
-                if key == previous or seen[key] >= 3:
-                    report.stop_reason = f"repeated identical tool call ({call.name})"
-                    logger.warning("dream stopped: %s", report.stop_reason)
-                    return
-                previous = key
-                output = await tools.call(call.name, call.arguments)
-                messages.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
-                                 "content": output})
-        report.stop_reason = f"iteration limit ({self.config.dream.max_iterations}) reached"
-        logger.warning("dream stopped: %s", report.stop_reason)
+        max_iterations = self.config.dream.max_iterations
+        stats = LoopStats()
 
+        async def execute(call: ToolCall) -> str:
+            return await tools.call(call.name, call.arguments)
 
-def _canonical(arguments: str) -> str:
-    """Arguments as comparable text: key order and spacing must not hide a repeat."""
-    try:
-        return json.dumps(json.loads(arguments), sort_keys=True)
-    except ValueError:
-        return arguments
+        try:
+            outcome = await self.tool_loop.run(
+                messages, tools=TOOL_SCHEMAS, execute=execute, job="dream",
+                max_iterations=max_iterations, token_budget=budget - report.tokens,
+                max_result_chars=MAX_READ_CHARS, max_tokens=self.config.max_completion_tokens,
+                stop_on_consecutive_repeat=True, stats=stats)
+        finally:
+            report.tokens += stats.tokens
+        report.stop_reason = {
+            "done": "done",
+            "cut": "done (the last answer was cut at the length limit)",
+            "budget": f"token budget reached ({report.tokens} of {budget})",
+            "repeated": f"repeated identical tool call ({outcome.repeated_tool})",
+            "iterations": f"iteration limit ({max_iterations}) reached",
+        }[outcome.stop]
+        if outcome.stop not in ("done", "cut"):
+            logger.warning("dream stopped: %s", report.stop_reason)

@@ -139,8 +139,8 @@ class DreamTools:
                               "(SOUL.md, USER.md, memory/MEMORY.md, skills/)")
         if not full.is_file():
             raise ToolRefused(f"{args.get('path')!r} does not exist")
-        text = full.read_text(encoding="utf-8", errors="replace")
-        return text[:MAX_READ_CHARS] or "(empty file)"
+        # Long files are cut by the tool loop (max_result_chars=MAX_READ_CHARS).
+        return full.read_text(encoding="utf-8", errors="replace") or "(empty file)"
 
     def _edit(self, args: dict[str, Any]) -> str:
         rel = self._memory_file(args.get("path"))

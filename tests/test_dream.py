@@ -20,6 +20,7 @@ import pytest
 
 from config.schema import Config
 from gateway.llm import LiteLLMChatModel
+from gateway.toolloop import ModelToolLoop
 from memory.dream import Dream, DreamReport
 from memory.errors import DreamBusy
 from memory.gitstore import GitStore
@@ -48,8 +49,9 @@ class Env:
         self.dream = self.new_dream(owner_sessions)
 
     def new_dream(self, owner_sessions: Callable[[str], bool] | None = None) -> Dream:
-        return Dream(self.store, self.git, LiteLLMChatModel(self.config), workspace=self.workspace,
-                     config=self.config.agent, owner_sessions=owner_sessions)
+        model = LiteLLMChatModel(self.config)
+        return Dream(self.store, self.git, model, workspace=self.workspace, config=self.config.agent,
+                     tool_loop=ModelToolLoop(model), owner_sessions=owner_sessions)
 
     def read(self, rel: str) -> str:
         return (self.workspace / rel).read_text()

@@ -2,14 +2,15 @@
 
 A tool is a name, a description, a pydantic ``Params`` model (its JSON schema is what
 the model sees) and ``async run(ctx, params) -> str``. The registry validates arguments,
-enforces the role policy, truncates long results, and turns every failure into an
-``Error: ...`` string for the model while logging the traceback for the operator.
+enforces the role policy and turns a refusal (``ToolError``) into an ``Error: ...`` string
+for the model. Truncating long results and turning an unexpected exception into an error
+result (with the traceback in the log) is the tool loop's job (``gateway/toolloop.py``),
+the same for every consumer.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -17,10 +18,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import ToolError
 from gateway.turn import TurnContext
-
-logger = logging.getLogger(__name__)
-
-TRUNCATION_MARKER = "\n…[truncated: {dropped} more characters; ask for a narrower range]"
 
 
 class ToolParams(BaseModel):
@@ -47,12 +44,6 @@ class Tool(Protocol):
     async def run(self, ctx: TurnContext, params: Any) -> str: ...
 
 
-def truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + TRUNCATION_MARKER.format(dropped=len(text) - limit)
-
-
 def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema without pydantic's titles: fewer prompt tokens, same meaning."""
     schema = model.model_json_schema()
@@ -73,7 +64,7 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int = 16_000,
                  guest_tools: Iterable[str] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self._max_result_chars = max_result_chars
+        self.max_result_chars = max_result_chars  # applied by the tool loop
         self._guest_tools = frozenset(guest_tools)
         self._schema_cache: dict[str, dict[str, Any]] = {}
         for tool in tools:
@@ -115,7 +106,8 @@ class ToolRegistry:
         return out
 
     async def execute(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> str:
-        """Run one tool call; never raises (except cancellation)."""
+        """Run one tool call; refusals and bad arguments come back as ``Error: …``; any other
+        exception propagates to the tool loop, which reports it to the model."""
         tool = self._tools.get(name)
         if tool is None:
             return f"Error: there is no tool named {name!r}. Available: {', '.join(self._tools)}"
@@ -127,13 +119,9 @@ class ToolRegistry:
         except (ValueError, ValidationError) as exc:
             return f"Error: invalid arguments for {name}: {_short_validation(exc)}"
         try:
-            result = await tool.run(ctx, params)
+            return await tool.run(ctx, params)
         except ToolError as exc:
             return f"Error: {exc}"
-        except Exception as exc:
-            logger.exception("tool %s failed", name)
-            return f"Error: {name} failed: {type(exc).__name__}: {exc}"
-        return truncate(result, self._max_result_chars)
 
 
 def _parse_arguments(raw: str | dict | None) -> dict[str, Any]:
