@@ -106,6 +106,12 @@ class ProviderConfig(Section):
     api_key: SecretStr = SecretStr("")
     api_base: str | None = None
     extra_headers: dict[str, str] = Field(default_factory=dict)
+    # Sent with every request that carries tools: some local servers (llama-cpp-python)
+    # ignore ``tools`` without it. null: never send the field.
+    tool_choice: Literal["auto", "required", "none"] | None = "auto"
+    # Stream turns that carry tools only where the server is known to stream tool calls;
+    # null: yes for hosted providers, no for a custom apiBase (local servers often break).
+    stream_tool_calls: bool | None = None
 
 
 class ProvidersConfig(Section):

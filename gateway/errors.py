@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from config.errors import LucidError
+from memory.errors import PromptTooLong
 
 
 class LLMError(LucidError):
-    """The model could not answer after our retries; the message is fit for the user."""
+    """The model could not answer after our retries; the message is fit for the user.
+
+    ``detail`` is the provider's own error text, shortened — logged, and shown to the owner.
+    """
+
+    def __init__(self, message: str, *, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
-class ContextOverflowError(LLMError):
+class ContextOverflowError(LLMError, PromptTooLong):
     """The provider refused the prompt as too long for the model's context window."""
 
 

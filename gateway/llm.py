@@ -12,12 +12,13 @@ import asyncio
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from config.schema import Config
+from config.schema import Config, ProviderConfig
 from gateway._offline import set_offline_environment
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
 from gateway.metrics import Metrics
@@ -172,51 +173,83 @@ class LiteLLMChatModel:
         session_key: str | None = None,
         max_tokens: int | None = None,
         on_text: TextCallback | None = None,
+        retries: int | None = None,
     ) -> ChatResult:
-        """One completion. With ``on_text``, the answer is streamed and ``on_text`` gets the
-        text so far (at most every ``STREAM_INTERVAL_S``) on the caller's event loop."""
+        """One completion, checked. With ``on_text`` the answer is streamed and ``on_text``
+        gets the text so far (at most every ``STREAM_INTERVAL_S``) on the caller's loop —
+        unless tools are sent to a provider not known to stream tool calls.
+
+        Transient failures are retried ``retries`` times (default ``llmRetries``); a failed
+        stream falls back to one non-streamed call; an empty answer (no text, no tool calls)
+        is asked again once, then raises ``LLMError``.
+        """
         if self._usage is not None and self._usage.over_daily_budget():
             raise BudgetExceeded(
                 "today's token budget (usage.dailyTokenBudget) is spent; raise it or wait until tomorrow"
             )
         litellm = await asyncio.to_thread(self._client) if self._litellm is None else self._litellm
+        agent = self._config.agent
+        provider_name, provider = self._config.provider_for(agent.model)
         kwargs = self._call_kwargs()
-        kwargs["messages"] = messages
-        kwargs["max_tokens"] = max_tokens or self._config.agent.max_completion_tokens
+        kwargs["messages"] = _wire_messages(messages)
+        kwargs["max_tokens"] = max_tokens or agent.max_completion_tokens
         if tools:
             kwargs["tools"] = tools
-        agent = self._config.agent
-        attempts = agent.llm_retries + 1
-        for attempt in range(1, attempts + 1):
+            tool_choice = provider.tool_choice if provider is not None else "auto"
+            if tool_choice is not None:
+                kwargs["tool_choice"] = tool_choice
+        stream = on_text is not None and (not tools or _streams_tool_calls(provider))
+        retries_left = agent.llm_retries if retries is None else retries
+        attempt = 0
+        asked_again = False
+        while True:
+            attempt += 1
             started = time.monotonic()
             try:
                 if self._io is None:
                     self._io = _LLMThread()
-                if on_text is None:
-                    response = await self._io.run(litellm.acompletion(**kwargs))
-                else:
+                if stream and on_text is not None:
                     relay = _progress_relay(on_text, asyncio.get_running_loop())
                     response = await self._io.run(_streamed(litellm, kwargs, relay))
+                else:
+                    response = await self._io.run(litellm.acompletion(**kwargs))
+                result = _to_result(response)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self._record_failure(job)
+                detail = provider_detail(exc)
                 if _is_overflow(exc):
                     raise ContextOverflowError(
-                        "the conversation is too long for the model's context window"
+                        "the conversation is too long for the model's context window", detail=detail
                     ) from exc
-                if attempt < attempts and _is_transient(exc):
+                if stream:
+                    logger.warning("streamed %s call failed (%s: %s); trying once without streaming",
+                                   job, type(exc).__name__, detail)
+                    stream = False
+                    continue
+                if retries_left > 0 and _is_transient(exc):
+                    retries_left -= 1
                     delay = agent.llm_retry_base_delay_s * (2 ** (attempt - 1)) * (1 + random.random() / 4)
-                    logger.warning("LLM call failed (%s), retry %d/%d in %.2fs",
-                                   type(exc).__name__, attempt, attempts - 1, delay)
+                    logger.warning("LLM call failed (%s: %s), retrying in %.2fs (%d left)",
+                                   type(exc).__name__, detail, delay, retries_left)
                     await asyncio.sleep(delay)
                     continue
-                raise LLMError(_user_message(exc)) from exc
-            result = _to_result(response)
+                logger.warning("LLM %s call failed: %s: %s", job, type(exc).__name__, detail)
+                raise LLMError(_user_message(exc, provider_name), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
             self._record_success(job, session_key, result.usage)
-            return result
-        raise LLMError("the model did not answer")  # unreachable: the loop returns or raises
+            if (result.content or "").strip() or result.tool_calls or result.cut:
+                return result
+            if not asked_again:
+                asked_again = True
+                logger.warning("the model gave an empty %s answer (finish_reason %s); asking again",
+                               job, result.finish_reason)
+                stream = False
+                continue
+            raise LLMError(
+                "the model gave an empty answer twice (no text, no tool call); try again, or "
+                "check the model and its server", detail=f"finish_reason: {result.finish_reason}")
 
     async def start(self) -> None:
         """Warm up before the gateway takes messages: import litellm (seconds, in a worker
@@ -277,19 +310,44 @@ async def _streamed(litellm: Any, kwargs: dict[str, Any], relay: Callable[[str],
     return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
 
-def _user_message(exc: BaseException) -> str:
+def _user_message(exc: BaseException, provider: str) -> str:
     name = type(exc).__name__
     if name == "AuthenticationError":
-        return "the model provider refused the API key; check providers.<name>.apiKey in the config"
+        return f"the model provider refused the API key; check providers.{provider}.apiKey in the config"
     if name in ("Timeout",) or "timed out" in str(exc).lower():
         return "the model did not answer in time (agents.defaults.llmTimeoutS)"
     if name == "APIConnectionError" or "connection error" in str(exc).lower():
-        return "could not reach the model provider; check providers.<name>.apiBase and your network"
+        return f"could not reach the model provider; check providers.{provider}.apiBase and your network"
     if name == "NotFoundError":
         return "the model was not found at the provider; check agents.defaults.model"
     if _is_transient(exc):
         return "the model provider kept failing; please try again in a moment"
     return f"the model call failed ({name})"
+
+
+_LITELLM_PREFIX = re.compile(r"^(litellm\.\w+:\s*)?(\w+Error:\s*)?(\w+Exception\s*-\s*)?")
+
+
+def provider_detail(exc: BaseException, limit: int = 300) -> str:
+    """The provider's own error text (from the HTTP body), without litellm's prefixes, short."""
+    text = str(getattr(exc, "message", None) or exc or type(exc).__name__)
+    text = " ".join(_LITELLM_PREFIX.sub("", text.strip()).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _streams_tool_calls(provider: ProviderConfig | None) -> bool:
+    if provider is None or provider.stream_tool_calls is None:
+        return provider is None or not provider.api_base
+    return provider.stream_tool_calls
+
+
+def _wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every assistant message carries ``content`` (``""`` when empty): some servers answer
+    HTTP 500 to a tool-call message without it, and litellm drops a ``None``."""
+    if all(m.get("content") is not None or m.get("role") != "assistant" for m in messages):
+        return messages
+    return [{**m, "content": ""} if m.get("role") == "assistant" and m.get("content") is None else m
+            for m in messages]
 
 
 def _to_result(response: Any) -> ChatResult:

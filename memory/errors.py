@@ -3,6 +3,8 @@
     MemoryStoreError        a memory file could not be read or written
     ├── GitStoreError       versioning failed (unknown commit, broken repo, lock held)
     └── DreamBusy           another Dream holds the workspace's Dream lock
+    PromptTooLong           the model refused a request as too long for its window (the
+                            gateway's ContextOverflowError is one); memory splits and retries
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ class MemoryStoreError(LucidError):
 
 class GitStoreError(MemoryStoreError):
     """Versioning the memory files failed (unknown commit, broken repository, lock held)."""
+
+
+class PromptTooLong(LucidError):
+    """A request did not fit the model's context window; a smaller one may."""
 
 
 class DreamBusy(MemoryStoreError):

@@ -58,6 +58,8 @@ class ChatModel(Protocol):
     ``job`` names the caller for usage accounting ("turn", "consolidation", "dream",
     "heartbeat"); ``session_key`` attributes the tokens to a session when there is one.
     ``on_text``, when given, asks for a streamed answer and receives the text so far.
+    ``retries`` overrides how often a transient failure is retried (0: fail fast). An
+    empty answer is never returned: it is asked again once, then raises.
     """
 
     async def complete(
@@ -69,6 +71,7 @@ class ChatModel(Protocol):
         session_key: str | None = None,
         max_tokens: int | None = None,
         on_text: Callable[[str], Coroutine[Any, Any, None]] | None = None,
+        retries: int | None = None,
     ) -> ChatResult: ...
 
 

@@ -248,7 +248,8 @@ async def test_streaming_channel_gets_previews_then_one_final_reply(
     (workspace / "a.txt").write_text("alpha")
     long_text = "The file says alpha. " * 20
     fake_llm.queue(ToolCalls([("read_file", {"path": "a.txt"})]), Reply(long_text))
-    async with running(make_config()) as (gw, ch):
+    config = make_config(providers={"openai": {"streamToolCalls": True}})  # the fake streams them
+    async with running(config) as (gw, ch):
         gw.parts.agent.runner.streaming_channels = frozenset({"cli"})
         await ch.say("stream please", **OWNER)
         [reply] = await ch.wait_replies(1)

@@ -49,7 +49,8 @@ class LiteLLMChat:
         self.max_total_inflight = 0
 
     async def complete(self, messages: list[dict[str, Any]], *, tools: Any = None, job: str,
-                       session_key: str | None = None, max_tokens: int | None = None) -> ChatResult:
+                       session_key: str | None = None, max_tokens: int | None = None,
+                       retries: int | None = None) -> ChatResult:
         self.calls.append((job, session_key, max_tokens))
         self.inflight[session_key] += 1
         self.total_inflight += 1

@@ -29,12 +29,15 @@ from aiohttp import web
 
 __all__ = [
     "ContextOverflow",
+    "Cut",
+    "Empty",
     "Fail",
     "FakeLLMServer",
     "Func",
     "Hang",
     "Reply",
     "Scripted",
+    "Strictness",
     "ToolCalls",
 ]
 
@@ -141,6 +144,7 @@ class FakeLLMServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # per request, names lower-cased
         self.default: Callable[[dict[str, Any]], Scripted] = self._echo
+        self.strict = Strictness()  # llama-cpp-python's strictness, switched on per test
         self._script: collections.deque[Scripted] = collections.deque()
         self._call_ids = itertools.count(1)  # call_<n>, unique over the server's life
         self._completion_ids = itertools.count(1)
@@ -302,10 +306,17 @@ class FakeLLMServer:
         if isinstance(scripted, Hang):
             await asyncio.sleep(scripted.seconds)
             scripted = Reply("late")
+        strict = await strict_response(self, request, body, scripted)
+        if strict is not None:
+            return strict
         if not isinstance(scripted, (Reply, ToolCalls)):
             raise TypeError(f"not a scripted response: {scripted!r}")
         message, finish = self._message(scripted)
         usage = _usage(body, message, scripted)
+        return await self._answer(request, body, message, finish, usage)
+
+    async def _answer(self, request: web.Request, body: dict[str, Any], message: dict[str, Any],
+                      finish: str, usage: dict[str, Any]) -> web.StreamResponse:
         if body.get("stream"):
             return await self._stream(request, body, message, finish, usage)
         return web.json_response(
@@ -415,3 +426,78 @@ def _error(
         {"error": {"message": message, "type": kind, "param": param, "code": code}},
         status=status,
     )
+
+
+# --------------------------------------------------------------------------------------
+# Strictness of a stock llama-cpp-python server (issue 18), each behind its own switch, and
+# the scripted answers that real servers send but well-behaved ones rarely do. Kept in one
+# block so other additions to this file merge cleanly.
+
+
+@dataclass(slots=True)
+class Strictness:
+    """Switch on what a stock llama-cpp-python server does; all off by default.
+
+    ``tools_need_tool_choice``: ``tools`` without ``tool_choice`` are ignored — a scripted
+    ``ToolCalls`` is answered as plain text instead. ``content_required``: HTTP 500 when an
+    assistant message with ``tool_calls`` has no ``content`` key (or ``null``).
+    ``stream_fails_with_tools``: a streamed request carrying tools breaks mid-stream.
+    """
+
+    tools_need_tool_choice: bool = False
+    content_required: bool = False
+    stream_fails_with_tools: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """An answer cut at the token limit: ``finish_reason: "length"``. ``calls`` are sent as
+    given — a ``str`` argument may be cut-off JSON."""
+
+    text: str = ""
+    calls: list[tuple[str, dict[str, Any] | str]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Empty:
+    """No text and no tool calls, with the given ``finish_reason`` (servers do send
+    ``"tool_calls"`` with no calls)."""
+
+    finish_reason: str = "stop"
+
+
+async def strict_response(server: FakeLLMServer, request: web.Request, body: dict[str, Any],
+                          scripted: Any) -> web.StreamResponse | None:
+    """The answer a strict server gives instead of the scripted one, or None to answer as usual."""
+    strict = server.strict
+    if strict.content_required:
+        for message in body.get("messages") or []:
+            if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
+                return _error(500, "Internal Server Error: assistant message with tool_calls has no "
+                              "'content' (llama-cpp-python strictness)", "server_error", None)
+    if strict.stream_fails_with_tools and body.get("stream") and body.get("tools"):
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        first = {"id": "chatcmpl-broken", "object": "chat.completion.chunk", "created": int(time.time()),
+                 "model": MODEL_ID, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                                 "finish_reason": None}]}
+        await response.write(f"data: {json.dumps(first)}\n\n".encode())
+        await response.write(b'data: {"error": {"message": "stream broke while generating tool calls", '
+                             b'"type": "server_error"}}\n\n')
+        await response.write_eof()
+        return response
+    message: dict[str, Any]
+    if isinstance(scripted, ToolCalls) and strict.tools_need_tool_choice and body.get("tools") \
+            and "tool_choice" not in body:
+        message = {"role": "assistant", "content": scripted.text or "I would use a tool, but none was offered."}
+        return await server._answer(request, body, message, "stop", _usage(body, message, Reply("")))
+    if isinstance(scripted, Cut):
+        message = {"role": "assistant", "content": scripted.text}
+        if scripted.calls:
+            message["tool_calls"] = server._message(ToolCalls(scripted.calls))[0]["tool_calls"]
+        return await server._answer(request, body, message, "length", _usage(body, message, Reply("")))
+    if isinstance(scripted, Empty):
+        message = {"role": "assistant", "content": ""}
+        return await server._answer(request, body, message, scripted.finish_reason,
+                                    _usage(body, message, Reply("")))
+    return None
