@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TextIO
 
 from channels.messages import InboundMessage
+from config.fileio import atomic_write
 
 logger = logging.getLogger(__name__)
 
