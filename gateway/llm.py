@@ -221,7 +221,8 @@ class LiteLLMChatModel:
                 detail = provider_detail(exc)
                 if _is_overflow(exc):
                     raise ContextOverflowError(
-                        "the conversation is too long for the model's context window", detail=detail
+                        f"the {job} request is too long for the model's context window "
+                        "(agents.defaults.contextWindowTokens)", detail=detail
                     ) from exc
                 if stream:
                     logger.warning("streamed %s call failed (%s: %s); trying once without streaming",

@@ -1,7 +1,8 @@
 """Dream: distil new history entries into the long-term memory files (DESIGN §5.3).
 
 Two phases per run, over one batch of up to ``dream.maxBatchSize`` entries after
-``.dream_cursor``:
+``.dream_cursor`` — fewer when their prompt would not fit the window (sized with the turn's
+token estimate against the prompt budget, halved again if the model still refuses it):
 
 1. *Analysis* — one tool-less call: history + current files + today's date -> tagged
    findings (``dream_prompts``).
@@ -9,9 +10,12 @@ Two phases per run, over one batch of up to ``dream.maxBatchSize`` entries after
    repeated-call guard and the token cap live there) running ``dream_tools``, which apply
    the findings with surgical edits to exactly the files GitStore versions.
 
-Whatever happens, the cursor then moves past the batch (a poisoned batch must not be
-retried forever; its range is logged for ``lucid dream --from``), history is compacted,
-and any change is committed as ``dream: <timestamp>, <n> change(s)`` so it can be undone.
+The cursor moves only past entries that were processed: a failed run leaves its batch for
+the next one. So that a bad batch is not retried forever, a batch that failed
+``MAX_FAILED_RUNS`` runs in a row is skipped, and an entry too long for the window even
+alone is skipped at once — both logged with their cursors for ``lucid dream --from``.
+History is then compacted, and any change is committed as ``dream: <timestamp>, <n>
+change(s)`` so it can be undone (also after a failure, for what was applied).
 One Dream runs per workspace at a time: an asyncio lock here plus ``memory/.dream.lock``
 for other processes; a second caller gets ``DreamBusy`` at once instead of queueing.
 """
@@ -31,7 +35,8 @@ from filelock import FileLock, Timeout
 from config.schema import AgentDefaults
 from memory.dream_prompts import Finding, parse_findings, phase1_messages, phase2_messages
 from memory.dream_tools import MAX_READ_CHARS, TOOL_SCHEMAS, DreamTools, list_skills
-from memory.errors import DreamBusy
+from memory import tokens
+from memory.errors import DreamBusy, PromptTooLong
 from memory.gitstore import GitStore
 from memory.protocols import ChatModel, ChatResult, LoopStats, ToolCall, ToolLoop
 from memory.store import HistoryEntry, MemoryStore, Which
@@ -40,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["Dream", "DreamReport"]
 
+MAX_FAILED_RUNS = 3  # a batch failing this often in a row is skipped, not retried forever
 FILES: dict[str, Which] = {"SOUL.md": "soul", "USER.md": "user", "memory/MEMORY.md": "memory"}
 
 
@@ -56,6 +62,7 @@ class DreamReport:
     tokens: int = 0
     stop_reason: str | None = None
     dry_run: bool = False
+    skipped: list[int] = field(default_factory=list)  # entries too long for the window
 
     @property
     def processed(self) -> tuple[int, int] | None:
@@ -73,6 +80,9 @@ class DreamReport:
         lines += [f"  - {c}" for c in self.changes]
         if self.commit:
             lines.append(f"Commit {self.commit[:8]} (undo with /dream-restore {self.commit[:8]}).")
+        if self.skipped:
+            lines.append("Skipped (too long for the context window): "
+                         + ", ".join(f"#{c}" for c in self.skipped) + ".")
         if self.stop_reason and self.stop_reason != "done":
             lines.append(f"Stopped early: {self.stop_reason}.")
         if self.error:
@@ -100,6 +110,7 @@ class Dream:
         self.config = config
         self._owner_sessions = owner_sessions
         self._lock = asyncio.Lock()
+        self._failed_runs: dict[int, int] = {}  # first cursor of a failing batch -> runs failed
         # thread_local=False: acquired and released from different worker threads.
         self._file_lock = FileLock(self.workspace / "memory" / ".dream.lock", thread_local=False)
         self.caps = {"SOUL.md": config.memory.max_soul_chars,
@@ -153,34 +164,52 @@ class Dream:
         if not batch:
             report.stop_reason = "nothing to do"
             return report  # no LLM call at all
-        report.first_cursor, report.last_cursor = batch[0].cursor, batch[-1].cursor
-        user_writable = any(self._is_owner(e.session_key) for e in batch)
-        tools = DreamTools(self.workspace, self.caps, user_writable=user_writable)
+        tools = DreamTools(self.workspace, self.caps, user_writable=True)
         try:
-            findings = await self._phase1(batch, report, user_writable)
+            found = await self._analyse(batch, report)
+            if found is None:  # every entry was skipped as too long for the window
+                if not dry_run:
+                    await self._finish(report)
+                return report
+            batch, findings = found
+            tools.user_writable = any(self._is_owner(e.session_key) for e in batch)
             if dry_run:
                 return report
             if any(f.tag != "SKIP" for f in findings):
                 # Hand edits go into history first, so the dream commit holds only Dream's.
                 await self.git.acommit_manual_edits()
-                await self._phase2(findings, tools, report, user_writable)
+                await self._phase2(findings, tools, report, tools.user_writable)
             else:
                 report.stop_reason = "done"
         except asyncio.CancelledError:
             await self._commit(tools, report)  # whatever was applied stays undoable
             raise
-        except Exception as exc:  # noqa: BLE001 - any failure still moves the cursor on
+        except Exception as exc:  # noqa: BLE001 - reported; the entries stay for the next run
             report.error = str(exc) or type(exc).__name__
-            logger.warning(
-                "dream failed on history entries #%d-#%d (%s); redo with `lucid dream --from %d`",
-                report.first_cursor, report.last_cursor, report.error, report.first_cursor - 1,
-                exc_info=True,
-            )
+            if not dry_run and self._give_up(report):
+                await self._finish(report)
+            await self._commit(tools, report)
+            return report
         if dry_run:
-            return report  # a dry run never moves the cursor, even when it failed
+            return report  # a dry run never moves the cursor
+        self._failed_runs.pop(report.first_cursor or 0, None)
         await self._finish(report)
         await self._commit(tools, report)
         return report
+
+    def _give_up(self, report: DreamReport) -> bool:
+        """Whether a batch that failed again is skipped now (so it is not retried forever)."""
+        first, last = report.first_cursor or 0, report.last_cursor or 0
+        failures = self._failed_runs[first] = self._failed_runs.get(first, 0) + 1
+        if failures < MAX_FAILED_RUNS:
+            logger.warning("dream failed on history entries #%d-#%d (%s); they stay unprocessed "
+                           "and the next run tries again (%d of %d)", first, last, report.error,
+                           failures, MAX_FAILED_RUNS, exc_info=True)
+            return False
+        del self._failed_runs[first]
+        logger.error("dream failed on history entries #%d-#%d %d times (%s); skipping them — redo "
+                     "with `lucid dream --from %d`", first, last, failures, report.error, first - 1)
+        return True
 
     async def _finish(self, report: DreamReport) -> None:
         assert report.last_cursor is not None
@@ -217,14 +246,62 @@ class Dream:
         report.tokens += result.usage.total
         return result
 
-    async def _phase1(self, batch: list[HistoryEntry], report: DreamReport,
-                      user_writable: bool) -> list[Finding]:
+    async def _analyse(self, batch: list[HistoryEntry],
+                       report: DreamReport) -> tuple[list[HistoryEntry], list[Finding]] | None:
+        """Phase 1 on the longest prefix of ``batch`` that fits the window.
+
+        The prompt is sized with the turn's token estimate against the prompt budget; a
+        batch the model still refuses as too long is halved. An entry that does not fit
+        even alone is logged with its cursor and skipped (it cannot ever be processed).
+        Returns the entries analysed and the findings, or None when all were skipped.
+        ``report`` covers exactly the entries the cursor may move past.
+        """
         files = await self._read_files()
         skills = await asyncio.to_thread(list_skills, self.workspace)
-        messages = phase1_messages(batch, files, self.caps, skills, self._today(), self._is_owner)
-        result = await self._complete(messages, report)
-        findings = parse_findings(result.content)
-        if not user_writable and any(f.tag == "USER" for f in findings):
+        today = self._today()
+        budget = self.config.prompt_budget
+
+        def messages_for(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
+            return phase1_messages(entries, files, self.caps, skills, today, self._is_owner)
+
+        def fitting(entries: list[HistoryEntry]) -> list[HistoryEntry]:
+            while len(entries) > 1 and tokens.count_messages(messages_for(entries)) > budget:
+                entries = entries[: len(entries) // 2]
+            return entries
+
+        report.first_cursor = batch[0].cursor
+        cap = len(batch)
+        while True:
+            candidate = await asyncio.to_thread(fitting, batch[:cap])
+            report.last_cursor = candidate[-1].cursor
+            too_long = len(candidate) == 1 and (
+                await asyncio.to_thread(tokens.count_messages, messages_for(candidate))) > budget
+            if not too_long:
+                try:
+                    result = await self._complete(messages_for(candidate), report)
+                except PromptTooLong:
+                    if len(candidate) > 1:
+                        logger.warning("dream: entries #%d-#%d overflowed the window; halving the batch",
+                                       candidate[0].cursor, candidate[-1].cursor)
+                        cap = len(candidate) // 2
+                        continue
+                    too_long = True
+                else:
+                    findings = self._findings(result.content, candidate, report)
+                    return candidate, findings
+            entry = candidate[0]
+            logger.error("dream: history entry #%d (session %s) does not fit the model's context "
+                         "window even alone; skipped", entry.cursor, entry.session_key)
+            report.skipped.append(entry.cursor)
+            batch = batch[1:]
+            cap = len(batch)
+            if not batch:
+                return None
+
+    def _findings(self, content: str | None, batch: list[HistoryEntry],
+                  report: DreamReport) -> list[Finding]:
+        findings = parse_findings(content)
+        if not any(self._is_owner(e.session_key) for e in batch) and any(f.tag == "USER" for f in findings):
             logger.warning("dream: dropped [USER] findings from a batch with no owner entries")
             findings = [f for f in findings if f.tag != "USER"]
         report.findings = [str(f) for f in findings]

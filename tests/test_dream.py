@@ -70,7 +70,8 @@ class Env:
 def make_env(workspace: Path, fake_llm: FakeLLMServer, make_config: Callable[..., Config]):
     async def build(*, dream: dict[str, Any] | None = None, memory: dict[str, Any] | None = None,
                     owner_sessions: Callable[[str], bool] | None = None,
-                    history: list[tuple[str, str]] | None = None) -> Env:
+                    history: list[tuple[str, str]] | None = None,
+                    defaults: dict[str, Any] | None = None) -> Env:
         (workspace / "memory").mkdir(exist_ok=True)
         (workspace / "USER.md").write_text(USER)
         (workspace / "SOUL.md").write_text(SOUL)
@@ -79,7 +80,7 @@ def make_env(workspace: Path, fake_llm: FakeLLMServer, make_config: Callable[...
         (workspace / "sessions").mkdir(exist_ok=True)
         (workspace / "sessions" / "telegram_1.jsonl").write_text("{}\n")
         config = make_config(agents={"defaults": {"llmRetries": 0, "dream": dream or {},
-                                                  "memory": memory or {}}})
+                                                  "memory": memory or {}, **(defaults or {})}})
         env = Env(workspace, config, fake_llm, owner_sessions)
         await env.git.ainit()
         for content, key in history or []:
@@ -355,16 +356,30 @@ async def test_iteration_limit(make_env) -> None:
 
 # ----------------------------------------------------------------------------- failures
 
-async def test_llm_failure_still_advances_the_cursor(make_env, caplog: pytest.LogCaptureFixture) -> None:
+async def test_llm_failure_keeps_the_batch_then_gives_up_after_three_runs(
+    make_env, caplog: pytest.LogCaptureFixture
+) -> None:
     env = await make_env(history=HISTORY)
+    env.fake.queue(Fail(500, "upstream exploded"), Fail(500, "upstream exploded"))
+    for _ in range(2):
+        report = await env.dream.run()
+        assert report.error and report.commit is None
+        assert env.store.dream_cursor() == 0  # the entries stay for the next run
+        assert "Error:" in report.summary()
     env.fake.queue(Fail(500, "upstream exploded"))
     with caplog.at_level(logging.WARNING, logger="memory.dream"):
         report = await env.dream.run()
-    assert report.error and report.commit is None
     assert env.store.dream_cursor() == 3  # a bad batch is not retried forever
-    assert "#1-#3" in caplog.text and "lucid dream --from 0" in caplog.text
-    assert "Error:" in report.summary()
+    assert "#1-#3 3 times" in caplog.text and "lucid dream --from 0" in caplog.text
     assert env.messages() == ["init: memory files"]
+
+
+async def test_a_batch_that_recovers_is_processed(make_env) -> None:
+    env = await make_env(history=HISTORY)
+    env.fake.queue(Fail(500, "upstream exploded"), Reply("[SKIP]"))
+    assert (await env.dream.run()).error and env.store.dream_cursor() == 0
+    report = await env.dream.run()
+    assert report.error is None and report.processed == (1, 3) and env.store.dream_cursor() == 3
 
 
 async def test_failure_mid_phase2_commits_what_was_applied(make_env) -> None:
@@ -378,7 +393,7 @@ async def test_failure_mid_phase2_commits_what_was_applied(make_env) -> None:
     report = await env.dream.run()
     assert report.error and report.changes == ["edited memory/MEMORY.md"]
     assert report.commit is not None and env.git.log(1)[0].sha == report.commit
-    assert env.store.dream_cursor() == 3
+    assert env.store.dream_cursor() == 0  # phase 2 did not finish: the next run sees the batch
     await env.git.arestore(report.commit)  # and it can be undone
     assert env.read("memory/MEMORY.md") == MEMORY
 
@@ -467,3 +482,63 @@ async def test_compaction_runs_after_a_dream(make_env) -> None:
     remaining = [json.loads(line)["cursor"]
                  for line in env.store.history_path.read_text().splitlines()]
     assert remaining == list(range(6, 16))  # 5 processed entries dropped, unprocessed 13-15 kept
+
+
+# ----------------------------------------------------------------------------- small windows
+
+SMALL_WINDOW = {"contextWindowTokens": 2048, "maxCompletionTokens": 256, "safetyBuffer": 0}
+
+
+def entry(tag: str, words: int = 100) -> tuple[str, str]:
+    """A history entry of about ``4 * words`` tokens whose words all carry ``tag``."""
+    return (" ".join(f"{tag}w{i}" for i in range(words)), OWNER)
+
+
+def entries_in(env: Env, index: int, tags: list[str]) -> list[str]:
+    text = env.request_text(index)
+    return [t for t in tags if f"{t}w0 " in text]
+
+
+async def test_batches_are_sized_by_tokens_and_every_entry_is_processed(make_env) -> None:
+    from memory.tokens import count_messages
+
+    tags = [f"e{i}" for i in range(1, 7)]
+    env = await make_env(history=[entry(t) for t in tags], defaults=SMALL_WINDOW)
+    budget = env.config.agent.prompt_budget
+    runs = 0
+    while (await env.dream.run()).processed is not None:
+        runs += 1
+        assert runs < 10
+    assert runs >= 2 and env.store.dream_cursor() == 6
+    seen = [entries_in(env, i, tags) for i in range(len(env.fake.requests))]
+    assert sorted(t for batch in seen for t in batch) == sorted(tags)  # each exactly once
+    for request in env.fake.requests:
+        assert count_messages(request["messages"]) <= budget
+
+
+async def test_a_batch_the_model_refuses_is_halved_and_a_lone_refused_entry_skipped(
+    make_env, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tests.fakes.llm import ContextOverflow
+
+    env = await make_env(history=[entry("a", 20), entry("b", 20)], defaults=SMALL_WINDOW)
+    env.fake.queue(ContextOverflow(), ContextOverflow(), Reply("[SKIP]"))
+    with caplog.at_level(logging.WARNING, logger="memory.dream"):
+        report = await env.dream.run()
+    assert [entries_in(env, i, ["a", "b"]) for i in range(3)] == [["a", "b"], ["a"], ["b"]]
+    assert report.skipped == [1] and report.error is None and env.store.dream_cursor() == 2
+    assert "#1" in caplog.text and "skipped" in caplog.text and "#1" in report.summary()
+
+
+async def test_an_entry_too_long_for_the_window_is_skipped_without_a_call(
+    make_env, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = await make_env(history=[entry("s1", 20), entry("huge", 600), entry("s3", 20)],
+                         defaults=SMALL_WINDOW)
+    first = await env.dream.run()
+    assert first.processed == (1, 1) and env.store.dream_cursor() == 1  # only what fits
+    with caplog.at_level(logging.ERROR, logger="memory.dream"):
+        second = await env.dream.run()
+    assert second.skipped == [2] and second.processed == (2, 3) and env.store.dream_cursor() == 3
+    assert len(env.fake.requests) == 2 and entries_in(env, 1, ["huge", "s3"]) == ["s3"]
+    assert "#2" in caplog.text and "does not fit" in caplog.text
