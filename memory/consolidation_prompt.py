@@ -17,7 +17,6 @@ from typing import Any
 
 from memory.tokens import count_text, encoding
 
-SUMMARY_MAX_TOKENS = 1024
 RAW_CAP_CHARS = 4000
 TOOL_RESULT_CHARS = 1500  # tool output is mostly re-derivable; keep only its gist
 TOOL_ARGS_CHARS = 300

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 from config.errors import LucidError
 from memory._boundaries import find_cut, protected_start
 from memory.consolidation_prompt import (
-    SUMMARY_MAX_TOKENS,
     build_request,
     parse_summary,
     prompt_overhead_tokens,
     raw_entry,
 )
-from memory.protocols import ChatModel
+from memory.errors import PromptTooLong
+from memory.protocols import ChatModel, PromptSizer
 from memory.sessions import Session, SessionStore
 
 if TYPE_CHECKING:
@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Estimator = Callable[[Session], Awaitable[int]]
+Estimator = PromptSizer  # kept for callers that name the type
+MIN_CHUNK_TOKENS = 256  # halving a refused chunk stops here; below it the chunk goes raw
 
 
 def default_chunk_tokens(budget: int, requested: int | None = None) -> int:
@@ -64,11 +65,12 @@ class Consolidator:
         store: MemoryStore,
         model: ChatModel,
         *,
-        estimate: Estimator,
+        estimate: PromptSizer,
         budget: int,
         chunk_tokens: int | None = None,
         max_rounds: int = 5,
         on_event: Callable[[str], None] | None = None,
+        answer_tokens: int | None = None,
     ) -> None:
         if budget <= 0:
             raise ValueError(f"consolidation budget must be positive, got {budget}")
@@ -83,6 +85,10 @@ class Consolidator:
         self._chunk_tokens: int | None = None
         self.max_rounds = max(max_rounds, 1)
         self._on_event = on_event
+        # The summary's answer budget: None lets the model use agents.defaults.maxCompletionTokens,
+        # which the prompt budget (and so every chunk) already leaves room for.
+        self._answer_tokens = answer_tokens
+        self._failed: set[str] = set()  # sessions whose last summary call failed
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
@@ -107,7 +113,7 @@ class Consolidator:
             return
         try:
             async with self._hold(session.key):
-                await self._run(session)
+                await self._run(session, fail_fast=True)
         except (LucidError, OSError):
             logger.exception("pre-turn consolidation of %s failed; answering anyway", session.key)
 
@@ -188,18 +194,28 @@ class Consolidator:
             if key not in self._again:
                 return
 
-    async def _run(self, session: Session) -> int:
-        """Rounds while over budget (call with the session's lock held); chunks archived."""
+    async def _run(self, session: Session, *, fail_fast: bool = False) -> int:
+        """Rounds while over budget (call with the session's lock held); chunks archived.
+
+        ``fail_fast`` (before a turn, while the user waits): the model is called without
+        retries, and after a failed summary the round stops — with the provider down the
+        user hears about it from the turn at once instead of after every chunk's retries.
+        """
         archived = 0
         estimate = await self._estimate(session)
         if estimate >= self.budget:
             for _ in range(self.max_rounds):
-                if not await self._archive_next(session):
+                self._failed.discard(session.key)
+                if not await self._archive_next(session, fail_fast=fail_fast):
                     if archived == 0:
                         logger.warning("%s is over budget but only the current turn is left "
                                        "to keep; nothing to archive", session.key)
                     break
                 archived += 1
+                if fail_fast and session.key in self._failed:
+                    logger.warning("%s: the summariser failed; the rest waits for the check after "
+                                   "the turn", session.key)
+                    break
                 estimate = await self._estimate(session)
                 if estimate <= self.target:
                     break
@@ -211,7 +227,8 @@ class Consolidator:
             self._emit("noop")
         return archived
 
-    async def _archive_next(self, session: Session, limit: int | None = None) -> bool:
+    async def _archive_next(self, session: Session, limit: int | None = None, *,
+                            fail_fast: bool = False) -> bool:
         """Archive one chunk starting at ``last_consolidated``; False if nothing may move.
 
         ``limit`` is where archiving must stop (exclusive); by default the newest user
@@ -224,15 +241,28 @@ class Consolidator:
             return False
         snapshot = session.messages[start:limit]
         before_user = limit < len(session.messages)
-        cut = await asyncio.to_thread(find_cut, snapshot, self.chunk_tokens, before_user=before_user)
-        if cut is None:  # unreachable for a non-empty snapshot; guard the invariant anyway
-            raise AssertionError(f"no cut found in {len(snapshot)} messages of {session.key}")
-        end = start + cut.end
-        chunk = snapshot[: cut.end]
-        if cut.oversize:
-            logger.info("%s: messages %d-%d form one unit of %d tokens (bound %d); truncating "
-                        "it for the summary", session.key, start, end - 1, cut.tokens, self.chunk_tokens)
-        content, raw = await self._summarise(session.key, chunk, start, end - 1)
+        bound = self.chunk_tokens
+        while True:
+            cut = await asyncio.to_thread(find_cut, snapshot, bound, before_user=before_user)
+            if cut is None:  # unreachable for a non-empty snapshot; guard the invariant anyway
+                raise AssertionError(f"no cut found in {len(snapshot)} messages of {session.key}")
+            end = start + cut.end
+            chunk = snapshot[: cut.end]
+            if cut.oversize:
+                logger.info("%s: messages %d-%d form one unit of %d tokens (bound %d); truncating "
+                            "it for the summary", session.key, start, end - 1, cut.tokens, bound)
+            try:
+                content, raw = await self._summarise(session.key, chunk, start, end - 1, bound,
+                                                     fail_fast=fail_fast)
+            except PromptTooLong:
+                if bound // 2 < MIN_CHUNK_TOKENS:
+                    content, raw = await asyncio.to_thread(raw_entry, chunk, first=start, last=end - 1), True
+                    break
+                bound //= 2  # the estimate was low for this model: split the chunk and retry
+                logger.warning("%s: summary request for messages %d-%d overflowed; retrying with "
+                               "chunks of %d tokens", session.key, start, end - 1, bound)
+                continue
+            break
         if content:
             await self._store.append_history(content, session_key=session.key)
         await self._sessions.set_last_consolidated(session, end)
@@ -241,17 +271,21 @@ class Consolidator:
         self._emit("raw_fallback" if raw else "archived")
         return True
 
-    async def _summarise(self, key: str, chunk: list[dict[str, Any]], first: int,
-                         last: int) -> tuple[str, bool]:
-        """(history entry text, whether it is a raw fallback); "" means nothing to keep."""
+    async def _summarise(self, key: str, chunk: list[dict[str, Any]], first: int, last: int,
+                         bound: int, *, fail_fast: bool = False) -> tuple[str, bool]:
+        """(history entry text, whether it is a raw fallback); "" means nothing to keep.
+
+        Raises ``PromptTooLong`` when the model refuses the request as too long."""
         request = await asyncio.to_thread(build_request, chunk, session_key=key, first=first,
-                                          last=last, max_transcript_tokens=self.chunk_tokens)
+                                          last=last, max_transcript_tokens=bound)
         try:
             result = await self._model.complete(request, job="consolidation", session_key=key,
-                                                max_tokens=SUMMARY_MAX_TOKENS)
-        except asyncio.CancelledError:
+                                                max_tokens=self._answer_tokens,
+                                                retries=0 if fail_fast else None)
+        except (asyncio.CancelledError, PromptTooLong):
             raise
         except Exception as exc:
+            self._failed.add(key)
             # The type only: provider error texts may echo request details.
             logger.warning("summary of %s messages %d-%d failed (%s); archiving raw", key,
                            first, last, type(exc).__name__)

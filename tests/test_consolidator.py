@@ -210,7 +210,7 @@ async def test_long_session_consolidates_in_rounds(sessions, store, chat, make, 
 
 
 async def test_every_request_fits_the_budget(sessions, make, fake_llm):
-    consolidator = make(budget=1200)
+    consolidator = make(budget=1200, answer_tokens=300)
     assert consolidator.chunk_tokens <= 600
     session = await sessions.get("cli:fit")
     for n in range(60):
@@ -220,7 +220,7 @@ async def test_every_request_fits_the_budget(sessions, make, fake_llm):
     assert fake_llm.requests
     for body in fake_llm.requests:
         assert count_messages(body["messages"]) <= consolidator.budget
-        assert body["max_tokens"] > 0
+        assert body["max_tokens"] == 300  # the configured answer budget, not a fixed 1,024
 
 
 async def test_under_budget_does_nothing(sessions, store, make, fake_llm, events):
