@@ -88,28 +88,20 @@ class TurnRunner:
 
     async def _complete(self, session: Session, ctx: TurnContext) -> ChatResult:
         schemas = self.tools.schemas(ctx) or None
-        messages = await self.builder.build(session, ctx)
-        try:
-            return await self.model.complete(messages, tools=schemas, job="turn",
-                                             session_key=session.key, on_text=self._on_text(ctx))
-        except ContextOverflowError:
-            pass
-        if _has_long_tool_result(session):
-            logger.warning("context overflow in %s: retrying with tool results truncated", session.key)
-            messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)
+        for step in ("as is", "tool results truncated", "after a consolidation round"):
+            if step == "tool results truncated" and not _has_long_tool_result(session):
+                continue  # the same request would only overflow again
+            if step == "after a consolidation round" and (
+                    self.force_consolidation is None or not await self.force_consolidation(session)):
+                break
+            limit = None if step == "as is" else OVERFLOW_TOOL_RESULT_LIMIT
+            messages = await self.builder.build(session, ctx, tool_result_limit=limit)
             try:
-                return await self.model.complete(messages, tools=schemas, job="turn",
-                                                 session_key=session.key)
+                return await self.model.complete(
+                    messages, tools=schemas, job="turn", session_key=session.key,
+                    on_text=self._on_text(ctx) if step == "as is" else None)
             except ContextOverflowError:
-                pass
-        logger.warning("context overflow in %s: forcing a consolidation round", session.key)
-        if self.force_consolidation is not None and await self.force_consolidation(session):
-            messages = await self.builder.build(session, ctx, tool_result_limit=OVERFLOW_TOOL_RESULT_LIMIT)
-            try:
-                return await self.model.complete(messages, tools=schemas, job="turn",
-                                                 session_key=session.key)
-            except ContextOverflowError:
-                pass
+                logger.warning("context overflow in %s (%s)", session.key, step)
         if _turn_has_tool_results(session):
             raise ContextOverflowError(
                 "this turn's tool results no longer fit the model's context window; ask for less "

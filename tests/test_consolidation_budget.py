@@ -9,10 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateway.app import build_gateway
 from memory.consolidation_prompt import SYSTEM_PROMPT
-from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
+from tests.test_agent_loop import running
 
 WAIT = 60.0
 SMALL = {"contextWindowTokens": 2048, "maxCompletionTokens": 300, "safetyBuffer": 0}
@@ -37,10 +36,7 @@ async def test_summary_answer_budget_follows_max_completion_tokens(
 ) -> None:
     write_long_session(workspace)
     fake_llm.default = lambda body: Reply("- a fact" if is_summary(body) else "answer")
-    gw = build_gateway(make_config(agents={"defaults": SMALL}))
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
-    async with gw:
+    async with running(make_config(agents={"defaults": SMALL})) as (_, channel):
         await channel.say("hello", sender_id="local")
         [reply] = await channel.wait_replies(1, WAIT)
     assert reply.text == "answer"
@@ -54,10 +50,7 @@ async def test_provider_down_pre_turn_consolidation_fails_fast(
     write_long_session(workspace)
     fake_llm.default = lambda body: Fail(503, "model is loading")
     config = make_config(agents={"defaults": {**SMALL, "llmRetries": 2}})
-    gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
-    async with gw:
+    async with running(config) as (_, channel):
         await channel.say("hello", sender_id="local")
         [reply] = await channel.wait_replies(1, WAIT)
     assert reply.kind == "error"

@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.app import Gateway, build_gateway
-from tests.fakes.channel import FakeChannel
+from tests.test_agent_loop import running
 from tests.fakes.llm import ContextOverflow, Cut, Empty, Fail, FakeLLMServer, Reply, ToolCalls
 
 OWNER = dict(sender_id="local")
 WAIT = 60.0
-
-
-@asynccontextmanager
-async def running(config: Any, name: str = "cli") -> AsyncIterator[tuple[Gateway, FakeChannel]]:
-    gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name=name)
-    gw.channels[name] = channel
-    async with gw:
-        yield gw, channel
 
 
 def transcript(workspace: Path, stem: str = "cli_1") -> list[dict[str, Any]]:
