@@ -4,8 +4,9 @@ Everything that must hold whoever drives the model lives here, once:
 
 - **limits**: at most ``max_iterations`` model calls, and a token budget when one is set;
 - **truncation**: a tool result longer than ``max_result_chars`` is cut with a marker;
-- **errors as tool messages**: a tool that raises becomes ``Error: …`` for the model (the
-  traceback goes to the log), so one bad call never ends the turn;
+- **errors as tool messages**: a tool that raises becomes ``Error: …`` for the model via
+  ``gateway.tools.base.error_result`` (the registry uses the same), so one bad call never
+  ends the turn;
 - **usage**: tokens, iterations and tool calls are tallied in a ``LoopStats`` as they happen;
 - **the repeated-call guard**: the same tool with the same arguments (compared as canonical
   JSON) more than ``MAX_REPEATS`` times in one run — or, for Dream, twice in a row — is not
@@ -29,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gateway.tools.base import error_result
 from memory.protocols import ChatModel, ChatResult, LoopOutcome, LoopStats, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -157,8 +159,7 @@ async def _execute(conversation: Conversation, call: ToolCall) -> str:
     try:
         return await conversation.execute(call)
     except Exception as exc:  # noqa: BLE001 - the model reads the error; the log keeps the trace
-        logger.exception("tool %s failed", call.name)
-        return f"Error: {call.name} failed: {type(exc).__name__}: {exc}"
+        return error_result(call.name, exc)
     finally:
         logger.debug("tool %s took %.3fs", call.name, time.monotonic() - started)
 

@@ -102,7 +102,7 @@ async def test_tool_turns_are_not_streamed_to_a_local_server(
     fake_llm.strict.stream_fails_with_tools = True
     fake_llm.queue(Reply("plain answer"))
     async with running(make_config()) as (gw, ch):
-        gw.agent.runner.streaming_channels = frozenset({"cli"})
+        gw.parts.agent.runner.streaming_channels = frozenset({"cli"})
         await ch.say("hi", **OWNER)
         [reply] = await ch.wait_replies(1, WAIT)
     assert reply.text == "plain answer" and len(fake_llm.requests) == 1
@@ -117,7 +117,7 @@ async def test_a_failed_stream_falls_back_to_one_plain_call(
     config = make_config(providers={"openai": {"streamToolCalls": True}})  # claimed, but it breaks
     with caplog.at_level(logging.WARNING, logger="gateway.llm"):
         async with running(config) as (gw, ch):
-            gw.agent.runner.streaming_channels = frozenset({"cli"})
+            gw.parts.agent.runner.streaming_channels = frozenset({"cli"})
             await ch.say("hi", **OWNER)
             [reply] = await ch.wait_replies(1, WAIT)
     assert reply.kind == "text" and reply.text == "second try"

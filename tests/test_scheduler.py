@@ -190,10 +190,10 @@ async def test_a_slow_dream_never_delays_a_reminder(
 async def test_a_failing_llm_inside_a_scheduled_dream_is_recorded_and_the_schedule_goes_on(
     fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
 ) -> None:
-    fake_llm.queue(Fail(500, "upstream exploded"))
+    fake_llm.default = lambda body: Fail(500, "upstream exploded")  # every run fails
     async with running(dream_config(make_config, intervalH=FAST), history=["- x"]) as (gw, _, svc):
         await wait_for(lambda: "(error:" in job_state(workspace).get("last_result", ""))
-        assert gw.parts.store.dream_cursor() == 1  # a bad batch is not retried forever
+        assert gw.parts.store.dream_cursor() == 0  # the entry stays for the next run
         assert svc.running and svc.next_dream() is not None
 
 

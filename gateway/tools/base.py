@@ -2,15 +2,17 @@
 
 A tool is a name, a description, a pydantic ``Params`` model (its JSON schema is what
 the model sees) and ``async run(ctx, params) -> str``. The registry validates arguments,
-enforces the role policy and turns a refusal (``ToolError``) into an ``Error: ...`` string
-for the model. Truncating long results and turning an unexpected exception into an error
-result (with the traceback in the log) is the tool loop's job (``gateway/toolloop.py``),
-the same for every consumer.
+enforces the role policy and turns every failure into an ``Error: ...`` string for the
+model (``error_result``: the traceback goes to the log), so direct callers (the scheduler,
+the local API) get the same answers as the model. Truncating long results is the tool
+loop's job (``gateway/toolloop.py``), which also applies ``error_result`` to executors
+outside this registry (Dream's tools).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -18,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import ToolError
 from gateway.turn import TurnContext
+
+logger = logging.getLogger(__name__)
 
 
 class ToolParams(BaseModel):
@@ -42,6 +46,12 @@ class Tool(Protocol):
     def owner_only(self) -> bool: ...
 
     async def run(self, ctx: TurnContext, params: Any) -> str: ...
+
+
+def error_result(name: str, exc: Exception) -> str:
+    """The one wording of an unexpected tool failure; logs the traceback for the operator."""
+    logger.exception("tool %s failed", name)
+    return f"Error: {name} failed: {type(exc).__name__}: {exc}"
 
 
 def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -106,8 +116,7 @@ class ToolRegistry:
         return out
 
     async def execute(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> str:
-        """Run one tool call; refusals and bad arguments come back as ``Error: …``; any other
-        exception propagates to the tool loop, which reports it to the model."""
+        """Run one tool call; never raises (except cancellation)."""
         tool = self._tools.get(name)
         if tool is None:
             return f"Error: there is no tool named {name!r}. Available: {', '.join(self._tools)}"
@@ -122,6 +131,8 @@ class ToolRegistry:
             return await tool.run(ctx, params)
         except ToolError as exc:
             return f"Error: {exc}"
+        except Exception as exc:  # noqa: BLE001 - the model reads it; the log keeps the trace
+            return error_result(name, exc)
 
 
 def _parse_arguments(raw: str | dict | None) -> dict[str, Any]:
