@@ -43,6 +43,7 @@ _TERM_GRACE_S = 2.0
 _KILL_GRACE_S = 2.0
 # After the shell exits, how long background children may keep the output pipe open.
 _DRAIN_GRACE_S = 1.0
+_SETTLE_S = 0.5
 
 
 class ExecTool:
@@ -112,7 +113,7 @@ class ExecTool:
             if not timed_out:
                 remaining = timeout - (time.monotonic() - started)
                 await asyncio.wait({proto.closed}, timeout=max(0.05, min(_DRAIN_GRACE_S, remaining)))
-                lingering = await group_alive(pgid)
+                lingering = await _still_running(pgid, _SETTLE_S)
         finally:
             try:
                 await stop_process_group(proto, pgid, term_grace_s=self.term_grace_s)
@@ -243,6 +244,17 @@ def _group_exists(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+async def _still_running(pgid: int, settle_s: float) -> bool:
+    """The group still has running members after a short settle time (a sandbox's own
+    processes take a moment to follow the shell out; that is not a leftover)."""
+    deadline = time.monotonic() + settle_s
+    while await group_alive(pgid):
+        if time.monotonic() > deadline:
+            return True
+        await asyncio.sleep(0.02)
+    return False
 
 
 async def group_alive(pgid: int) -> bool:
