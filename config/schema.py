@@ -74,6 +74,9 @@ class AgentDefaults(Section):
     max_tool_result_chars: int = Field(16_000, ge=500)
     llm_retries: int = Field(3, ge=0)
     llm_retry_base_delay_s: float = Field(1.0, ge=0)
+    # The conversation part of the prompt is kept under this many tokens (older turns move to
+    # history, where recall finds them), whatever the model's window: a flat cost per turn.
+    working_set_tokens: int = Field(20_000, ge=256)
     dream: DreamConfig = Field(default_factory=DreamConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
@@ -82,6 +85,11 @@ class AgentDefaults(Section):
     def prompt_budget(self) -> int:
         """Tokens the prompt may use: window minus completion minus safety buffer."""
         return self.context_window_tokens - self.max_completion_tokens - self.safety_buffer
+
+    @property
+    def working_set(self) -> int:
+        """The conversation's token bound: ``workingSetTokens``, never more than 3/4 of the budget."""
+        return min(self.working_set_tokens, self.prompt_budget * 3 // 4)
 
     @model_validator(mode="after")
     def _budget_positive(self) -> AgentDefaults:

@@ -97,7 +97,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
         return await estimator.estimate(session, origin_context(session))
 
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,
-                                on_event=metrics.consolidation)
+                                on_event=metrics.consolidation, working_set=agent.working_set)
     dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
                   owner_sessions=lambda key: key in owner_sessions)
 

@@ -32,11 +32,13 @@ def register_builtin_commands(gw: GatewayParts) -> None:
         session = await gw.sessions.get(ctx.session_key)
         ok, why = gw.model.configured()
         totals = gw.usage.session_totals.get(ctx.session_key)
+        conversation = await asyncio.to_thread(gw.consolidator.conversation_tokens, session)
         lines = [
             f"model: {gw.config.agent.model} ({'ready' if ok else 'not configured: ' + why})",
             f"session: {ctx.session_key}, {len(session.messages)} messages "
             f"({len(session.active())} in context, {session.last_consolidated} archived)",
-            f"prompt budget: {gw.config.agent.prompt_budget:,} tokens",
+            f"prompt budget: {gw.config.agent.prompt_budget:,} tokens; working set "
+            f"{conversation:,} of {gw.config.agent.working_set:,} tokens",
         ]
         if totals is not None:
             lines.append(f"tokens this session (since start): {totals.prompt:,} prompt, "

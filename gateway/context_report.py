@@ -32,4 +32,6 @@ async def context_report(parts: GatewayParts, session: Session, ctx: TurnContext
     width = max(len(label) for label, _ in rows)
     lines = [f"{label.ljust(width)}  {n:>7,}" for label, n in rows]
     lines.append(f"{'total'.ljust(width)}  {total:>7,} of {budget:,} tokens ({100 * total // max(budget, 1)}%)")
+    lines.append(f"working set: the conversation is kept under {parts.config.agent.working_set:,} tokens; "
+                 "older turns move to history (memory_search finds them)")
     return "Next prompt, in tokens:\n" + "\n".join(lines)

@@ -207,7 +207,7 @@ class PromptEstimator:
             tool_tokens = self._tool_counts[ctx.is_owner] = tokens.count_tools(self.tools.schemas(ctx))
         total = system_tokens + tool_tokens + self.RUNTIME_BLOCK_TOKENS
         for msg in session.active():
-            total += _message_tokens(msg)
+            total += tokens.cached_message_tokens(msg)
         return total
 
     def _byte_bound(self, system: str, session: Session, ctx: TurnContext) -> int:
@@ -217,23 +217,5 @@ class PromptEstimator:
             tool_bytes = self._tool_bytes[ctx.is_owner] = len(schemas.encode("utf-8"))
         total = len(system.encode("utf-8")) + tool_bytes + 4 * self.RUNTIME_BLOCK_TOKENS
         for msg in session.active():
-            total += _message_bytes(msg)
+            total += tokens.cached_message_bytes(msg)
         return total
-
-
-def _message_bytes(msg: dict[str, Any]) -> int:
-    cached = msg.get("_bytes")
-    if cached is None:
-        content = msg.get("content")
-        size = len(content.encode("utf-8")) if isinstance(content, str) else len(json.dumps(content))
-        if msg.get("tool_calls"):
-            size += len(json.dumps(msg["tool_calls"], ensure_ascii=False).encode("utf-8"))
-        cached = msg["_bytes"] = size + tokens.MESSAGE_OVERHEAD + len(str(msg.get("name") or ""))
-    return int(cached)
-
-
-def _message_tokens(msg: dict[str, Any]) -> int:
-    cached = msg.get("_tok")
-    if cached is None:
-        cached = msg["_tok"] = tokens.count_message(msg)
-    return int(cached)

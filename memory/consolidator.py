@@ -41,6 +41,7 @@ from memory.consolidation_prompt import (
 from memory.errors import PromptTooLong
 from memory.protocols import ChatModel, PromptSizer
 from memory.sessions import Session, SessionStore
+from memory.tokens import cached_message_bytes, cached_message_tokens
 
 if TYPE_CHECKING:
     from memory.store import MemoryStore
@@ -71,6 +72,7 @@ class Consolidator:
         max_rounds: int = 5,
         on_event: Callable[[str], None] | None = None,
         answer_tokens: int | None = None,
+        working_set: int | None = None,
     ) -> None:
         if budget <= 0:
             raise ValueError(f"consolidation budget must be positive, got {budget}")
@@ -88,6 +90,10 @@ class Consolidator:
         # The summary's answer budget: None lets the model use agents.defaults.maxCompletionTokens,
         # which the prompt budget (and so every chunk) already leaves room for.
         self._answer_tokens = answer_tokens
+        # After a turn, the conversation (not the whole prompt) is brought back under the
+        # working set; to 3/4 of it, so consolidation runs every few turns, not every turn.
+        self.working_set = working_set
+        self.working_set_low = working_set * 3 // 4 if working_set is not None else None
         self._failed: set[str] = set()  # sessions whose last summary call failed
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -186,7 +192,7 @@ class Consolidator:
             try:
                 session = await self._sessions.get(key)
                 async with self._hold(key):
-                    await self._run(session)
+                    await self._run(session, working_set=True)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -194,7 +200,18 @@ class Consolidator:
             if key not in self._again:
                 return
 
-    async def _run(self, session: Session, *, fail_fast: bool = False) -> int:
+    def conversation_tokens(self, session: Session) -> int:
+        """Tokens of the messages still in context; each message counted once and cached."""
+        return sum(cached_message_tokens(m) for m in session.active())
+
+    def _over_working_set(self, session: Session, bound: int | None) -> bool:
+        if bound is None:
+            return False
+        if sum(cached_message_bytes(m) for m in session.active()) <= bound:
+            return False  # bytes bound tokens: no need to load the tokenizer
+        return self.conversation_tokens(session) > bound
+
+    async def _run(self, session: Session, *, fail_fast: bool = False, working_set: bool = False) -> int:
         """Rounds while over budget (call with the session's lock held); chunks archived.
 
         ``fail_fast`` (before a turn, while the user waits): the model is called without
@@ -203,7 +220,8 @@ class Consolidator:
         """
         archived = 0
         estimate = await self._estimate(session)
-        if estimate >= self.budget:
+        trim = working_set and self._over_working_set(session, self.working_set)
+        if estimate >= self.budget or trim:
             for _ in range(self.max_rounds):
                 self._failed.discard(session.key)
                 if not await self._archive_next(session, fail_fast=fail_fast):
@@ -217,10 +235,10 @@ class Consolidator:
                                    "the turn", session.key)
                     break
                 estimate = await self._estimate(session)
-                if estimate <= self.target:
+                if estimate <= self.target and not (trim and self._over_working_set(session, self.working_set_low)):
                     break
             else:
-                if estimate >= self.budget:
+                if estimate >= self.budget and not trim:
                     logger.warning("%s is still over budget (%d >= %d tokens) after %d rounds",
                                    session.key, estimate, self.budget, self.max_rounds)
         if archived == 0:

@@ -61,6 +61,28 @@ def count_message(message: dict[str, Any]) -> int:
     return total
 
 
+def cached_message_bytes(message: dict[str, Any]) -> int:
+    """A cheap upper bound on ``count_message`` (a BPE token covers at least one byte),
+    cached on the dict (``_bytes``): below a budget, the tokenizer need not run at all."""
+    cached = message.get("_bytes")
+    if cached is None:
+        content = message.get("content")
+        size = len(content.encode("utf-8")) if isinstance(content, str) else len(json.dumps(content))
+        if message.get("tool_calls"):
+            size += len(json.dumps(message["tool_calls"], ensure_ascii=False).encode("utf-8"))
+        cached = message["_bytes"] = size + MESSAGE_OVERHEAD + len(str(message.get("name") or ""))
+    return int(cached)
+
+
+def cached_message_tokens(message: dict[str, Any]) -> int:
+    """``count_message``, once per message: the count rides on the in-memory dict (``_tok``,
+    never written to disk), so summing a conversation costs a lookup per message."""
+    cached = message.get("_tok")
+    if cached is None:
+        cached = message["_tok"] = count_message(message)
+    return int(cached)
+
+
 def count_messages(messages: list[dict[str, Any]]) -> int:
     return sum(count_message(m) for m in messages) + 3
 

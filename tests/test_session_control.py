@@ -101,3 +101,33 @@ async def test_lucid_sessions_and_agent_session_names(fake_llm: FakeLLMServer, t
     assert out.index("cli:work") < out.index("cli:local")  # newest first
     code, _, err = await lucid("agent", "-c", str(config), "-s", "../etc", "-m", "x", home=tmp_path)
     assert code == 2 and "invalid session name" in err
+
+
+async def test_the_working_set_keeps_the_conversation_bounded_whatever_the_window(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    def answer(request: dict[str, Any]) -> Reply:
+        if not request.get("tools"):  # a consolidation summary
+            return Reply("- the user said some numbered things")
+        return Reply("ok " + "x" * 200)
+
+    config = make_config(agents={"defaults": {"workingSetTokens": 600, "contextWindowTokens": 65536}})
+    gw = build_gateway(config)
+    ch = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", ch)
+    fake_llm.default = answer
+    async with gw:
+        for n in range(1, 25):
+            await ch.say(f"number {n} " + "y" * 200, **OWNER)
+            await ch.wait_replies(n)
+            await gw.parts.consolidator.drain()  # the background check after each turn
+        session = await gw.parts.sessions.get("cli:1")
+        conversation = gw.parts.consolidator.conversation_tokens(session)
+        await ch.say("/status", **OWNER)
+        [*_, status] = await ch.wait_replies(25)
+    assert session.last_consolidated > 0 and conversation <= 600
+    assert history(workspace), "older turns went to history"
+    turn_requests = [r for r in fake_llm.requests if r.get("tools")]
+    sizes = [sum(len(str(m.get("content") or "")) for m in r["messages"][1:]) for r in turn_requests]
+    assert max(sizes[-8:]) < 2 * 600 * 4  # the last turns' conversations stay bounded (chars)
+    assert f"working set {conversation:,} of 600 tokens" in status.text
