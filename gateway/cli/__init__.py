@@ -65,6 +65,11 @@ def main() -> None:
         build_app()(prog_name="lucid")
     except KeyboardInterrupt:
         _fast_exit(130)
+    except OSError as exc:  # a read-only workspace, permission denied, a full disk: one line
+        from gateway.ops.health import describe_os_error
+
+        print(f"error: {describe_os_error(exc)[1]}", file=sys.stderr)
+        _fast_exit(1)
     except SystemExit as exc:
         _fast_exit(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
     _fast_exit(0)
