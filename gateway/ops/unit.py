@@ -146,18 +146,26 @@ def _hardening(spec: UnitSpec) -> list[str]:
             "SystemCallFilter=@system-service",
             "SystemCallFilter=~@privileged @resources",
         ]
-    homes = [p for p in spec.writable + spec.readable if _under_home(p)]
+    writable = _outermost(spec.writable)
+    readable = [p for p in _outermost(spec.readable) if p not in writable]
+    homes = [p for p in writable + readable if _under_home(p)]
     if homes:
         # Home directories are hidden, except the ones this installation lives in.
         lines.append("ProtectHome=tmpfs")
-        lines += [f"BindPaths={p}" for p in spec.writable if _under_home(p)]
-        lines += [f"BindReadOnlyPaths={p}" for p in spec.readable if _under_home(p)]
+        lines += [f"BindPaths={p}" for p in writable if _under_home(p)]
+        lines += [f"BindReadOnlyPaths={p}" for p in readable if _under_home(p)]
     else:
         lines.append("ProtectHome=yes")
-    rw = [p for p in spec.writable if not _under_home(p)]
+    rw = [p for p in writable if not _under_home(p)]
     if rw:
         lines.append("ReadWritePaths=" + " ".join(rw))
     return lines
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """Drop paths inside another listed path (one bind covers both)."""
+    unique = sorted(set(paths))
+    return [p for p in unique if not any(q != p and Path(q) in Path(p).parents for q in unique)]
 
 
 def _under_home(path: str) -> bool:
