@@ -35,8 +35,9 @@ def describe_os_error(exc: OSError) -> tuple[int, str]:
     if exc.errno in DISK_FULL:
         return 507, f"the disk is full{where}: free some space; nothing was accepted"
     if exc.errno in NOT_WRITABLE:
-        return 503, (f"the workspace cannot be written{where}: {exc.strerror}; check its owner, "
-                     "permissions and that the filesystem is not read-only")
+        target = exc.filename or "the workspace"
+        return 503, (f"{target} cannot be written ({exc.strerror}): check its owner and permissions, "
+                     "and that the filesystem is not read-only")
     return 500, f"a storage error{where}: {exc.strerror or exc}"
 
 
