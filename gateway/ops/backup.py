@@ -124,11 +124,11 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
             git_dir = workspace / ".git"
             for path in _walk(workspace):
                 rel = path.relative_to(workspace).as_posix()
+                if path.is_relative_to(git_dir):
+                    continue  # below, under the git lock
                 if _skipped(rel) or not path.is_file() or path.is_symlink():
                     skipped.append(rel)
                     continue
-                if path.is_relative_to(git_dir):
-                    continue  # below, under the git lock
                 data = _sqlite_snapshot(path) if _SQLITE.search(rel) else path.read_bytes()
                 _add_bytes(tar, f"workspace/{rel}", data, path.stat().st_mtime)
                 files += 1
