@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,15 +57,36 @@ class NotifySocket:
         except BlockingIOError:
             return count
 
+    def collect(self) -> None:
+        """Read continuously in a thread, as systemd does (the kernel queues only ~10
+        datagrams; a reader that falls behind makes the sender drop messages)."""
+        self.received: list[dict[str, str]] = []
+        self._seen = 0
+        self._cond = threading.Condition()
+
+        def run() -> None:
+            while True:
+                try:
+                    got = self.recv(0.2)
+                except OSError:  # closed at teardown
+                    return
+                if got is not None:
+                    with self._cond:
+                        self.received.append(got)
+                        self._cond.notify_all()
+
+        threading.Thread(target=run, daemon=True).start()
+
     def wait_for(self, key: str, timeout: float = 30) -> dict[str, str]:
-        """The first message carrying ``key`` (others are skipped)."""
-        deadline = timeout
-        while True:
-            got = self.recv(deadline)
-            if got is None:
-                raise AssertionError(f"no {key}= from the gateway within {timeout}s")
-            if key in got:
-                return got
+        """The next collected message carrying ``key`` (earlier ones are skipped)."""
+        with self._cond:
+            while True:
+                for index in range(self._seen, len(self.received)):
+                    if key in self.received[index]:
+                        self._seen = index + 1
+                        return self.received[index]
+                if not self._cond.wait(timeout):
+                    raise AssertionError(f"no {key}= from the gateway within {timeout}s: {self.received[-5:]}")
 
 
 @pytest.fixture
@@ -161,6 +183,7 @@ async def test_a_blocked_event_loop_stops_the_watchdog_pings(notify_socket):
 
 async def test_the_gateway_reports_ready_with_its_channels_and_stopping(notify_socket, make_config, fake_llm):
     config = make_config(gateway={"port": 0})
+    notify_socket.collect()
     server = GatewayServer(config, access_log=False,
                            notifier=Notifier(notify_socket.env(watchdog_usec=200_000)))
     await server.__aenter__()
@@ -185,12 +208,20 @@ async def test_sighup_drains_like_sigterm_and_systemd_hears_all_of_it(tmp_path, 
         "providers": {"openai": {"apiKey": "sk-test", "apiBase": fake_llm.base_url}},
         "gateway": {"port": 0, "shutdownGraceS": 5},
     }))
+    notify_socket.collect()
     proc = await GatewayProcess(config_path, _env(home, **notify_socket.env(watchdog_usec=400_000))).start()
     try:
         await proc.url()
         ready = await asyncio.to_thread(notify_socket.wait_for, "READY")
         assert "channel(s) up" in ready["STATUS"]
         await asyncio.to_thread(notify_socket.wait_for, "WATCHDOG")
+        # `lucid status` sees the running gateway (and a configured provider: exit 0).
+        status = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from gateway.cli import main; main()", "status", "--config", str(config_path),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(home))
+        out, err = await asyncio.wait_for(status.communicate(), 120)
+        assert status.returncode == 0, err
+        assert re.search(r"gateway:\s+running at http://127\.0\.0\.1:\d+", out.decode()), out.decode()
     finally:
         code = await proc.stop(signal.SIGHUP)
     assert code == 0, proc.output  # not 129: a hangup drains and exits cleanly
@@ -249,3 +280,16 @@ def test_systemd_rates_the_units_ok(tmp_path, sandbox, where):
 
 def test_the_shipped_file_itself_rates_ok():
     assert _exposure(REPO / "deploy" / "lucidgate.service") <= 2.5
+
+
+@pytest.mark.slow
+async def test_a_config_error_exits_2_so_systemd_does_not_restart_it(tmp_path):
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps({"gateway": {"prot": 1}}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from gateway.cli import main; main()", "gateway", "--config", str(config_path),
+        "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(tmp_path))
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 2  # RestartPreventExitStatus=2 in the unit
+    entries = [json.loads(line) for line in (out + err).decode().splitlines() if line.strip()]
+    assert any("did you mean 'port'" in e["message"] and e["level"] == "error" for e in entries)
