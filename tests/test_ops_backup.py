@@ -50,7 +50,7 @@ async def test_backup_while_running_then_restore_round_trip(tmp_path, live_setup
         for text in ("remember the tea", "and the biscuits"):
             assert (await client.post("/v1/messages", json=body(text, idempotency_key=text))).status_code == 200
         (workspace / "USER.md").write_text("# User\n- drinks tea\n")
-        assert await asyncio.to_thread(server.state.gateway.git.commit, "user: tea") is not None
+        assert await asyncio.to_thread(server.state.gateway.parts.git.commit, "user: tea") is not None
         # Taken while the gateway runs (its store is open, in WAL mode).
         archive = tmp_path / "out" / "b.tar.gz"
         manifest = await asyncio.to_thread(create_backup, config, path, archive)

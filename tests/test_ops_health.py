@@ -55,7 +55,7 @@ async def test_readyz_follows_the_last_model_call(health_config, fake_llm):
 
 async def test_a_full_disk_is_a_json_507_and_makes_the_gateway_not_ready(health_config):
     async with serving(health_config) as (server, client):
-        inbox = server.state.gateway.bus._inbox
+        inbox = server.state.gateway.parts.bus._inbox
         assert inbox is not None
         real = inbox._fh
         full = open("/dev/full", "a", encoding="utf-8")  # the kernel's "no space left"

@@ -19,7 +19,7 @@ import re
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -83,22 +83,24 @@ def add_offline_docs(app: FastAPI, *, title: str) -> None:
                            redoc_favicon_url=f"{ASSET_PREFIX}/favicon.png", with_google_fonts=False).body).decode()
     pages = {"/docs": (swagger, docs_csp(swagger)), "/redoc": (redoc, docs_csp(redoc, workers=True))}
 
+    # Plain Starlette routes: served, but not API operations (they stay out of the schema).
     def page_route(html: str, csp: str) -> Any:
-        async def page() -> Response:
+        async def page(request: Request) -> Response:
             return Response(html, media_type="text/html; charset=utf-8",
                             headers={"Content-Security-Policy": csp, **PAGE_HEADERS})
         return page
 
     for path, (html, csp) in pages.items():
-        app.add_api_route(path, page_route(html, csp), methods=["GET"], include_in_schema=False)
+        app.add_route(path, page_route(html, csp), methods=["GET"], include_in_schema=False)
 
-    async def asset(name: str) -> Response:
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
         if name not in ASSETS:
             return Response(status_code=404)
         return Response(await assets.get(name), media_type=ASSETS[name],
                         headers={"Cache-Control": "public, max-age=86400", **PAGE_HEADERS})
 
-    app.add_api_route(ASSET_PREFIX + "/{name}", asset, methods=["GET"], include_in_schema=False)
+    app.add_route(ASSET_PREFIX + "/{name}", asset, methods=["GET"], include_in_schema=False)
 
 
 class SecurityHeaders:
