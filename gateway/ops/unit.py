@@ -13,6 +13,12 @@ makes ``bwrap`` fail, so there are two variants:
   adds ``@mount``; exposure ≈ 2.0.
 - ``sandbox=False``: no namespaces, no ``@mount``, ``@privileged`` denied; exposure ≈ 1.1.
 
+One limit for the sandbox under this unit: ProtectKernelTunables=, ProtectKernelLogs=
+and ProtectProc=/ProcSubset= leave /proc "not fully visible", and the kernel then refuses
+a fresh procfs mount in a nested user namespace, so bwrap must bind the existing /proc
+(``--ro-bind /proc /proc``) instead of ``--proc /proc``. Not verified under a running
+systemd here (CI has none); ``systemd-analyze security`` rates both variants.
+
 Either way the deny-list in the exec tool still applies; systemd's own confinement
 (read-only system, no home, no devices, no capabilities) holds for every command run.
 """
