@@ -191,6 +191,7 @@ def setup_logging(
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
+        logging.getLogger(name).disabled = False  # a library's dictConfig may have disabled it
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, ProbeFilter) for f in access.filters):
         access.addFilter(ProbeFilter())

@@ -65,7 +65,10 @@ async def test_a_failing_turn_logs_with_its_session_and_probes_skip_the_access_l
     assert failed and failed[0]["session"] == "webhook:c1" and failed[0]["channel"] == "webhook"
     assert re.fullmatch(r"[0-9a-f]{12}", str(failed[0]["turn"]))
     access = [str(r["message"]) for r in records if r["logger"] == "uvicorn.access"]
-    assert any("/openapi.json" in a for a in access) and any("/v1/messages" in a for a in access)
+    acc = logging.getLogger("uvicorn.access")
+    assert any("/openapi.json" in a for a in access) and any("/v1/messages" in a for a in access), (
+        acc.disabled, acc.level, acc.propagate, acc.filters, acc.handlers, logging.getLogger("uvicorn").disabled,
+        logging.getLogger("uvicorn").propagate, logging.getLogger("uvicorn").level)
     assert not any(re.search(r'"(GET|HEAD) /(healthz|readyz|metrics)', a) for a in access), access
 
 
