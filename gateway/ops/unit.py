@@ -4,20 +4,21 @@ The hardening is chosen to rate "OK" (exposure ≤ 2.5) in ``systemd-analyze sec
 while everything the gateway does still works: it needs the network (model, Telegram,
 Slack), its own data directory, and child processes for the exec tool. Nothing else.
 
-The exec tool's bubblewrap sandbox needs user, mount and pid namespaces (plus net, ipc and
-uts when it unshares those) and the mount system calls. A unit that forbids namespaces
+The exec tool's bubblewrap sandbox (``bwrap --unshare-all``) needs user, mount, pid, net,
+ipc, uts and cgroup namespaces and the mount system calls. A unit that forbids namespaces
 makes ``bwrap`` fail, so there are two variants:
 
 - ``sandbox=True`` (bwrap is installed and ``tools.exec.sandbox`` is not ``off``):
   ``RestrictNamespaces=`` allows exactly what bwrap creates and ``SystemCallFilter=``
-  adds ``@mount``; exposure ≈ 2.0.
+  adds ``@mount``; exposure ≈ 2.1.
 - ``sandbox=False``: no namespaces, no ``@mount``, ``@privileged`` denied; exposure ≈ 1.1.
 
 One limit for the sandbox under this unit: ProtectKernelTunables=, ProtectKernelLogs=
-and ProtectProc=/ProcSubset= leave /proc "not fully visible", and the kernel then refuses
-a fresh procfs mount in a nested user namespace, so bwrap must bind the existing /proc
-(``--ro-bind /proc /proc``) instead of ``--proc /proc``. Not verified under a running
-systemd here (CI has none); ``systemd-analyze security`` rates both variants.
+and ProtectProc=/ProcSubset= put mounts over parts of /proc, which leaves it "not fully
+visible", and the kernel then refuses a fresh procfs mount in a nested user namespace:
+``bwrap --proc /proc`` fails ("Can't mount proc ... Operation not permitted") while
+``bwrap --ro-bind /proc /proc`` works (tried with a read-only bind over /proc/sys, as
+ProtectKernelTunables= makes). Dropping those four settings instead would rate 2.6.
 
 Either way the deny-list in the exec tool still applies; systemd's own confinement
 (read-only system, no home, no devices, no capabilities) holds for every command run.
@@ -35,7 +36,7 @@ UNIT_NAME = "lucidgate.service"
 WATCHDOG_SEC = 60
 # The exit code of a configuration error: restarting cannot fix it.
 CONFIG_ERROR_EXIT = 2
-SANDBOX_NAMESPACES = "user mnt pid net ipc uts"
+SANDBOX_NAMESPACES = "user mnt pid net ipc uts cgroup"  # what bwrap --unshare-all creates
 _HOMES = (Path("/home"), Path("/root"), Path("/run/user"))
 
 
