@@ -192,6 +192,7 @@ def setup_logging(
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
         logging.getLogger(name).disabled = False  # a library's dictConfig may have disabled it
+        logging.getLogger(name).setLevel(logging.NOTSET)  # and uvicorn.Config(log_level=) set a level
     access = logging.getLogger("uvicorn.access")
     if not any(isinstance(f, ProbeFilter) for f in access.filters):
         access.addFilter(ProbeFilter())
