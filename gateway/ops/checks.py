@@ -152,7 +152,7 @@ def telegram_check(config: Config) -> Result | None:
     tg = config.channels.telegram
     if not tg.enabled:
         return None
-    from channels.telegram import DEFAULT_API_BASE
+    from channels.telegram.channel import DEFAULT_API_BASE
 
     base = (tg.api_base or DEFAULT_API_BASE).rstrip("/")
     token = tg.token.get_secret_value()
@@ -173,7 +173,7 @@ def slack_check(config: Config) -> Result | None:
     sl = config.channels.slack
     if not sl.enabled:
         return None
-    from channels.slack import DEFAULT_API_BASE
+    from channels.slack.channel import DEFAULT_API_BASE
 
     base = sl.api_base or DEFAULT_API_BASE
     token = sl.bot_token.get_secret_value()
@@ -285,15 +285,20 @@ def _bad_jsonl_lines(path: Path) -> int:
 
 
 def sandbox_check(config: Config) -> Result:
-    mode = str(getattr(config.tools.exec, "sandbox", "auto"))
-    bwrap = shutil.which("bwrap")
+    """Whether exec commands run in bubblewrap (one real probe run, as the exec tool does)."""
+    from gateway.tools._sandbox import describe
+
+    mode = config.tools.exec.sandbox
+    active, line = describe(mode, config.tools.exec.network)
+    if active:
+        return ok("exec sandbox", line)
     if mode == "off":
-        return warn("exec sandbox", "off (tools.exec.sandbox): commands run unconfined",
-                    "set tools.exec.sandbox to auto and install bubblewrap")
-    if bwrap is None:
-        return warn("exec sandbox", "bubblewrap is not installed: commands run without a sandbox",
-                    "install bubblewrap (apt-get install bubblewrap)")
-    return ok("exec sandbox", f"bubblewrap at {bwrap}")
+        return warn("exec sandbox", line, "set tools.exec.sandbox to auto and install bubblewrap")
+    fix = ("install bubblewrap (apt-get install bubblewrap); in a container or a unit, user "
+           "namespaces must be allowed")
+    if mode == "bwrap":  # required, and it cannot run: exec commands will fail
+        return fail("exec sandbox", line, fix)
+    return warn("exec sandbox", f"commands run without a sandbox: {line}", fix)
 
 
 def clock_check(config: Config) -> Result:

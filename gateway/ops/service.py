@@ -28,8 +28,7 @@ def _lucid_executable() -> str:
 
 def sandbox_usable(config: Config) -> bool:
     """Whether the exec tool will use bubblewrap (the unit must then allow namespaces)."""
-    mode = str(getattr(config.tools.exec, "sandbox", "auto"))
-    return mode != "off" and shutil.which("bwrap") is not None
+    return config.tools.exec.sandbox != "off" and shutil.which("bwrap") is not None
 
 
 def spec_for(config: Config, config_path: Path | None, *, user_mode: bool) -> UnitSpec:
