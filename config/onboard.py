@@ -70,8 +70,7 @@ def new_webhook_token(path: Path) -> str:
     if not isinstance(hook, dict):
         raise ValueError(f"{path}: channels.webhook must be a JSON object")
     hook["token"] = token
-    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
-    os.chmod(path, 0o600)
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n", mode=0o600)
     return token
 
 
