@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from channels.messages import session_file_stem
+from memory.naming import session_file_stem
 from config import load_config
 from gateway.cli import build_app
 from gateway.ops.backup import BackupError, create_backup, restore_backup
