@@ -5,10 +5,16 @@ A missing file means defaults (the gateway still starts and explains how to add 
 Environment: ``LUCIDGATE_`` + the key path in snake_case joined by ``__``, matched
 case-insensitively (``LUCIDGATE_AGENTS__DEFAULTS__CONTEXT_WINDOW_TOKENS=32000``);
 values are parsed as JSON when they are JSON (lists, numbers, booleans), else kept as text.
+A variable naming no setting is an error against that variable, with the closest names.
+
+systemd credentials: with ``LoadCredential=LUCIDGATE_PROVIDERS__OPENAI__API_KEY:/path``
+the secret arrives as a file in ``$CREDENTIALS_DIRECTORY``; each file there named like
+an override is applied as one (after the environment, so it wins).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -43,11 +49,31 @@ def load_config(
     config_path = resolve_config_path(path)
     raw = _read_file(config_path)
     env = os.environ if environ is None else environ
-    _apply_env(raw, env)
+    origins: dict[tuple[str, ...], str] = {}
+    _apply_env(raw, {**env, **_credentials(env)}, origins)
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, config_path)) from None
+        raise ConfigError(_describe(exc, config_path, origins)) from None
+
+
+def _credentials(env: Mapping[str, str]) -> dict[str, str]:
+    """Overrides delivered as systemd credentials (files named like the variable)."""
+    folder = env.get("CREDENTIALS_DIRECTORY")
+    if not folder:
+        return {}
+    found: dict[str, str] = {}
+    try:
+        entries = sorted(Path(folder).iterdir())
+    except OSError as exc:
+        raise ConfigError(f"$CREDENTIALS_DIRECTORY ({folder}): cannot read ({exc.strerror})") from None
+    for entry in entries:
+        if entry.name.upper().startswith(ENV_PREFIX) and entry.is_file():
+            try:
+                found[entry.name] = entry.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"credential {entry}: cannot read ({exc.strerror})") from None
+    return found
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -74,14 +100,36 @@ def _normalise(name: str) -> str:
     return re.sub(r"[_\-]", "", name).lower()
 
 
-def _apply_env(raw: dict[str, Any], environ: Mapping[str, str]) -> None:
+def _apply_env(raw: dict[str, Any], environ: Mapping[str, str],
+               origins: dict[tuple[str, ...], str] | None = None) -> None:
     for var, value in sorted(environ.items()):
         upper = var.upper()
         if not upper.startswith(ENV_PREFIX) or upper in _NOT_KEYS:
             continue
         parts = [p for p in var[len(ENV_PREFIX) :].split("__") if p]
         if parts:
-            _set_path(raw, Config, parts, value)
+            _check_names(var, parts)
+            path = _set_path(raw, Config, parts, value)
+            if origins is not None:
+                origins[path] = var
+
+
+def _check_names(var: str, parts: list[str]) -> None:
+    """An override must name a setting: a typo is reported against the variable."""
+    model: type[BaseModel] | None = Config
+    for depth, part in enumerate(parts):
+        if model is None or model.model_config.get("extra") == "allow":
+            return  # free-form below here (provider names, headers)
+        names = {_normalise(n): n for n in model.model_fields}
+        wanted = _normalise(part)
+        if wanted not in names:
+            prefix = ENV_PREFIX + "__".join(p.upper() for p in parts[:depth])
+            prefix += "__" if depth else ""
+            options = [prefix + n.upper() for n in model.model_fields]
+            close = difflib.get_close_matches(prefix + part.upper(), options, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else f"; known here: {', '.join(options)}"
+            raise ConfigError(f"environment variable {var}: {part!r} is not a setting{hint}")
+        model = _submodel(model, names[wanted])
 
 
 def _decode_env_value(value: str, model: type[BaseModel] | None, key: str) -> Any:
@@ -115,18 +163,20 @@ def _wants_json(model: type[BaseModel] | None, key: str) -> bool:
     return False
 
 
-def _set_path(raw: dict[str, Any], model: type[BaseModel] | None, parts: list[str], value: str) -> None:
-    """Set ``value`` at ``parts`` in ``raw``, mapping each part to the canonical key name."""
+def _set_path(raw: dict[str, Any], model: type[BaseModel] | None, parts: list[str],
+              value: str) -> tuple[str, ...]:
+    """Set ``value`` at ``parts`` in ``raw``, mapping each part to the canonical key name;
+    returns the normalised path (to name the variable in a validation error)."""
     key, rest = parts[0], parts[1:]
     canonical, sub_model = _match_field(model, key, raw)
     if not rest:
         raw[canonical] = _decode_env_value(value, model, key)
-        return
+        return (_normalise(canonical),)
     child = raw.get(canonical)
     if not isinstance(child, dict):
         child = {}
         raw[canonical] = child
-    _set_path(child, sub_model, rest, value)
+    return (_normalise(canonical), *_set_path(child, sub_model, rest, value))
 
 
 def _match_field(
@@ -156,16 +206,38 @@ def _submodel(model: type[BaseModel] | None, key: str) -> type[BaseModel] | None
     return None
 
 
-def _describe(exc: ValidationError, path: Path) -> str:
-    lines = [f"{path}: invalid configuration"]
-    for err in exc.errors():
+def _describe(exc: ValidationError, path: Path, origins: dict[tuple[str, ...], str] | None = None) -> str:
+    origins = origins or {}
+    errors = exc.errors()
+    from_env = [origins.get(tuple(_normalise(str(p)) for p in err["loc"])) for err in errors]
+    where = str(path) if not all(from_env) else "environment"
+    lines = [f"{where}: invalid configuration"]
+    for err, var in zip(errors, from_env):
         loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        if var:
+            loc = f"{var} ({loc})"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see the README's configuration section)"
+            msg = "unknown key" + _did_you_mean(err["loc"])
         got = err.get("input")
         shown = "" if err["type"] == "extra_forbidden" or isinstance(got, dict) else f" (got {got!r})"
         if any(s in loc.lower() for s in ("token", "key", "secret")):
             shown = ""
         lines.append(f"  {loc}: {msg}{shown}")
     return "\n".join(lines)
+
+
+def _did_you_mean(loc: tuple[Any, ...]) -> str:
+    """" (did you mean 'port'?)" for a misspelt key, by the keys allowed at that place."""
+    model: type[BaseModel] | None = Config
+    for part in loc[:-1]:
+        model = _submodel(model, str(part))
+        if model is None:
+            break
+    if model is None:
+        return " (check the spelling; see the README's configuration section)"
+    known = [f.alias or n for n, f in model.model_fields.items()]
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    return f" (known keys here: {', '.join(known)})"

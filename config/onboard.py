@@ -10,7 +10,7 @@ from pathlib import Path
 from config.fileio import atomic_write_text
 from config.schema import Config
 
-__all__ = ["default_config_document", "install_templates", "write_config"]
+__all__ = ["default_config_document", "install_templates", "new_webhook_token", "write_config"]
 
 TEMPLATE_FILES = {
     "AGENTS.md": "AGENTS.md",
@@ -49,6 +49,29 @@ def write_config(path: Path) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(default_config_document(), indent=2) + "\n")  # 0600: secrets
     return True
+
+
+def new_webhook_token(path: Path) -> str:
+    """Put a fresh webhook token into the config at ``path`` (other keys kept); return it.
+
+    For an existing config whose token is empty or leaked: ``lucid onboard --webhook-token``.
+    """
+    if not path.exists():
+        write_config(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc}); fix it first") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: the top level must be a JSON object")
+    token = secrets.token_urlsafe(32)
+    channels = data.setdefault("channels", {})
+    hook = channels.setdefault("webhook", {}) if isinstance(channels, dict) else None
+    if not isinstance(hook, dict):
+        raise ValueError(f"{path}: channels.webhook must be a JSON object")
+    hook["token"] = token
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n", mode=0o600)
+    return token
 
 
 def install_templates(workspace: Path) -> list[str]:

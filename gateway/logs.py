@@ -7,6 +7,13 @@ config value. Every record that reaches the handler is rendered once, scrubbed o
 secret values and of token-shaped strings, and handed on with no arguments left to
 re-format. Tracebacks are rendered and scrubbed here too (``exc_text``), so a formatter
 never sees the raw exception.
+
+In JSON mode each line of a turn also carries ``session``, ``channel`` and ``turn``
+(``journalctl -o cat | jq 'select(.turn == "…")'``): the agent loop binds them in a
+context variable around each message (``turn_log_context``), and asyncio copies context
+into the tasks a turn starts, so library lines logged inside the turn carry them too.
+Health-check and metrics scrapes are left out of the access log: a scrape every 10 s
+would bury the lines that matter.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import IO, Any, Literal
 
 from pydantic import BaseModel, SecretStr
@@ -98,6 +108,34 @@ class RedactingFilter(logging.Filter):
         return True
 
 
+_TURN: ContextVar[dict[str, str] | None] = ContextVar("lucid_turn", default=None)
+
+
+@contextmanager
+def turn_log_context(session_key: str, channel: str) -> Iterator[str]:
+    """Tag every log line inside with the session, channel and a fresh turn id."""
+    turn = uuid.uuid4().hex[:12]
+    token = _TURN.set({"session": session_key, "channel": channel, "turn": turn})
+    try:
+        yield turn
+    finally:
+        _TURN.reset(token)
+
+
+# Paths whose requests the access log skips (probes and scrapes).
+QUIET_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+
+
+class ProbeFilter(logging.Filter):
+    """Drops uvicorn access lines for ``QUIET_PATHS`` (args: client, method, path, ...)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            return args[2].split("?", 1)[0] not in QUIET_PATHS
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line, for journald and Docker log drivers."""
 
@@ -109,6 +147,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        turn = _TURN.get()
+        if turn is not None:
+            entry.update(turn)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
@@ -150,6 +191,11 @@ def setup_logging(
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
+        logging.getLogger(name).disabled = False  # a library's dictConfig may have disabled it
+        logging.getLogger(name).setLevel(logging.NOTSET)  # and uvicorn.Config(log_level=) set a level
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, ProbeFilter) for f in access.filters):
+        access.addFilter(ProbeFilter())
     return redactor
 
 

@@ -22,6 +22,7 @@ from config.errors import LucidError
 from config.schema import Config
 from gateway.commands import CommandRegistry, parse_command
 from gateway.context import INTERRUPTED_RESULT
+from gateway.logs import turn_log_context
 from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import TurnRunner
@@ -142,7 +143,8 @@ class AgentLoop:
                 delivery = queue.popleft()
                 self._room.set()
                 async with self._semaphore:
-                    await self._handle(delivery)
+                    with turn_log_context(key, delivery.msg.channel):  # JSON log lines carry the turn
+                        await self._handle(delivery)
         finally:
             self._stop_requested.discard(key)
             self.sessions.unpin(key)

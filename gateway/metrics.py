@@ -1,11 +1,41 @@
-"""Prometheus metrics for one gateway (its own registry: no globals, tests don't collide)."""
+"""Prometheus metrics for one gateway (its own registry: no globals, tests don't collide).
+
+Besides our counters the registry carries the process collector (``process_*``: memory,
+CPU, open files, start time) and ``lucid_build_info``. Counters do not export the
+``_created`` series: a per-series timestamp that doubles the output and that no
+dashboard here uses. The model's last call result is kept for ``/readyz``.
+"""
 
 from __future__ import annotations
 
+import platform
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+# Process-wide in prometheus_client; only our registries exist in this process.
+prometheus_client.disable_created_metrics()
+
+
+@dataclass(frozen=True)
+class LastCall:
+    """The outcome of the most recent model call (any job)."""
+
+    ok: bool
+    job: str
+    at: float  # time.time()
+
+
+def _version() -> str:
+    try:
+        return metadata.version("lucidgate")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
@@ -26,6 +56,10 @@ class Metrics:
         self._dreams = Counter("lucid_dream_runs", "Dream runs", ["status"], registry=r)
         self._queue = Gauge("lucid_inbound_queue_depth", "Messages waiting on the bus", registry=r)
         self._active = Gauge("lucid_active_turns", "Turns running now", registry=r)
+        ProcessCollector(registry=r)
+        Info("lucid_build", "lucidgate build", registry=r).info(
+            {"version": _version(), "python": platform.python_version()})
+        self.last_llm: LastCall | None = None
 
     def message_in(self, channel: str) -> None:
         self._in.labels(channel).inc()
@@ -33,11 +67,19 @@ class Metrics:
     def message_out(self, channel: str) -> None:
         self._out.labels(channel).inc()
 
+    def outbound(self, msg: object) -> None:
+        """A bus observer: error replies count as messages out (text replies are counted by
+        the agent loop when it sends them)."""
+        if getattr(msg, "kind", None) == "error":
+            channel = getattr(getattr(msg, "target", None), "channel", "unknown")
+            self._out.labels(channel).inc()
+
     def observe_turn(self, seconds: float) -> None:
         self._turn.observe(seconds)
 
     def llm_call(self, job: str, status: str, prompt: int = 0, completion: int = 0, cached: int = 0) -> None:
         self._llm.labels(job, status).inc()
+        self.last_llm = LastCall(ok=status == "ok", job=job, at=time.time())
         if prompt:
             self._tokens.labels(job, "prompt").inc(prompt)
         if completion:

@@ -4,12 +4,16 @@ uvicorn's own handling of SIGTERM/SIGINT stops the server at once and then re-ra
 signal, so the process dies by signal and queued work is dropped (DESIGN §11). Here the
 server's signal capture is switched off and our handlers drain first:
 
-1. first SIGTERM/SIGINT: ``GatewayState.drain`` — new messages get 503, running turns
+1. first SIGTERM/SIGINT/SIGHUP: ``GatewayState.drain`` — new messages get 503, running turns
    finish within ``gateway.shutdownGraceS``, answers are delivered, waiting clients are
    answered; then uvicorn is told to exit, the lifespan stops the gateway, exit code 0;
 2. a second signal skips what is left of the grace period (those turns stay pending in
    their transcripts and resume at the next start);
 3. a third one makes uvicorn stop without waiting for open connections.
+
+Under systemd (``Type=notify``) the server tells systemd it is ready once channels and the
+scheduler run, keeps a ``STATUS=`` line current, says ``STOPPING=1`` when it drains, and
+pings the watchdog from a task on this event loop (``gateway.ops.sdnotify``).
 
 One gateway per workspace: ``workspace/gateway.lock`` is held with ``flock`` for the life
 of the process (the kernel releases it if the process dies), and holds its pid.
@@ -30,10 +34,15 @@ import uvicorn
 from config.errors import LucidError
 from config.schema import Config
 from gateway import local_api
+from gateway.ops.sdnotify import Notifier
 from gateway.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
 from gateway.server import GatewayState, create_app
 
 logger = logging.getLogger(__name__)
+
+# SIGHUP (a closed terminal, `systemctl kill -s HUP`, a reload) drains like SIGTERM: a
+# reload of the config needs a restart anyway, and dying mid-turn loses nothing but time.
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 # After the drain, uvicorn waits this long for open connections before cancelling them.
 CONNECTION_CLOSE_S = 5
@@ -86,8 +95,10 @@ class GatewayServer:
     """
 
     def __init__(self, config: Config, *, app: Any = None, sock: socket.socket | None = None,
-                 install_signals: bool = False, access_log: bool = True) -> None:
+                 install_signals: bool = False, access_log: bool = True,
+                 notifier: Notifier | None = None) -> None:
         self.config = config
+        self.notifier = notifier or Notifier({})
         self.app = app if app is not None else create_app(config)
         self.state: GatewayState = self.app.state.lucid
         self.sock = sock or bind_socket(config.gateway.host, config.gateway.port)
@@ -111,18 +122,34 @@ class GatewayServer:
         loop = asyncio.get_running_loop()
         installed: list[signal.Signals] = []
         if self._install_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in SHUTDOWN_SIGNALS:
                 loop.add_signal_handler(sig, self.request_shutdown, sig.name)
                 installed.append(sig)
+        self.notifier.status("starting")
+        systemd = loop.create_task(self._tell_systemd(), name="gateway-sdnotify")
         try:
             await self.server.serve(sockets=[self.sock])
         finally:
+            systemd.cancel()
             for sig in installed:
                 loop.remove_signal_handler(sig)
             if self._drainer is not None:
                 await asyncio.gather(self._drainer, return_exceptions=True)
             self.sock.close()
+            self.notifier.close()
         return 1 if self.server.startup_failed else 0
+
+    async def _tell_systemd(self) -> None:
+        """READY=1 once the gateway runs, then the watchdog pings until cancelled."""
+        await self.state.started.wait()
+        gw = self.state.gateway
+        channels = sorted(name for name in gw.channels if name != "cli")
+        failed = sorted(gw.failed_channels)
+        status = f"{len(channels)} channel(s) up: {', '.join(channels) or 'none'}; scheduler running"
+        if failed:
+            status += f"; failed: {', '.join(failed)}"
+        self.notifier.ready(status)
+        await self.notifier.watchdog()
 
     def request_shutdown(self, reason: str = "shutdown") -> None:
         """What SIGTERM/SIGINT do; safe to call repeatedly (each call escalates)."""
@@ -130,6 +157,7 @@ class GatewayServer:
         if self._signals == 1:
             grace = self.config.gateway.shutdown_grace_s
             logger.info("%s: shutting down gracefully (up to %gs for running turns)", reason, grace)
+            self.notifier.stopping(f"draining ({reason}): up to {grace:g}s for running turns")
             self._drainer = asyncio.get_running_loop().create_task(self._drain_then_exit(grace),
                                                                    name="gateway-shutdown")
         elif self._signals == 2:
@@ -178,7 +206,8 @@ def run_gateway(config: Config, *, on_listening: Callable[[str], None] | None = 
 
 async def _main(config: Config, sock: socket.socket, on_listening: Callable[[str], None] | None,
                 access_log: bool) -> int:
-    server = GatewayServer(config, sock=sock, install_signals=True, access_log=access_log)
+    server = GatewayServer(config, sock=sock, install_signals=True, access_log=access_log,
+                           notifier=Notifier())
 
     async def announce() -> None:
         await server.state.started.wait()

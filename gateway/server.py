@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -34,6 +35,8 @@ from config.schema import Config
 from gateway.app import build_gateway
 from gateway.runtime import Gateway
 from gateway.local_api import add_local_route, new_token
+from gateway.ops.health import StorageWatch, probe_workspace
+from gateway.ops.webdocs import SecurityHeaders, add_offline_docs
 from memory.sessions import SessionStore, read_header
 
 logger = logging.getLogger(__name__)
@@ -66,6 +69,7 @@ class GatewayState:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.local_token = new_token()
+        self.storage = StorageWatch()
 
     @property
     def started(self) -> asyncio.Event:
@@ -140,10 +144,13 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
                 await gateway.stop(grace_s=0)  # turns still running now stay pending
                 logger.info("gateway stopped")
 
-    app = FastAPI(title="lucidgate", version=VERSION, lifespan=lifespan,
+    app = FastAPI(title="lucidgate", version=VERSION, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="A self-hosted gateway for a personal AI assistant that remembers.")
     app.state.lucid = state
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(OSError, state.storage.handler())  # full disk: 507, unwritable: 503
+    app.add_middleware(SecurityHeaders)  # a strict CSP on every HTML page that sets none
+    add_offline_docs(app, title="lucidgate")  # Swagger UI and ReDoc from a package, no CDN
     _add_health_routes(app, state)
     _add_console_route(app)
     cli = gateway.channel("cli")
@@ -166,11 +173,18 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
     async def healthz() -> Health:
         return Health(status="ok", version=VERSION)
 
+    async def healthz_head(request: Request) -> Response:  # monitors that probe with HEAD
+        return Response(status_code=200, media_type="application/json")
+
+    app.add_route("/healthz", healthz_head, methods=["HEAD"], include_in_schema=False)
+
     @app.get("/readyz", response_model=Readiness, tags=["ops"], summary="Ready to take messages",
              responses={503: {"model": Readiness, "description": "Not ready; see which check failed."}})
     async def readyz() -> JSONResponse:
         checks = {name: Check(ok=c.ok, detail=c.detail)
                   for name, c in (await state.gateway.readiness()).items()}
+        probe = await asyncio.to_thread(probe_workspace, state.gateway.parts.config.workspace)
+        _storage_and_model(state, checks, probe)
         ready = all(c.ok for c in checks.values())
         return JSONResponse(Readiness(ready=ready, checks=checks).model_dump(), status_code=200 if ready else 503)
 
@@ -179,6 +193,23 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
     async def metrics() -> Response:
         body, content_type = state.gateway.metrics_text()
         return Response(body, headers={"Content-Type": content_type})
+
+
+def _storage_and_model(state: GatewayState, checks: dict[str, Check], probe: tuple[bool, str]) -> None:
+    """Readiness beyond "configured": a write that reaches the disk (a full disk fails it),
+    a storage error in the last minute, and the last model call's result."""
+    ws = checks.get("workspace")
+    failed_write = state.storage.recent()
+    if ws is not None and ws.ok and not probe[0]:
+        checks["workspace"] = Check(ok=False, detail=probe[1])
+    elif ws is not None and ws.ok and failed_write:
+        checks["workspace"] = Check(ok=False, detail=f"a recent write failed: {failed_write}")
+    provider = checks.get("provider")
+    last = state.gateway.parts.metrics.last_llm
+    if provider is not None and provider.ok and last is not None:  # a dead model server shows here
+        ago = time.time() - last.at
+        checks["provider"] = Check(ok=last.ok, detail=f"{provider.detail} (last call "
+                                   f"{'succeeded' if last.ok else 'FAILED'} {ago:.0f}s ago, {last.job})")
 
 
 CONSOLE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "

@@ -72,7 +72,8 @@ async def test_onboard_then_status_and_help(tmp_path: Path) -> None:
     code, out, _ = await lucid("onboard", home=tmp_path)
     assert "left as it is" in out and json.loads(config_path.read_text()) == doc
     code, out, _ = await lucid("status", home=tmp_path)
-    assert code == 0 and "workspace" in out and "not configured" in out
+    # No provider yet: status says so and exits 1 (scripts can tell); no gateway runs.
+    assert code == 1 and "workspace" in out and "not configured" in out and "gateway:   not running" in out
     code, out, _ = await lucid("--help", home=tmp_path)
     assert code == 0 and "agent" in out and "gateway" in out and "memory" in out
 

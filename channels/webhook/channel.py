@@ -170,7 +170,7 @@ class WebhookChannel:
         token = self.cfg.token.get_secret_value()
         if not token:
             return error_response(503, "the webhook is disabled: channels.webhook.token is empty; set "
-                                       "one (`lucid onboard` generates it) and restart the gateway")
+                                       "one (`lucid onboard --webhook-token` generates it) and restart the gateway")
         challenge = {"WWW-Authenticate": "Bearer"}
         if not header:
             return error_response(401, "missing 'Authorization: Bearer <token>' header", headers=challenge)

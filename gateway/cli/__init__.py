@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import agent, gateway, jobs, memory, onboard, pairing, sessions, status
+from gateway.cli import agent, gateway, jobs, memory, onboard, ops, pairing, sessions, status
 
 
 def build_app() -> typer.Typer:
@@ -35,6 +35,7 @@ def build_app() -> typer.Typer:
     gateway.register(app)
     jobs.register(app)
     pairing.register(app)
+    ops.register(app)
     return app
 
 
@@ -65,6 +66,11 @@ def main() -> None:
         build_app()(prog_name="lucid")
     except KeyboardInterrupt:
         _fast_exit(130)
+    except OSError as exc:  # a read-only workspace, permission denied, a full disk: one line
+        from gateway.ops.health import describe_os_error
+
+        print(f"error: {describe_os_error(exc)[1]}", file=sys.stderr)
+        _fast_exit(1)
     except SystemExit as exc:
         _fast_exit(exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1))
     _fast_exit(0)

@@ -15,8 +15,10 @@ from rich.console import Console
 
 from config import Config, ConfigError, load_config, resolve_config_path
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: never wrap at 80 columns when the output is not a terminal (one journal line
+# per message, not a sentence cut over three).
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[
     Optional[Path],

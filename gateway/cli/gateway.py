@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from config import Config, ConfigError, load_config, resolve_config_path
 from config.errors import LucidError
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
 
@@ -42,7 +44,8 @@ def run(
     preload_litellm()  # seconds of import, overlapped with start-up instead of the first message
     redactor = setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=log_format.value)
     log = logging.getLogger("gateway")
-    config = ensure_onboarded(config_path)
+    json_logs = log_format is LogFormat.json
+    config = _onboard_logged(config_path, log) if json_logs else ensure_onboarded(config_path)
     redactor.add(secrets_from_config(config))
     try:
         if host is not None:
@@ -55,22 +58,45 @@ def run(
     hint = provider_help(config, config_path)
     if hint:
         log.warning("no model is configured; the gateway starts anyway and /readyz reports not ready")
-        if log_format is LogFormat.json:
+        if json_logs:
             log.warning("%s", hint)
         else:
             err_console.print(hint, markup=False, highlight=False)
 
     def announce(url: str) -> None:
-        webhook = config.channels.webhook
-        if webhook.enabled:
-            console.print(f"webhook: POST {url}/v1/messages (Authorization: Bearer <channels.webhook.token>)",
-                          markup=False, highlight=False, soft_wrap=True)
-        console.print(f"health: {url}/healthz  readiness: {url}/readyz  metrics: {url}/metrics  "
-                      f"API docs: {url}/docs  web console: {url}/console", markup=False, highlight=False, soft_wrap=True)
+        lines = []
+        if config.channels.webhook.enabled:
+            lines.append(f"webhook: POST {url}/v1/messages (Authorization: Bearer <channels.webhook.token>)")
+        lines.append(f"health: {url}/healthz  readiness: {url}/readyz  metrics: {url}/metrics  "
+                     f"API docs: {url}/docs  web console: {url}/console")
+        for line in lines:  # in JSON mode every line on the output is a JSON object
+            if json_logs:
+                log.info("%s", line)
+            else:
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     try:
         code = run_gateway(config, on_listening=announce, access_log=access_log)
     except LucidError as exc:
-        err_console.print(f"[red]error[/red]: {exc}", highlight=False)
+        if json_logs:
+            log.error("%s", exc)
+        else:
+            err_console.print(f"[red]error[/red]: {exc}", highlight=False)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
+
+
+def _onboard_logged(config_path: Path | None, log: logging.Logger) -> Config:
+    """``ensure_onboarded`` that reports through the (JSON) log instead of plain text."""
+    from config.onboard import install_templates, write_config
+
+    path = resolve_config_path(config_path)
+    try:
+        if write_config(path):
+            log.info("first run: wrote a default config to %s", path)
+        config = load_config(path)
+        install_templates(config.workspace)
+    except ConfigError as exc:
+        log.error("config error: %s", exc)
+        raise typer.Exit(2) from None
+    return config

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 from config import resolve_config_path
-from gateway.cli._common import ConfigOption, console, load_or_exit, provider_help
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, provider_help
 
 
 def register(app: typer.Typer) -> None:
     app.command()(onboard)
 
 
-def onboard(config_path: ConfigOption = None) -> None:
+def onboard(
+    config_path: ConfigOption = None,
+    webhook_token: Annotated[bool, typer.Option(
+        "--webhook-token", help="Generate a new webhook token in the config and print it.")] = False,
+) -> None:
     """Create the config file and workspace templates (never overwrites your files)."""
     from config.onboard import install_templates, write_config
 
     path = resolve_config_path(config_path)
+    if webhook_token:
+        _new_webhook_token(path)
+        return
     if write_config(path):
         console.print(f"wrote {path} (webhook token generated; edit it to add your model key)")
     else:
@@ -27,3 +37,19 @@ def onboard(config_path: ConfigOption = None) -> None:
     hint = provider_help(config, path)
     if hint:
         console.print(hint)
+
+
+def _new_webhook_token(path: Path) -> None:
+    import os
+
+    from config.onboard import new_webhook_token
+
+    try:
+        token = new_webhook_token(path)
+    except ValueError as exc:
+        err_console.print(f"[red]config error[/red]: {exc}")
+        raise typer.Exit(2) from None
+    err_console.print(f"new webhook token written to {path} (restart the gateway to use it):", markup=False)
+    console.print(token, markup=False, highlight=False)
+    if os.environ.get("LUCIDGATE_CHANNELS__WEBHOOK__TOKEN"):
+        err_console.print("note: LUCIDGATE_CHANNELS__WEBHOOK__TOKEN is set and overrides the file", markup=False)

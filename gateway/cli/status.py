@@ -24,6 +24,25 @@ def status(config_path: ConfigOption = None) -> None:
     console.print(f"provider:  {_reachability(config)}")
     console.print(f"sessions:  {count}")
     console.print(f"exec:      sandbox {_sandbox_line(config)}")
+    console.print(f"gateway:   {_gateway_state(config)}")
+    if provider_help(config):  # scripts: non-zero until a model is configured
+        raise typer.Exit(1)
+
+
+def _gateway_state(config: Config) -> str:
+    """Whether a gateway runs on this workspace (its state/local.json and /healthz)."""
+    import httpx
+
+    from gateway.local_api import find_running
+
+    running = find_running(config.workspace)
+    if running is None:
+        return "not running (start it with `lucid gateway` or the service)"
+    try:
+        alive = httpx.get(f"{running[0]}/healthz", timeout=3).status_code == 200
+    except httpx.HTTPError:
+        alive = False
+    return f"running at {running[0]}" if alive else f"not answering at {running[0]} (hung? see `lucid doctor`)"
 
 
 def _reachability(config: Config) -> str:

@@ -1,0 +1,1 @@
+"""Operating the gateway for months: systemd integration, the unit file, doctor, backups."""

@@ -1,0 +1,195 @@
+"""``lucid backup`` / ``lucid restore``: one archive of config and workspace, taken live.
+
+What goes in (a ``.tar.gz``):
+
+- ``config.json`` — with every secret blanked unless ``include_secrets`` (an archive
+  tends to travel: to another disk, a cloud drive, a chat with support);
+- ``workspace/`` — memory files, transcripts, history, skills, the memory git repo;
+- ``manifest.json`` — version, time, what was left out.
+
+Consistency while the gateway runs: every ``*.sqlite`` store is copied with SQLite's
+online backup API (a transactionally consistent snapshot, whatever is writing), the
+memory git repository is copied under ``memory/.git.lock`` (the lock every git change
+takes), and JSONL files are append-only, so at worst the last line is cut and the
+loaders already drop a torn tail. Left out: rebuildable indexes, the workspace lock,
+the per-start local API token, SQLite sidecar files and temp files.
+
+Restore goes into an empty (or new) directory, never over live data: ``config.json``
+there points at ``workspace/`` there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import sqlite3
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from pydantic import BaseModel, SecretStr
+
+from config.errors import LucidError
+from config.fileio import atomic_write_text
+from config.schema import Config
+
+FORMAT = 1
+# Never archived: rebuilt on demand, per-process, or a half-written temp file.
+_SKIP_NAMES = {"gateway.lock", ".git.lock", "local.json"}
+_SKIP = re.compile(r"(^|/)(index|indexes)(/|$)|(^|/)[^/]*index[^/]*\.(sqlite|db)$|"
+                   r"\.(sqlite|db)-(wal|shm|journal)$|\.tmp$|(^|/)\.readyz\.")
+_SQLITE = re.compile(r"\.(sqlite|db)$")
+
+
+class BackupError(LucidError):
+    """The backup or restore could not be done; the message says why."""
+
+
+def secret_keys(model: type[BaseModel] = Config) -> set[str]:
+    """The JSON names (camelCase and snake_case) of every secret field in the schema."""
+    found: set[str] = set()
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        for candidate in (annotation, *getattr(annotation, "__args__", ())):
+            if candidate is SecretStr:
+                found |= {name, field.alias or name}
+            elif isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                found |= secret_keys(candidate)
+    return found | {"apiKey", "api_key", "extraHeaders", "extra_headers"}
+
+
+def _blank_secrets(node: Any, keys: set[str]) -> Any:
+    if isinstance(node, dict):
+        return {k: ("" if k in keys and isinstance(v, str) else {} if k in keys and isinstance(v, dict)
+                    else _blank_secrets(v, keys)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_blank_secrets(v, keys) for v in node]
+    return node
+
+
+def _skipped(rel: str) -> bool:
+    return Path(rel).name in _SKIP_NAMES or bool(_SKIP.search(rel))
+
+
+def _sqlite_snapshot(path: Path) -> bytes:
+    """A consistent copy via the online backup API (works while another process writes)."""
+    with tempfile.TemporaryDirectory(prefix="lucid-backup-") as tmp:
+        copy = Path(tmp) / "copy.sqlite"
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as src, \
+                contextlib.closing(sqlite3.connect(copy)) as dst:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+        return copy.read_bytes()
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            yield Path(dirpath) / name
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float | None = None) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o600
+    info.mtime = int(mtime if mtime is not None else time.time())
+    tar.addfile(info, io.BytesIO(data))
+
+
+def create_backup(config: Config, config_path: Path, out: Path, *, include_secrets: bool = False) -> dict[str, Any]:
+    """Write the archive to ``out`` (atomically); returns the manifest."""
+    workspace = config.workspace
+    if not workspace.is_dir():
+        raise BackupError(f"the workspace {workspace} does not exist; nothing to back up")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    skipped: list[str] = []
+    files = 0
+    try:
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            if config_path.exists():
+                document = json.loads(config_path.read_text(encoding="utf-8") or "{}")
+                if not include_secrets:
+                    document = _blank_secrets(document, secret_keys())
+                _add_bytes(tar, "config.json", (json.dumps(document, indent=2) + "\n").encode())
+            lock = FileLock(str(workspace / "memory" / ".git.lock"), timeout=120)
+            git_dir = workspace / ".git"
+            for path in _walk(workspace):
+                rel = path.relative_to(workspace).as_posix()
+                if path.is_relative_to(git_dir):
+                    continue  # below, under the git lock
+                if _skipped(rel) or not path.is_file() or path.is_symlink():
+                    skipped.append(rel)
+                    continue
+                data = _sqlite_snapshot(path) if _SQLITE.search(rel) else path.read_bytes()
+                _add_bytes(tar, f"workspace/{rel}", data, path.stat().st_mtime)
+                files += 1
+            if git_dir.is_dir():
+                with lock:  # every git change in the gateway takes this lock: a consistent repo
+                    for path in _walk(git_dir):
+                        rel = path.relative_to(workspace).as_posix()
+                        if path.is_file() and not path.is_symlink() and not rel.endswith(".lock"):
+                            _add_bytes(tar, f"workspace/{rel}", path.read_bytes(), path.stat().st_mtime)
+                            files += 1
+            manifest = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "secrets": include_secrets, "files": files, "skipped": skipped,
+                        "workspace": str(workspace), "config": str(config_path)}
+            _add_bytes(tar, "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.chmod(tmp_name, 0o600)
+        os.replace(tmp_name, out)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    return manifest
+
+
+def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
+    """Unpack into ``target`` (missing or empty); the config there uses ``target/workspace``."""
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise BackupError(f"{target} is not empty; restore into a new or empty directory")
+    try:
+        tar = tarfile.open(archive, mode="r:gz")
+    except (OSError, tarfile.TarError) as exc:
+        raise BackupError(f"{archive} is not a lucid backup ({exc})") from None
+    with tar:
+        names = tar.getnames()
+        if "manifest.json" not in names:
+            raise BackupError(f"{archive} is not a lucid backup (no manifest.json)")
+        for member in tar.getmembers():
+            if not (member.name in ("config.json", "manifest.json") or member.name.startswith("workspace/")):
+                raise BackupError(f"{archive}: unexpected entry {member.name!r}; not restoring")
+        target.mkdir(parents=True, exist_ok=True, mode=0o700)
+        staging = Path(tempfile.mkdtemp(dir=target, prefix=".restore."))
+        try:
+            # The "data" filter refuses absolute paths, "..", links out of the tree, devices.
+            tar.extractall(staging, filter="data")
+            manifest = json.loads((staging / "manifest.json").read_text(encoding="utf-8"))
+            if (staging / "workspace").exists():
+                os.replace(staging / "workspace", target / "workspace")
+            else:
+                (target / "workspace").mkdir(mode=0o700)
+            config_file = staging / "config.json"
+            document = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
+        finally:
+            for path in sorted(staging.rglob("*"), reverse=True):
+                path.rmdir() if path.is_dir() else path.unlink()
+            staging.rmdir()
+    document.setdefault("agents", {}).setdefault("defaults", {})["workspace"] = str(target / "workspace")
+    atomic_write_text(target / "config.json", json.dumps(document, indent=2) + "\n")
+    os.chmod(target / "config.json", 0o600)
+    for dirpath, dirnames, filenames in os.walk(target):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o600)
+    return manifest

@@ -1,0 +1,138 @@
+"""``lucid backup`` while the gateway runs, ``lucid restore`` into an empty directory, and
+the restored copy is the same assistant: transcripts, memory, its git history, the webhook
+store (taken with SQLite's online backup), secrets only when asked, the index left out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import tarfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from memory.naming import session_file_stem
+from config import load_config
+from gateway.cli import build_app
+from gateway.ops.backup import BackupError, create_backup, restore_backup
+from memory.gitstore import GitStore
+from memory.sessions import load_session_file
+from tests.fakes.llm import Reply
+from tests.test_webhook import TOKEN, body, serving
+
+
+@pytest.fixture
+def live_setup(tmp_path, make_config, workspace):
+    doc = {"agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model"}},
+           "providers": {"openai": {"apiKey": "sk-backup-secret-value"}},
+           "channels": {"webhook": {"token": TOKEN, "callbackSecret": "cb-secret-0123456789"}},
+           "gateway": {"port": 0}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    config = make_config(channels={"webhook": {"token": TOKEN, "callbackSecret": "cb-secret-0123456789"}},
+                         gateway={"port": 0})
+    return path, config
+
+
+def rows(db: Path, table: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall()
+
+
+async def test_backup_while_running_then_restore_round_trip(tmp_path, live_setup, fake_llm, workspace):
+    path, config = live_setup
+    (workspace / "index").mkdir()
+    (workspace / "index" / "vectors.bin").write_bytes(b"rebuildable")
+    async with serving(config) as (server, client):
+        fake_llm.queue(Reply("first answer"), Reply("second answer"))
+        for text in ("remember the tea", "and the biscuits"):
+            assert (await client.post("/v1/messages", json=body(text, idempotency_key=text))).status_code == 200
+        (workspace / "USER.md").write_text("# User\n- drinks tea\n")
+        assert await asyncio.to_thread(server.state.gateway.parts.git.commit, "user: tea") is not None
+        # Taken while the gateway runs (its store is open, in WAL mode).
+        archive = tmp_path / "out" / "b.tar.gz"
+        manifest = await asyncio.to_thread(create_backup, config, path, archive)
+        secret_archive = tmp_path / "with-secrets.tar.gz"
+        await asyncio.to_thread(create_backup, config, path, secret_archive, include_secrets=True)
+    assert oct(archive.stat().st_mode & 0o777) == "0o600"
+    assert "index/vectors.bin" in manifest["skipped"] and "state/webhook.sqlite-wal" in manifest["skipped"]
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert not any(n.startswith("workspace/index") for n in names)
+    assert not any(n.endswith(("-wal", "-shm", "gateway.lock", "state/local.json")) for n in names)
+
+    target = tmp_path / "restored"
+    restored = restore_backup(archive, target)
+    assert restored["secrets"] is False
+    new_config = load_config(target / "config.json", {})
+    new_ws = new_config.workspace
+    assert new_ws == target / "workspace"
+    # Secrets are blank unless asked for; everything else is kept.
+    assert new_config.providers.openai.api_key.get_secret_value() == ""
+    assert new_config.channels.webhook.token.get_secret_value() == ""
+    assert new_config.gateway.port == 0
+    # Transcripts are the same conversation.
+    stem = session_file_stem("webhook:c1")
+    before = load_session_file(workspace / "sessions" / f"{stem}.jsonl").messages
+    after = load_session_file(new_ws / "sessions" / f"{stem}.jsonl").messages
+    assert [m.get("content") for m in after] == [m.get("content") for m in before]
+    assert any(m.get("content") == "second answer" for m in after)
+    # Memory files and the git history came along; the SQLite store is a consistent copy.
+    assert (new_ws / "SOUL.md").read_text() == (workspace / "SOUL.md").read_text()
+    assert GitStore(new_ws).log(5) == GitStore(workspace).log(5)
+    store = new_ws / "state" / "webhook.sqlite"
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    for table in tables:
+        assert rows(store, table) == rows(workspace / "state" / "webhook.sqlite", table), table
+    assert all(oct(p.stat().st_mode & 0o077) == "0o0" for p in target.rglob("*"))
+
+    with_secrets = restore_backup(secret_archive, tmp_path / "restored-2")
+    assert with_secrets["secrets"] is True
+    kept = load_config(tmp_path / "restored-2" / "config.json", {})
+    assert kept.providers.openai.api_key.get_secret_value() == "sk-backup-secret-value"
+
+
+def test_restore_refuses_a_non_empty_directory_and_foreign_archives(tmp_path):
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    archive = tmp_path / "x.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        evil = tmp_path / "evil"
+        evil.write_text("x")
+        tar.add(evil, arcname="../evil")
+        tar.add(evil, arcname="manifest.json")
+    with pytest.raises(BackupError, match="not empty"):
+        restore_backup(archive, busy)
+    assert (busy / "keep.txt").read_text() == "mine"
+    with pytest.raises(BackupError, match="unexpected entry"):
+        restore_backup(archive, tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists() or not any((tmp_path / "fresh").iterdir())
+    (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
+    with pytest.raises(BackupError, match="not a lucid backup"):
+        restore_backup(tmp_path / "junk.tar.gz", tmp_path / "fresh2")
+
+
+def test_the_cli_round_trip(tmp_path, workspace):
+    from config.onboard import install_templates
+
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}},
+                                       "channels": {"webhook": {"token": "t" * 40}}}))
+    install_templates(workspace)
+    (workspace / "memory" / "MEMORY.md").write_text("# Memory\n- likes tea\n")
+    runner = CliRunner()
+    out = tmp_path / "b.tar.gz"
+    made = runner.invoke(build_app(), ["backup", "--config", str(config_path), "--out", str(out)])
+    assert made.exit_code == 0, made.output
+    assert "secrets left out" in made.output
+    back = runner.invoke(build_app(), ["restore", str(out), "--to", str(tmp_path / "r")])
+    assert back.exit_code == 0, back.output
+    assert "lucid gateway -c" in back.output and "lucid onboard --webhook-token" in back.output
+    assert (tmp_path / "r" / "workspace" / "memory" / "MEMORY.md").read_text().endswith("likes tea\n")
+    again = runner.invoke(build_app(), ["restore", str(out), "--to", str(tmp_path / "r")])
+    assert again.exit_code == 1 and "not empty" in again.output

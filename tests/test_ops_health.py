@@ -1,0 +1,126 @@
+"""Health, readiness and storage failures as a monitor and a client see them, over HTTP:
+HEAD /healthz, /readyz following the model's last call, a full disk answered with a JSON
+507 (and not-ready), an unwritable path as one line in the CLI, and `lucid healthcheck`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.fakes.llm import Fail, Reply
+from tests.test_webhook import TOKEN, body, serving
+
+
+@pytest.fixture
+def health_config(make_config):
+    return make_config(channels={"webhook": {"token": TOKEN, "callbackSecret": "cb-secret-0123456789",
+                                             "waitTimeoutS": 60}},
+                       agents={"defaults": {"llmRetries": 0}}, gateway={"port": 0})
+
+
+async def test_head_healthz_is_200(health_config):
+    async with serving(health_config) as (server, client):
+        head = await client.head("/healthz")
+        get = await client.get("/healthz")
+    assert head.status_code == 200 and head.content == b""
+    assert get.status_code == 200 and get.json()["status"] == "ok"
+
+
+async def test_readyz_follows_the_last_model_call(health_config, fake_llm):
+    async with serving(health_config) as (_, client):
+        fake_llm.queue(Fail(503, "the model server is overloaded"))
+        failed = await client.post("/v1/messages", json=body("first"))
+        assert failed.status_code == 200 and "Sorry" in failed.json()["reply"]
+        down = await client.get("/readyz")
+        fake_llm.queue(Reply("back"))
+        assert (await client.post("/v1/messages", json=body("second"))).json()["reply"] == "back"
+        up = await client.get("/readyz")
+        metrics = (await client.get("/metrics")).text
+    assert down.status_code == 503
+    provider = down.json()["checks"]["provider"]
+    assert provider["ok"] is False and "last call FAILED" in provider["detail"]
+    assert up.status_code == 200 and "last call succeeded" in up.json()["checks"]["provider"]["detail"]
+    # Both replies count as messages out, the error reply included.
+    assert re.search(r'^lucid_messages_out_total\{channel="webhook"\} 2\.0$', metrics, re.M), metrics
+    assert "_created" not in metrics
+    assert re.search(r"^process_resident_memory_bytes \d", metrics, re.M)
+    assert re.search(r'^lucid_build_info\{.*version="[^"]+".*\} 1\.0$', metrics, re.M)
+
+
+async def test_a_full_disk_is_a_json_507_and_makes_the_gateway_not_ready(health_config):
+    async with serving(health_config) as (server, client):
+        inbox = server.state.gateway.parts.bus._inbox
+        assert inbox is not None
+        real = inbox._fh
+        full = open("/dev/full", "a", encoding="utf-8")  # the kernel's "no space left"
+        inbox._fh = full
+        try:
+            refused = await client.post("/v1/messages", json=body("no room"))
+            ready = await client.get("/readyz")
+        finally:
+            inbox._fh = real
+            try:
+                full.close()  # flushing what is buffered fails too
+            except OSError:
+                pass
+    assert refused.status_code == 507
+    assert refused.headers["content-type"] == "application/json"
+    assert refused.json()["detail"].startswith("the disk is full")
+    assert ready.status_code == 503
+    workspace = ready.json()["checks"]["workspace"]
+    assert workspace["ok"] is False and "the disk is full" in workspace["detail"]
+
+
+def _unprivileged() -> list[str]:
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else []
+
+
+async def _run(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"})
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.slow
+async def test_permission_denied_is_one_clear_line_in_the_cli(tmp_path: Path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        code, out, err = await _run(*_unprivileged(), sys.executable, "-c", "from gateway.cli import main; main()",
+                                    "onboard", "--config", str(locked / "conf" / "config.json"))
+    finally:
+        locked.chmod(0o700)
+    assert code == 1
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "cannot be written (Permission denied)" in lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
+async def test_lucid_healthcheck_exit_codes(health_config):
+    cli = [sys.executable, "-c", "from gateway.cli import main; main()", "healthcheck"]
+    async with serving(health_config) as (server, _):
+        ok = await _run(*cli, "--url", server.url)
+    gone = await _run(*cli, "--url", server.url, "--timeout", "5")
+    assert ok[0] == 0 and "healthy" in ok[1]
+    assert gone[0] == 1 and "unhealthy" in gone[2]
+
+
+async def test_storage_errors_keep_other_errors_generic(health_config):
+    from gateway.ops.health import describe_os_error
+
+    import errno
+
+    assert describe_os_error(OSError(errno.EROFS, "Read-only file system", "/ws/x"))[0] == 503
+    assert describe_os_error(OSError(errno.EDQUOT, "Disk quota exceeded"))[0] == 507
+    status, text = describe_os_error(OSError(errno.EIO, "Input/output error", "/ws/y"))
+    assert status == 500 and "/ws/y" in text
+    _ = httpx  # imported for the type of the clients above
