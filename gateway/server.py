@@ -20,7 +20,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,6 +31,7 @@ from pydantic import BaseModel
 from channels.cli import CliChannel
 from config.schema import Config
 from gateway.app import build_gateway
+from gateway.console import mount_console
 from gateway.runtime import Gateway
 from gateway.local_api import add_local_route, new_token
 from memory.sessions import SessionStore, read_header
@@ -145,7 +145,7 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     app.state.lucid = state
     app.add_exception_handler(RequestValidationError, _validation_error)
     _add_health_routes(app, state)
-    _add_console_route(app)
+    mount_console(app, gateway, version=VERSION)
     cli = gateway.channel("cli")
     if not isinstance(cli, CliChannel):
         cli = CliChannel(gateway.parts.bus)
@@ -179,22 +179,6 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
     async def metrics() -> Response:
         body, content_type = state.gateway.metrics_text()
         return Response(body, headers={"Content-Type": content_type})
-
-
-CONSOLE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-
-
-def _add_console_route(app: FastAPI) -> None:
-    """A small chat page that talks to the webhook API; it is useless without the token."""
-    page = resources.files("gateway").joinpath("static", "console.html").read_bytes()
-
-    @app.get("/console", tags=["console"], summary="A minimal web chat (needs the webhook token)",
-             response_class=Response, responses={200: {"content": {"text/html": {}}}})
-    async def console() -> Response:
-        return Response(page, media_type="text/html; charset=utf-8",
-                        headers={"Content-Security-Policy": CONSOLE_CSP, "X-Content-Type-Options": "nosniff",
-                                 "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:
