@@ -66,7 +66,7 @@ def run(
             console.print(f"webhook: POST {url}/v1/messages (Authorization: Bearer <channels.webhook.token>)",
                           markup=False, highlight=False, soft_wrap=True)
         console.print(f"health: {url}/healthz  readiness: {url}/readyz  metrics: {url}/metrics  "
-                      f"API docs: {url}/docs  web console: {url}/console", markup=False, highlight=False, soft_wrap=True)
+                      f"API docs: {url}/docs  web console: {url}/ (log in: `lucid console`)", markup=False, highlight=False, soft_wrap=True)
 
     try:
         code = run_gateway(config, on_listening=announce, access_log=access_log)

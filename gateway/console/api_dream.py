@@ -93,9 +93,16 @@ class DreamRunner:
     async def _run(self) -> None:
         handler = _Progress(self.state.progress)
         watched = [logging.getLogger(n) for n in ("memory.dream", "memory.dream_tools", "memory.gitstore")]
+        levels = [log.level for log in watched]
         for log in watched:
             log.addHandler(handler)
+            if log.getEffectiveLevel() > logging.INFO:
+                log.setLevel(logging.INFO)  # only while this run lasts; restored below
         try:
+            store = self.ctx.parts.store
+            await store.refresh()
+            self.state.progress.append(f"{store.unprocessed_count()} history entries waiting; "
+                                       f"asking the model what is worth keeping")
             report = await self.ctx.parts.dream.run()
             self.state.summary = report.summary()
             self.state.error = report.error
@@ -106,8 +113,9 @@ class DreamRunner:
             logger.exception("console-started Dream failed")
             self.state.error = str(exc) or type(exc).__name__
         finally:
-            for log in watched:
+            for log, level in zip(watched, levels):
                 log.removeHandler(handler)
+                log.setLevel(level)
             self.state.running = False
             self.state.progress.append("finished")
 
