@@ -33,7 +33,7 @@ export async function api(method, path, body) {
   if (!response.ok) {
     const detail = data && data.detail;
     const text = typeof detail === "string" ? detail : `HTTP ${response.status}`;
-    if (response.status === 401) window.dispatchEvent(new CustomEvent("lucid:logged-out"));
+    if (response.status === 401 && path !== "/login") window.dispatchEvent(new CustomEvent("lucid:logged-out"));
     throw new ApiError(response.status, text);
   }
   return data;

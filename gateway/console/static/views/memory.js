@@ -32,7 +32,7 @@ export async function render(view, params, { go }) {
     clear(pane);
     const edit = h("button", { type: "button", id: "edit-file" }, "Edit");
     edit.addEventListener("click", editor);
-    pane.append(h("div", { class: "toolbar" }, h("h2", {}, doc.path), edit),
+    pane.append(h("div", { class: "toolbar" }, h("h2", { id: "file-title" }, doc.path), edit),
       doc.exists ? renderMarkdown(doc.text) : h("p", { class: "muted" }, "This file does not exist yet."));
   }
 
