@@ -432,3 +432,34 @@ async def test_every_console_endpoint_is_in_the_schema_under_the_console_tag(con
             assert op["tags"] == ["console"], (method, path)
             if path.startswith("/api/console/") and path != "/api/console/login":
                 assert "401" in op["responses"], (method, path)
+
+
+async def test_the_cookie_is_secure_when_served_over_tls(config: Any) -> None:
+    import httpx
+
+    from gateway.server import create_app
+
+    # Behind TLS (here: an https scope straight into the app) the session cookie is Secure.
+    app = create_app(config)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="https://console.example") as client:
+        response = await client.post("/api/console/login", json={"token": CONSOLE_TOKEN},
+                                     headers={"Origin": "https://console.example"})
+    assert response.status_code == 200
+    assert "Secure" in response.headers["set-cookie"] and "HttpOnly" in response.headers["set-cookie"]
+
+
+async def test_lucid_gateway_prints_a_login_link_only_in_a_terminal(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from gateway.cli.webconsole import announcement
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    plain = announcement(config, "http://127.0.0.1:1")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    line = announcement(config, "http://127.0.0.1:1")
+    assert plain == "web console: http://127.0.0.1:1/ (log in with `lucid console` or console.token)"
+    match = re.search(r"/#login=([A-Za-z0-9_-]+) ", line)
+    assert match
+    async with running_console(config, login=False) as c:
+        assert (await c.login(code=match.group(1))).status_code == 200

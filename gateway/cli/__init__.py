@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import agent, console, gateway, jobs, memory, onboard, pairing, sessions, status
+from gateway.cli import agent, gateway, jobs, memory, onboard, pairing, sessions, status, webconsole
 
 
 def build_app() -> typer.Typer:
@@ -35,7 +35,7 @@ def build_app() -> typer.Typer:
     gateway.register(app)
     jobs.register(app)
     pairing.register(app)
-    console.register(app)
+    webconsole.register(app)
     return app
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from config.errors import LucidError
+from gateway.cli import webconsole
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
 
 
@@ -66,7 +67,8 @@ def run(
             console.print(f"webhook: POST {url}/v1/messages (Authorization: Bearer <channels.webhook.token>)",
                           markup=False, highlight=False, soft_wrap=True)
         console.print(f"health: {url}/healthz  readiness: {url}/readyz  metrics: {url}/metrics  "
-                      f"API docs: {url}/docs  web console: {url}/ (log in: `lucid console`)", markup=False, highlight=False, soft_wrap=True)
+                      f"API docs: {url}/docs", markup=False, highlight=False, soft_wrap=True)
+        console.print(webconsole.announcement(config, url), markup=False, highlight=False, soft_wrap=True)
 
     try:
         code = run_gateway(config, on_listening=announce, access_log=access_log)

@@ -1,5 +1,8 @@
 """Memory files: read, edit (committed as ``manual: …``, refused on a stale etag), search.
 
+Search uses the recall index (``memory_search``'s library) when the gateway has one, and a
+plain case-insensitive grep of the files and history otherwise.
+
 Editable: SOUL.md, USER.md, memory/MEMORY.md and the daily notes ``memory/YYYY-MM-DD.md``
 — nothing else, whatever path is sent. The etag is the SHA-256 of the file's bytes
 ("absent" for a missing file); a save carries the etag it was based on and is refused
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 from pathlib import Path
 
@@ -20,6 +24,8 @@ from pydantic import BaseModel, Field
 from config.fileio import atomic_write_text
 from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
 from memory.errors import GitStoreError
+
+logger = logging.getLogger(__name__)
 
 CORE = ("SOUL.md", "USER.md", "memory/MEMORY.md")
 DAILY = re.compile(r"^memory/\d{4}-\d{2}-\d{2}\.md$")
@@ -55,6 +61,8 @@ class SearchHit(BaseModel):
     path: str
     line: int
     text: str
+    score: float | None = None
+    session_key: str | None = None
 
 
 class SearchResult(BaseModel):
@@ -155,6 +163,16 @@ def router(ctx: ConsoleContext) -> APIRouter:
 
     @api.get("/search", response_model=SearchResult, summary="Search memory and history")
     async def search(q: str = Query(..., min_length=1, max_length=200)) -> SearchResult:
+        recall = getattr(ctx.parts, "recall", None)
+        if recall is not None:
+            try:
+                found = await recall.search(q, k=50)
+            except Exception as exc:  # noqa: BLE001 - fall back to grep, say why in the log
+                logger.warning("recall search failed (%s); using grep", exc)
+            else:
+                return SearchResult(query=q, engine="recall", hits=[
+                    SearchHit(path=str(h.path), line=int(h.start_line or 0), text=str(h.snippet)[:400],
+                              score=float(h.score), session_key=h.session_key) for h in found])
         hits = await asyncio.to_thread(grep, workspace, q)
         return SearchResult(query=q, engine="grep", hits=hits)
 

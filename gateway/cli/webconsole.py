@@ -1,10 +1,18 @@
-"""``lucid console``: print a one-time login link for the web console."""
+"""``lucid console``: print a one-time login link for the web console.
+
+``lucid gateway`` prints one too when it starts in a terminal, so a newcomer opens the
+printed address and is logged in; under systemd or Docker (no terminal) it prints the
+plain address and ``lucid console`` makes a link on demand.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Optional
 
 import typer
+
+from config.schema import Config
 
 from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
 
@@ -38,3 +46,16 @@ def console_link(
     err_console.print(f"open it in your browser: it works once, within {ttl_min:g} minutes"
                       + ("" if running else " (the gateway is not running: start `lucid gateway` first)"),
                       highlight=False)
+
+
+def announcement(config: Config, url: str) -> str:
+    """The line ``lucid gateway`` prints: a login link in a terminal, else the address."""
+    if not config.console.enabled:
+        return "web console: off (console.enabled is false)"
+    if not sys.stdout.isatty():
+        return f"web console: {url}/ (log in with `lucid console` or console.token)"
+    from gateway.console.links import LoginLinks
+
+    code = LoginLinks(config.workspace).issue(config.console.login_link_ttl_min * 60)
+    return (f"web console: {url}/#login={code} (works once, for {config.console.login_link_ttl_min:g} min; "
+            "`lucid console` prints a new one)")
