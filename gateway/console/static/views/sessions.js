@@ -43,9 +43,10 @@ export async function render(view, params, { go }) {
     return;
   }
   view.append(h("div", { class: "table-scroll" }, h("table", { class: "grid", id: "sessions-table" },
-    h("thead", {}, h("tr", {}, ["Session", "Channel", "Chat", "Last activity", "Messages", "Tokens (30 d)"].map((t) => h("th", { scope: "col" }, t)))),
+    h("thead", {}, h("tr", {}, ["Session", "Channel", "Chat", "Last activity", "Messages", "Tokens (30 d)"].map((t, i) =>
+      h("th", { scope: "col", class: i === 1 || i === 2 ? "opt" : null }, t)))),
     h("tbody", {}, sessions.map((s) => h("tr", {},
       h("td", {}, h("a", { href: `#sessions?key=${encodeURIComponent(s.key)}` }, s.key)),
-      h("td", {}, s.channel), h("td", {}, s.chat_id), h("td", {}, when(s.last_activity)),
+      h("td", { class: "opt" }, s.channel), h("td", { class: "opt" }, s.chat_id), h("td", {}, when(s.last_activity)),
       h("td", { class: "num" }, s.messages), h("td", { class: "num" }, s.tokens.toLocaleString())))))));
 }
