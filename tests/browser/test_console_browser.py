@@ -196,3 +196,23 @@ async def test_phone_width_has_no_horizontal_scroll_in_any_view(browser: Any, sh
         focused = await page.evaluate("() => document.activeElement && document.activeElement.textContent")
         assert focused in {"Chat", "Skip to content"} or focused
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+async def test_memory_text_is_shown_as_text_never_as_markup(browser: Any, shots: Shots, config: Any) -> None:
+    hostile = ("# User\n\n- <img src=x onerror=\"document.title='pwned'\">\n"
+               "- [click](javascript:document.title='pwned') and [docs](https://example.org/)\n"
+               "- <script>document.title='pwned'</script>\n")
+    (config.workspace / "USER.md").write_text(hostile, encoding="utf-8")
+    async with running_console(config, login=False) as c:
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.goto("/#memory?path=USER.md")
+        body = page.locator("#file-pane .md")
+        await expect(body).to_contain_text("<img src=x onerror=")
+        await expect(body).to_contain_text("<script>document.title='pwned'</script>")
+        await shots.take(page, "hostile-memory")
+        assert await body.locator("img, script").count() == 0
+        links = await body.locator("a").evaluate_all("els => els.map(a => a.getAttribute('href'))")
+        title = await page.title()
+    assert links == ["https://example.org/"]  # the javascript: link stays plain text
+    assert title == "lucidgate console"
