@@ -463,3 +463,20 @@ async def test_lucid_gateway_prints_a_login_link_only_in_a_terminal(config: Any,
     assert match
     async with running_console(config, login=False) as c:
         assert (await c.login(code=match.group(1))).status_code == 200
+
+
+async def test_a_chat_resumes_after_a_gateway_restart_with_the_same_ids(config: Any, fake_llm: FakeLLMServer) -> None:
+    fake_llm.queue(Reply("first answer"), Reply("second answer"))
+    async with running_console(config) as c:
+        listen = asyncio.create_task(sse_events(c.client, "/api/console/chats/tab-9/events", 2))
+        await c.client.post("/api/console/chats/tab-9/messages", json={"text": "one"}, headers=c.unsafe)
+        before = await listen
+    async with running_console(config) as c:  # a new process would read the same files
+        replay = await sse_events(c.client, "/api/console/chats/tab-9/events", 2)
+        listen = asyncio.create_task(sse_events(c.client, "/api/console/chats/tab-9/events?after=2", 2))
+        posted = await c.client.post("/api/console/chats/tab-9/messages", json={"text": "two"}, headers=c.unsafe)
+        after = await listen
+    assert [(e["id"], e["text"]) for e in before] == [(1, "one"), (2, "first answer")]
+    assert replay == before
+    assert posted.json()["id"] == 3
+    assert [(e["id"], e["text"]) for e in after] == [(3, "two"), (4, "second answer")]
