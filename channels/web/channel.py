@@ -24,7 +24,6 @@ from typing import Any
 from channels.bus import MessageBus
 from channels.messages import InboundMessage, OutboundMessage
 from channels.web.log import ChatEvent, ChatLog
-from config.schema import Config
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +177,3 @@ class WebChannel:
     async def chats(self) -> list[dict[str, Any]]:
         ids = await asyncio.to_thread(self.log.chats)
         return [{"chat_id": c, "session_key": self.session_key(c)} for c in ids if CHAT_ID.match(c)]
-
-
-def create_channel(config: Config, bus: MessageBus, *, workspace: Path) -> WebChannel:
-    return WebChannel(bus, workspace=workspace)
