@@ -18,6 +18,7 @@ from tests.console_kit import CONSOLE_TOKEN, MEMORY_MD, USER_MD, Console, consol
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 
 TIMEOUT_MS = 60_000  # generous: CI machines are slow; expect() returns as soon as it holds
+expect.set_options(timeout=TIMEOUT_MS)  # expect() has its own 5 s default otherwise
 
 
 @pytest.fixture
