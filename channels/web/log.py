@@ -1,6 +1,6 @@
 """Each web chat's durable events, numbered, kept in memory and appended to disk.
 
-Layout: ``<workspace>/state/web/<chat file stem>.jsonl``, one ``ChatEvent`` per line. Ids
+Layout: ``<workspace>/state/web/<chat id>.jsonl``, one ``ChatEvent`` per line. Ids
 start at 1 per chat and only grow (the next id is one past the last line on disk), so
 ``after(n)`` is exactly what a tab that saw ``n`` has missed. Streaming previews and the
 typing indicator are not events: they are worth nothing once the reply has arrived.
@@ -12,20 +12,22 @@ A chat's events are loaded from disk on first use; ids are assigned synchronousl
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from channels.messages import session_file_stem
 
 logger = logging.getLogger(__name__)
 
 EventType = Literal["user", "reply", "error"]
 KEEP = 500  # events per chat held in memory (older ones stay on disk)
+_SAFE_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,10 @@ class ChatLog:
         self._write_lock = asyncio.Lock()
 
     def path_for(self, chat_id: str) -> Path:
-        return self.folder / f"{session_file_stem(chat_id)}.jsonl"
+        """The console's own chat ids are file-safe; anything else is named by its digest."""
+        if _SAFE_ID.match(chat_id):
+            return self.folder / f"{chat_id}.jsonl"
+        return self.folder / f"~{hashlib.sha256(chat_id.encode('utf-8')).hexdigest()[:24]}.jsonl"
 
     async def load(self, chat_id: str) -> None:
         """Read the chat's file once (a worker thread); later calls return at once."""

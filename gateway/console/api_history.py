@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
-from memory._atomic import read_int_file
+from config.fileio import read_int_file
 
 
 class HistoryItem(BaseModel):
