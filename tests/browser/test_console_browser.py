@@ -24,7 +24,8 @@ expect.set_options(timeout=TIMEOUT_MS)  # expect() has its own 5 s default other
 @pytest.fixture
 def config(make_config: Any, workspace: Path, fake_llm: FakeLLMServer) -> Any:
     seed_workspace(workspace)
-    return console_config(make_config)
+    # A provider that streams tool turns (hosted ones do), so the web chat's reply streams.
+    return console_config(make_config, providers={"openai": {"streamToolCalls": True}})
 
 
 async def open_page(browser: Any, shots: Shots, c: Console, *, width: int = 1280, height: int = 800,
