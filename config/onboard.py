@@ -23,11 +23,12 @@ TEMPLATE_FILES = {
 
 
 def default_config_document() -> dict:
-    """The defaults of DESIGN §10 with fresh webhook secrets, as camelCase JSON."""
+    """The defaults of DESIGN §10 with fresh webhook and console secrets, as camelCase JSON."""
     config = Config()
     data = config.model_dump(mode="json", by_alias=True, exclude_none=False)
     data["channels"]["webhook"]["token"] = secrets.token_urlsafe(32)
     data["channels"]["webhook"]["callbackSecret"] = secrets.token_urlsafe(32)
+    data["console"]["token"] = secrets.token_urlsafe(32)
     # SecretStr dumps as "**********"; write real empty strings for the others.
     _unmask(data)
     return data

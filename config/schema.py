@@ -200,11 +200,20 @@ class CliChannelConfig(Section):
     owners: list[str] = Field(default_factory=lambda: ["local"])
 
 
+class WebChannelConfig(Section):
+    """The browser chat of the web console; its only sender is the logged-in console user."""
+
+    enabled: bool = True
+    owners: list[str] = Field(default_factory=lambda: ["console"])
+    streaming: bool = True  # replies appear as they are written
+
+
 class ChannelsConfig(Section):
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
     cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
+    web: WebChannelConfig = Field(default_factory=WebChannelConfig)
 
 
 class ExecConfig(Section):
@@ -229,6 +238,15 @@ class GatewayConfig(Section):
     shutdown_grace_s: float = Field(30, ge=0)
 
 
+class ConsoleConfig(Section):
+    """The web console at ``/``: an owner credential separate from every integration token."""
+
+    enabled: bool = True
+    token: SecretStr = SecretStr("")
+    session_ttl_h: float = Field(12, gt=0)
+    login_link_ttl_min: float = Field(10, gt=0)
+
+
 class UsageConfig(Section):
     daily_token_budget: int | None = Field(None, ge=1)
 
@@ -242,6 +260,7 @@ class Config(Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
 
     @property
     def agent(self) -> AgentDefaults:

@@ -21,7 +21,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -33,6 +32,7 @@ from pydantic import BaseModel
 from channels.cli import CliChannel
 from config.schema import Config
 from gateway.app import build_gateway
+from gateway.console import mount_console
 from gateway.runtime import Gateway
 from gateway.local_api import add_local_route, new_token
 from gateway.ops.health import StorageWatch, probe_workspace
@@ -152,7 +152,7 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)  # a strict CSP on every HTML page that sets none
     add_offline_docs(app, title="lucidgate")  # Swagger UI and ReDoc from a package, no CDN
     _add_health_routes(app, state)
-    _add_console_route(app)
+    mount_console(app, gateway, version=VERSION)
     cli = gateway.channel("cli")
     if not isinstance(cli, CliChannel):
         cli = CliChannel(gateway.parts.bus)
@@ -210,22 +210,6 @@ def _storage_and_model(state: GatewayState, checks: dict[str, Check], probe: tup
         ago = time.time() - last.at
         checks["provider"] = Check(ok=last.ok, detail=f"{provider.detail} (last call "
                                    f"{'succeeded' if last.ok else 'FAILED'} {ago:.0f}s ago, {last.job})")
-
-
-CONSOLE_CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-               "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-
-
-def _add_console_route(app: FastAPI) -> None:
-    """A small chat page that talks to the webhook API; it is useless without the token."""
-    page = resources.files("gateway").joinpath("static", "console.html").read_bytes()
-
-    @app.get("/console", tags=["console"], summary="A minimal web chat (needs the webhook token)",
-             response_class=Response, responses={200: {"content": {"text/html": {}}}})
-    async def console() -> Response:
-        return Response(page, media_type="text/html; charset=utf-8",
-                        headers={"Content-Security-Policy": CONSOLE_CSP, "X-Content-Type-Options": "nosniff",
-                                 "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
 
 
 async def _validation_error(request: Request, exc: Exception) -> Response:

@@ -15,6 +15,7 @@ import typer
 
 from config import Config, ConfigError, load_config, resolve_config_path
 from config.errors import LucidError
+from gateway.cli import webconsole
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
 
 
@@ -68,7 +69,8 @@ def run(
         if config.channels.webhook.enabled:
             lines.append(f"webhook: POST {url}/v1/messages (Authorization: Bearer <channels.webhook.token>)")
         lines.append(f"health: {url}/healthz  readiness: {url}/readyz  metrics: {url}/metrics  "
-                     f"API docs: {url}/docs  web console: {url}/console")
+                     f"API docs: {url}/docs")
+        lines.append(webconsole.announcement(config, url))
         for line in lines:  # in JSON mode every line on the output is a JSON object
             if json_logs:
                 log.info("%s", line)

@@ -1,0 +1,30 @@
+"""The web console's chat channel: a browser tab is a chat, replies stream over SSE.
+
+``WebChannel`` is a Channel like the others (``name``/``start``/``stop``/``send``); the
+console's HTTP layer (``gateway/console``) authenticates the owner and calls ``post`` and
+``subscribe``. ``ChatLog`` keeps each chat's durable events with increasing ids, so a
+reconnecting tab resumes from the last id it saw without losing or repeating a message.
+``build`` has the registry's factory shape; the console mounts the channel itself, since
+it is reachable only through a logged-in console session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from channels.base import CommandSpec
+from channels.bus import MessageBus
+from channels.web.channel import ToolLookup, WebChannel
+from channels.web.log import ChatEvent, ChatLog
+
+if TYPE_CHECKING:
+    from config.schema import Config
+
+__all__ = ["ChatEvent", "ChatLog", "ToolLookup", "WebChannel", "build"]
+
+
+def build(config: Config, bus: MessageBus, *, workspace: Path,
+          commands: Sequence[CommandSpec] = ()) -> WebChannel:
+    return WebChannel(bus, workspace=workspace)

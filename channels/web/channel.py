@@ -1,0 +1,179 @@
+"""WebChannel: the console's chat, one browser tab (or chosen chat) per session.
+
+Inbound: ``post(chat_id, text)`` publishes an ``InboundMessage`` from the console user
+(``sender_id`` "console", a private chat: the owner) and records a ``user`` event.
+Outbound: replies and errors become durable ``ChatLog`` events; typing and streaming
+previews go only to the tabs listening right now. A tab subscribes with the last event
+id it saw and gets the missed events, then live ones — never one twice.
+
+The channel knows nothing about HTTP or authentication (``gateway/console`` does that) and
+nothing about the agent: tool calls of a turn come from an injected ``ToolLookup``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from channels.bus import MessageBus
+from channels.messages import InboundMessage, OutboundMessage
+from channels.web.log import ChatEvent, ChatLog
+
+logger = logging.getLogger(__name__)
+
+NAME = "web"
+SENDER = "console"
+CHAT_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+PUBLISH_TIMEOUT_S = 10.0
+
+# (session key) -> the tool calls of that session's latest turn, for the reply event.
+ToolLookup = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+
+class ChatIdInvalid(ValueError):
+    """A chat id that is not 1-64 letters, digits or dashes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """Something for the tabs listening now: a durable event, or typing / a preview."""
+
+    kind: str  # "event", "typing", "progress", "end"
+    event: ChatEvent | None = None
+    text: str = ""
+
+
+class Subscription:
+    def __init__(self, channel: WebChannel, chat_id: str, backlog: list[ChatEvent]) -> None:
+        self.channel = channel
+        self.chat_id = chat_id
+        self.backlog = backlog
+        self.queue: asyncio.Queue[Live] = asyncio.Queue()
+        self.last_id = backlog[-1].id if backlog else 0
+
+    async def next(self) -> Live:
+        """The next live item, skipping events already delivered from the backlog."""
+        while True:
+            item = await self.queue.get()
+            if item.event is not None:
+                if item.event.id <= self.last_id:
+                    continue
+                self.last_id = item.event.id
+            return item
+
+    def close(self) -> None:
+        self.channel._unsubscribe(self)
+
+
+class WebChannel:
+    name = NAME
+
+    def __init__(self, bus: MessageBus, *, workspace: Path, tool_lookup: ToolLookup | None = None) -> None:
+        self.bus = bus
+        self.log = ChatLog(workspace / "state" / "web")
+        self.tool_lookup = tool_lookup
+        self._subs: dict[str, set[Subscription]] = {}
+        self._running = False
+
+    def describe(self) -> str:
+        return "the web console's chat"
+
+    def is_owner(self, sender_id: str) -> bool:
+        return sender_id == SENDER
+
+    async def start(self) -> None:
+        self.bus.subscribe(NAME, self.send)
+        self._running = True
+
+    async def stop(self) -> None:
+        self._running = False
+        self.bus.unsubscribe(NAME)
+        await self.drain()
+
+    async def drain(self) -> None:
+        """End every open stream so the server can close its connections."""
+        for subs in list(self._subs.values()):
+            for sub in list(subs):
+                sub.queue.put_nowait(Live("end"))
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # -- inbound -----------------------------------------------------------------------
+    @staticmethod
+    def check_chat_id(chat_id: str) -> str:
+        if not CHAT_ID.match(chat_id):
+            raise ChatIdInvalid("a chat id is 1-64 letters, digits or dashes")
+        return chat_id
+
+    @staticmethod
+    def session_key(chat_id: str) -> str:
+        return f"{NAME}:{chat_id}"
+
+    async def post(self, chat_id: str, text: str) -> ChatEvent:
+        """Hand the console user's message to the agent; raises BusFull/BusClosed if refused."""
+        self.check_chat_id(chat_id)
+        await self.log.load(chat_id)
+        message_id = uuid.uuid4().hex
+        msg = InboundMessage(channel=NAME, chat_id=chat_id, sender_id=SENDER, text=text,
+                             chat_type="private", message_id=message_id, sender_name="console")
+        await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
+        # Numbered right after acceptance with no await in between: the reply, however
+        # quick, always gets a later id than the message it answers.
+        event = self.log.add(chat_id, "user", text, message_id=message_id)
+        self._fan_out(chat_id, Live("event", event))
+        await self.log.persist(chat_id, event)
+        return event
+
+    # -- outbound ----------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        chat_id = msg.target.chat_id
+        if msg.kind == "typing":
+            self._fan_out(chat_id, Live("typing"))
+            return
+        if msg.kind == "progress":
+            self._fan_out(chat_id, Live("progress", text=msg.text))
+            return
+        await self.log.load(chat_id)
+        tools: list[dict[str, Any]] = []
+        if msg.kind == "text" and self.tool_lookup is not None:
+            try:
+                tools = await self.tool_lookup(self.session_key(chat_id))
+            except Exception:  # the reply matters more than its tool details
+                logger.exception("could not read the tool calls of web:%s", chat_id)
+        event = self.log.add(chat_id, "reply" if msg.kind == "text" else "error", msg.text,
+                             message_id=msg.in_reply_to, tools=tools)
+        self._fan_out(chat_id, Live("event", event))
+        await self.log.persist(chat_id, event)
+
+    # -- listening tabs ----------------------------------------------------------------
+    async def subscribe(self, chat_id: str, last_seen: int) -> Subscription:
+        """The events after ``last_seen`` plus a queue of live ones (close it when done)."""
+        self.check_chat_id(chat_id)
+        await self.log.load(chat_id)
+        sub = Subscription(self, chat_id, self.log.after(chat_id, last_seen))
+        sub.last_id = max(sub.last_id, last_seen)
+        self._subs.setdefault(chat_id, set()).add(sub)
+        return sub
+
+    def _unsubscribe(self, sub: Subscription) -> None:
+        subs = self._subs.get(sub.chat_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self._subs[sub.chat_id]
+
+    def _fan_out(self, chat_id: str, item: Live) -> None:
+        for sub in list(self._subs.get(chat_id, ())):
+            sub.queue.put_nowait(item)
+
+    async def chats(self) -> list[dict[str, Any]]:
+        ids = await asyncio.to_thread(self.log.chats)
+        return [{"chat_id": c, "session_key": self.session_key(c)} for c in ids if CHAT_ID.match(c)]

@@ -1,0 +1,54 @@
+"""The web console: static pages at ``/``, an owner-only JSON API under ``/api/console``.
+
+``mount_console(app, gateway, version=...)`` is all the composition root calls: it adds
+the web chat channel to the gateway (started with the others by the lifespan), the
+routers, the security headers and the static files. Nothing here runs at import time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI
+
+from channels.web import WebChannel
+from gateway.console.auth import ConsoleAuth
+from gateway.console.context import ConsoleContext
+from gateway.console.links import LoginLinks
+
+if TYPE_CHECKING:
+    from gateway.runtime import Gateway
+
+__all__ = ["ConsoleContext", "mount_console"]
+
+
+def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleContext | None:
+    """Mount the console unless ``console.enabled`` is false; returns its context."""
+    from gateway.console import api_auth, api_chat, api_dream, api_history, api_memory, api_ops, api_sessions
+    from gateway.console.api_sessions import last_turn_tools
+    from gateway.console.security import ConsoleHeaders
+    from gateway.console.static import add_static_routes
+
+    config = gateway.parts.config
+    if not config.console.enabled:
+        return None
+
+    async def tool_lookup(session_key: str) -> list[dict[str, Any]]:
+        session = await gateway.parts.sessions.get(session_key)
+        return last_turn_tools(session.messages)
+
+    web = gateway.channel("web")
+    if not isinstance(web, WebChannel):
+        web = WebChannel(gateway.parts.bus, workspace=config.workspace)
+        if config.channels.web.enabled:
+            gateway.add_channel("web", web)
+    web.tool_lookup = tool_lookup
+    auth = ConsoleAuth(token=config.console.token.get_secret_value(), links=LoginLinks(config.workspace),
+                       ttl_s=config.console.session_ttl_h * 3600)
+    ctx = ConsoleContext(gateway=gateway, auth=auth, web=web, version=version)
+    app.state.console = ctx
+    app.add_middleware(ConsoleHeaders)
+    for module in (api_auth, api_chat, api_memory, api_history, api_dream, api_sessions, api_ops):
+        app.include_router(module.router(ctx))
+    add_static_routes(app)
+    return ctx

@@ -1,0 +1,179 @@
+"""Memory files: read, edit (committed as ``manual: …``, refused on a stale etag), search.
+
+Search uses the recall index (``memory_search``'s library) when the gateway has one, and a
+plain case-insensitive grep of the files and history otherwise.
+
+Editable: SOUL.md, USER.md, memory/MEMORY.md and the daily notes ``memory/YYYY-MM-DD.md``
+— nothing else, whatever path is sent. The etag is the SHA-256 of the file's bytes
+("absent" for a missing file); a save carries the etag it was based on and is refused
+with 409 when the file changed underneath (Dream, the agent, a hand edit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from config.fileio import atomic_write_text
+from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from memory.errors import GitStoreError
+
+logger = logging.getLogger(__name__)
+
+CORE = ("SOUL.md", "USER.md", "memory/MEMORY.md")
+DAILY = re.compile(r"^memory/\d{4}-\d{2}-\d{2}\.md$")
+MAX_FILE_CHARS = 1_000_000
+
+
+class MemoryFileInfo(BaseModel):
+    path: str
+    kind: str = Field(description="core or daily")
+    size: int
+    versioned: bool = Field(description="saving commits it to the memory git repository")
+
+
+class MemoryFile(BaseModel):
+    path: str
+    text: str
+    etag: str
+    exists: bool
+
+
+class SaveFile(BaseModel):
+    text: str = Field(max_length=MAX_FILE_CHARS)
+    etag: str = Field(description="the etag the edit was based on")
+
+
+class Saved(BaseModel):
+    path: str
+    etag: str
+    commit: str | None = Field(description="the new memory commit; None when nothing changed or unversioned")
+
+
+class SearchHit(BaseModel):
+    path: str
+    line: int
+    text: str
+    score: float | None = None
+    session_key: str | None = None
+
+
+class SearchResult(BaseModel):
+    query: str
+    engine: str
+    hits: list[SearchHit]
+
+
+def allowed(path: str) -> bool:
+    return path in CORE or bool(DAILY.match(path))
+
+
+def etag_of(data: bytes | None) -> str:
+    return "absent" if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _read(workspace: Path, path: str) -> bytes | None:
+    try:
+        return (workspace / path).read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _list(workspace: Path) -> list[MemoryFileInfo]:
+    files = []
+    for path in CORE:
+        full = workspace / path
+        files.append(MemoryFileInfo(path=path, kind="core", size=full.stat().st_size if full.exists() else 0,
+                                    versioned=True))
+    daily = sorted((workspace / "memory").glob("????-??-??.md"), reverse=True)
+    for full in daily:
+        rel = f"memory/{full.name}"
+        if DAILY.match(rel):
+            files.append(MemoryFileInfo(path=rel, kind="daily", size=full.stat().st_size, versioned=False))
+    return files
+
+
+def grep(workspace: Path, query: str, limit: int = 100) -> list[SearchHit]:
+    """Case-insensitive substring search over the memory files and history (blocking)."""
+    needle = query.casefold()
+    hits: list[SearchHit] = []
+    paths = [p.path for p in _list(workspace)] + ["memory/history.jsonl"]
+    for rel in paths:
+        try:
+            text = (workspace / rel).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if needle in line.casefold():
+                hits.append(SearchHit(path=rel, line=number, text=line[:400]))
+                if len(hits) >= limit:
+                    return hits
+    return hits
+
+
+def router(ctx: ConsoleContext) -> APIRouter:
+    api = APIRouter(prefix="/api/console/memory", tags=[TAG], dependencies=[owner_dependency(ctx)],
+                    responses=REFUSALS)
+    workspace = ctx.parts.config.workspace
+    write_lock = asyncio.Lock()
+
+    def check(path: str) -> str:
+        if not allowed(path):
+            raise HTTPException(400, "editable: SOUL.md, USER.md, memory/MEMORY.md and memory/YYYY-MM-DD.md")
+        return path
+
+    @api.get("/files", response_model=list[MemoryFileInfo], summary="The memory files and daily notes")
+    async def files() -> list[MemoryFileInfo]:
+        return await asyncio.to_thread(_list, workspace)
+
+    @api.get("/file", response_model=MemoryFile, summary="One memory file with its etag",
+             responses={400: {"description": "Not a memory file."}})
+    async def read(path: str = Query(..., max_length=200)) -> JSONResponse:
+        data = await asyncio.to_thread(_read, workspace, check(path))
+        tag = etag_of(data)
+        body = MemoryFile(path=path, text=(data or b"").decode("utf-8", errors="replace"), etag=tag,
+                          exists=data is not None)
+        return JSONResponse(body.model_dump(), headers={"ETag": f'"{tag}"'})
+
+    @api.put("/file", response_model=Saved, summary="Save a memory file (commits `manual: …`)",
+             responses={400: {"description": "Not a memory file."},
+                        409: {"description": "The file changed since it was read; reload and redo the edit."}})
+    async def save(body: SaveFile, path: str = Query(..., max_length=200)) -> Saved:
+        check(path)
+        async with write_lock:
+            current = await asyncio.to_thread(_read, workspace, path)
+            if etag_of(current) != body.etag:
+                raise HTTPException(409, f"{path} changed since you opened it; reload it and redo your edit")
+            text = body.text if body.text.endswith("\n") or not body.text else body.text + "\n"
+            await asyncio.to_thread(atomic_write_text, workspace / path, text)
+            commit = None
+            if path in CORE:
+                try:
+                    commit = await ctx.parts.git.acommit_manual_edits()
+                except GitStoreError as exc:
+                    raise HTTPException(503, f"saved, but not committed: {exc}") from None
+            return Saved(path=path, etag=etag_of(text.encode("utf-8")), commit=commit)
+
+    @api.get("/search", response_model=SearchResult, summary="Search memory and history")
+    async def search(q: str = Query(..., min_length=1, max_length=200)) -> SearchResult:
+        recall = getattr(ctx.parts, "recall", None)
+        if recall is not None:
+            try:
+                found = await recall.search(q, k=50)
+            except Exception as exc:  # noqa: BLE001 - fall back to grep, say why in the log
+                logger.warning("recall search failed (%s); using grep", exc)
+            else:
+                return SearchResult(query=q, engine="recall", hits=[
+                    SearchHit(path=str(h.path), line=int(h.start_line or 0), text=str(h.snippet)[:400],
+                              score=float(h.score), session_key=h.session_key) for h in found])
+        hits = await asyncio.to_thread(grep, workspace, q)
+        return SearchResult(query=q, engine="grep", hits=hits)
+
+    return api

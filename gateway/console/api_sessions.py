@@ -1,0 +1,177 @@
+"""Sessions: every transcript on disk, one opened for reading, and ``/new`` from the page.
+
+``/new`` goes through the bus like a typed command, so it is ordered with the session's
+turns (never racing one) and archives the conversation to memory exactly as typing it
+would; its confirmation is answered in the session's own chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query
+from pydantic import BaseModel
+
+from channels.bus import BusClosed, BusFull
+from channels.messages import InboundMessage
+from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from memory.sessions import load_session_file, read_header
+
+
+class SessionItem(BaseModel):
+    key: str
+    channel: str
+    chat_id: str
+    last_activity: str
+    messages: int
+    tokens: int
+
+
+class ToolCallView(BaseModel):
+    id: str | None
+    name: str
+    arguments: str
+
+
+class TranscriptLine(BaseModel):
+    role: str
+    content: str
+    timestamp: str | None
+    name: str | None = None
+    status: str | None = None
+    sender_id: str | None = None
+    tool_calls: list[ToolCallView] = []
+    attachments: list[str] = []
+
+
+class Transcript(BaseModel):
+    key: str
+    archived: int
+    messages: list[TranscriptLine]
+
+
+class NewSession(BaseModel):
+    key: str
+    sent: bool
+
+
+def _scan(folder: Path, tokens: dict[str, int]) -> list[SessionItem]:
+    items: list[SessionItem] = []
+    if not folder.exists():
+        return items
+    for path in folder.glob("*.jsonl"):
+        header = read_header(path)
+        if header is None:
+            continue
+        key = str(header["key"])
+        with path.open("rb") as fh:
+            count = sum(1 for line in fh if line.strip()) - 1
+        mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
+        channel, _, chat = key.partition(":")
+        items.append(SessionItem(key=key, channel=channel, chat_id=chat, last_activity=mtime,
+                                 messages=max(0, count), tokens=tokens.get(key, 0)))
+    items.sort(key=lambda s: s.last_activity, reverse=True)
+    return items
+
+
+def _text(content: Any) -> tuple[str, list[str]]:
+    """Plain text of a message and the names of its images/files."""
+    if isinstance(content, str):
+        return content, []
+    texts, names = [], []
+    for part in content if isinstance(content, list) else []:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            texts.append(str(part.get("text", "")))
+        elif part.get("type") == "image_url":
+            url = str((part.get("image_url") or {}).get("url", ""))
+            names.append("image" if url.startswith("data:") else f"image {url[:80]}")
+        else:
+            names.append(str(part.get("name") or part.get("type") or "file"))
+    return "\n".join(texts), names
+
+
+def line_view(msg: dict[str, Any]) -> TranscriptLine:
+    text, names = _text(msg.get("content"))
+    names += [str(m).rsplit("/", 1)[-1] for m in msg.get("media") or []]
+    calls = []
+    for call in msg.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        args = fn.get("arguments", "")
+        calls.append(ToolCallView(id=call.get("id"), name=str(fn.get("name", "?")),
+                                  arguments=args if isinstance(args, str) else json.dumps(args)))
+    return TranscriptLine(role=str(msg.get("role")), content=text, timestamp=msg.get("timestamp"),
+                          name=msg.get("name"), status=msg.get("status"), sender_id=msg.get("sender_id"),
+                          tool_calls=calls, attachments=names)
+
+
+def last_turn_tools(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool calls (with results) since the last user message: the web chat shows them."""
+    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1) + 1
+    results = {m.get("tool_call_id"): str(m.get("content", "")) for m in messages[start:] if m.get("role") == "tool"}
+    tools = []
+    for msg in messages[start:]:
+        for call in line_view(msg).tool_calls if msg.get("role") == "assistant" else []:
+            tools.append({"name": call.name, "arguments": call.arguments[:2000],
+                          "result": results.get(call.id, "")[:2000]})
+    return tools
+
+
+def router(ctx: ConsoleContext) -> APIRouter:
+    api = APIRouter(prefix="/api/console/sessions", tags=[TAG], dependencies=[owner_dependency(ctx)],
+                    responses=REFUSALS)
+    gw = ctx.parts
+
+    async def transcript_path(key: str) -> Path:
+        path = gw.sessions.path_for(key)
+        if not await asyncio.to_thread(path.exists):
+            raise HTTPException(404, f"no session {key!r}")
+        return path
+
+    @api.get("", response_model=list[SessionItem], summary="Every session: channel, chat, activity, size")
+    async def sessions() -> list[SessionItem]:
+        def scan() -> list[SessionItem]:
+            summary = gw.usage.summarise(days=30)
+            return _scan(gw.sessions.dir, {k: t.total for k, t in summary.by_session.items()})
+
+        return await asyncio.to_thread(scan)
+
+    @api.get("/transcript", response_model=Transcript, summary="One session's transcript",
+             responses={404: {"description": "No such session."}})
+    async def transcript(key: str = Query(..., max_length=300),
+                         limit: int = Query(500, ge=1, le=5000)) -> Transcript:
+        path = await transcript_path(key)
+        session = await asyncio.to_thread(load_session_file, path, key)
+        shown = session.messages[-limit:]
+        return Transcript(key=key, archived=session.last_consolidated, messages=[line_view(m) for m in shown])
+
+    @api.post("/new", response_model=NewSession, status_code=202,
+              summary="Send /new to a session: archive it to memory and start fresh",
+              responses={404: {"description": "No such session."}, 503: {"description": "Busy; retry."}})
+    async def new(key: str = Query(..., max_length=300)) -> NewSession:
+        path = await transcript_path(key)
+        session = await asyncio.to_thread(load_session_file, path, key)
+        origin = session.metadata.get("origin") or {}
+        channel = str(origin.get("channel") or key.partition(":")[0])
+        chat_id = str(origin.get("chat_id") or key.partition(":")[2])
+        try:
+            if channel == ctx.web.name:
+                await ctx.web.post(chat_id, "/new")
+            else:
+                sender = next((str(m.get("sender_id")) for m in reversed(session.messages)
+                               if m.get("role") == "user" and m.get("sender_id")), "console")
+                await gw.bus.publish_inbound(InboundMessage(
+                    channel=channel, chat_id=chat_id, sender_id=sender, text="/new",
+                    chat_type=origin.get("chat_type", "private"), thread_id=origin.get("thread_id"),
+                    message_id=f"console-new-{uuid.uuid4().hex}"), timeout=10)
+        except (BusFull, BusClosed) as exc:
+            raise HTTPException(503, str(exc)) from None
+        return NewSession(key=key, sent=True)
+
+    return api

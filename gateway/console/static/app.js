@@ -1,0 +1,101 @@
+// The console's entry point: log in, then a hash router over the views.
+
+import { ApiError, get, post, setCsrf } from "./api.js";
+import { clear, h, toast } from "./dom.js";
+import * as chat from "./views/chat.js";
+import * as dream from "./views/dream.js";
+import * as historyView from "./views/history.js";
+import * as jobs from "./views/jobs.js";
+import * as memory from "./views/memory.js";
+import * as sessions from "./views/sessions.js";
+import * as status from "./views/status.js";
+
+const VIEWS = { chat, memory, history: historyView, dream, sessions, jobs, status };
+let cleanup = null;
+
+function parseHash() {
+  const raw = location.hash.replace(/^#/, "");
+  const [name, query] = raw.split("?");
+  return { name: VIEWS[name] ? name : "chat", params: new URLSearchParams(query || "") };
+}
+
+export function go(name, params = {}) {
+  const query = new URLSearchParams(params).toString();
+  location.hash = query ? `${name}?${query}` : name;
+}
+
+async function route() {
+  if (document.getElementById("top").hidden) return;
+  const { name, params } = parseHash();
+  if (cleanup) {
+    try { cleanup(); } catch (_) { /* a view's cleanup must not stop navigation */ }
+  }
+  cleanup = null;
+  for (const link of document.querySelectorAll("#nav a")) {
+    if (link.dataset.view === name) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  const view = clear(document.getElementById("view"));
+  view.dataset.view = name;
+  try {
+    cleanup = (await VIEWS[name].render(view, params, { go })) || null;
+  } catch (err) {
+    if (!(err instanceof ApiError && err.status === 401)) {
+      view.append(h("p", { class: "error", role: "alert" }, `Could not load: ${err.message}`));
+    }
+  }
+}
+
+function showLogin(message = "") {
+  document.getElementById("top").hidden = true;
+  clear(document.getElementById("view"));
+  document.getElementById("login").hidden = false;
+  document.getElementById("login-error").textContent = message;
+  document.getElementById("login-token").focus();
+}
+
+function showApp(session) {
+  setCsrf(session.csrf);
+  document.getElementById("login").hidden = true;
+  document.getElementById("top").hidden = false;
+  route();
+}
+
+async function login(body) {
+  try {
+    showApp(await post("/login", body));
+  } catch (err) {
+    showLogin(err.message);
+  }
+}
+
+async function boot() {
+  document.getElementById("login-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const field = document.getElementById("login-token");
+    const token = field.value;
+    field.value = "";
+    login({ token });
+  });
+  document.getElementById("logout").addEventListener("click", async () => {
+    try { await post("/logout"); } catch (_) { /* logged out either way */ }
+    setCsrf(null);
+    showLogin("Logged out.");
+  });
+  window.addEventListener("hashchange", route);
+  window.addEventListener("lucid:logged-out", () => showLogin("Your session ended; log in again."));
+  const link = location.hash.match(/^#login=([A-Za-z0-9_-]+)$/);
+  if (link) {
+    history.replaceState(null, "", location.pathname);  // the code never stays in the address bar
+    await login({ code: link[1] });
+    return;
+  }
+  try {
+    showApp(await get("/me"));
+  } catch (_) {
+    showLogin();
+  }
+}
+
+window.addEventListener("error", (event) => toast(`Error: ${event.message}`, true));
+boot();

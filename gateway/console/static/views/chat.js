@@ -1,0 +1,126 @@
+// Chat with the assistant through the web channel: replies stream in over SSE, and a
+// reconnect resumes after the last event id this tab has seen (no loss, no repeats).
+
+import { get, post } from "../api.js";
+import { clear, h, toast } from "../dom.js";
+import { renderMarkdown } from "../md.js";
+
+const KEY = "lucid.chat";  // per-tab chat id (sessionStorage: not a credential)
+
+function newChatId() {
+  const bytes = new Uint8Array(6);
+  crypto.getRandomValues(bytes);
+  return "tab-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function toolList(tools) {
+  if (!tools || !tools.length) return null;
+  return h("details", { class: "tools" },
+    h("summary", {}, `${tools.length} tool call${tools.length > 1 ? "s" : ""}: ${tools.map((t) => t.name).join(", ")}`),
+    tools.map((t) => h("div", { class: "tool" },
+      h("div", { class: "tool-name" }, t.name),
+      h("pre", {}, t.arguments),
+      t.result ? h("pre", { class: "tool-result" }, t.result) : null)));
+}
+
+export async function render(view, params, { go }) {
+  const chosen = params.get("chat");
+  if (chosen) sessionStorage.setItem(KEY, chosen);
+  let chatId = sessionStorage.getItem(KEY);
+  if (!chatId) {
+    chatId = newChatId();
+    sessionStorage.setItem(KEY, chatId);
+  }
+  const [chats, commands] = await Promise.all([get("/chats"), get("/commands")]);
+  const picker = h("select", { id: "chat-picker", "aria-label": "Chat" });
+  const ids = new Set(chats.map((c) => c.chat_id).concat([chatId]));
+  for (const id of ids) picker.append(h("option", { value: id, selected: id === chatId }, id));
+  picker.addEventListener("change", () => go("chat", { chat: picker.value }));
+  const fresh = h("button", { type: "button", class: "quiet", onclick: () => go("chat", { chat: newChatId() }) }, "New chat");
+  const log = h("div", { class: "chat-log", id: "chat-log", role: "log", "aria-live": "polite" });
+  const typing = h("div", { class: "typing", id: "typing", hidden: true }, "The assistant is typing…");
+  const input = h("textarea", { id: "chat-input", rows: 2, placeholder: "Message, or / for commands", "aria-label": "Message", list: "commands" });
+  const hints = h("div", { class: "hints", id: "command-hints" });
+  const send = h("button", { type: "submit", id: "chat-send" }, "Send");
+  const form = h("form", { class: "composer" }, input, send);
+  view.append(h("div", { class: "chat" },
+    h("div", { class: "toolbar" }, h("h1", {}, "Chat"), picker, fresh),
+    log, typing, hints, form));
+
+  const seen = new Set();
+  let lastId = 0;
+  let pending = null;
+
+  function bubble(cls, body) {
+    const el = h("div", { class: `msg ${cls}` }, body);
+    log.append(el);
+    log.scrollTop = log.scrollHeight;
+    return el;
+  }
+
+  function onEvent(event) {
+    if (seen.has(event.id)) return;
+    seen.add(event.id);
+    lastId = Math.max(lastId, event.id);
+    if (event.type === "user") {
+      bubble("user", h("div", { class: "text" }, event.text)).dataset.id = event.id;
+      return;
+    }
+    if (pending) { pending.remove(); pending = null; }
+    typing.hidden = true;
+    const body = event.type === "reply" ? [toolList(event.tools), renderMarkdown(event.text)] : h("div", { class: "text" }, event.text);
+    bubble(event.type === "reply" ? "assistant" : "error", body).dataset.id = event.id;
+  }
+
+  let source = null;
+  function connect() {
+    source = new EventSource(`/api/console/chats/${encodeURIComponent(chatId)}/events?after=${lastId}`);
+    source.addEventListener("message", (e) => onEvent(JSON.parse(e.data)));
+    source.addEventListener("typing", () => { typing.hidden = false; });
+    source.addEventListener("progress", (e) => {
+      if (typing.hidden && !pending) return;  // a late preview after the reply arrived
+      const text = JSON.parse(e.data).text;
+      if (!pending) pending = bubble("assistant streaming", "");
+      clear(pending).append(renderMarkdown(text));
+      log.scrollTop = log.scrollHeight;
+    });
+    source.addEventListener("open", () => view.classList.remove("offline"));
+    source.addEventListener("error", () => {
+      view.classList.add("offline");
+      if (source.readyState === EventSource.CLOSED) setTimeout(connect, 2000);  // else the browser retries itself
+    });
+  }
+  connect();
+
+  function showHints() {
+    clear(hints);
+    const text = input.value;
+    if (!text.startsWith("/") || text.includes(" ")) return;
+    for (const c of commands.filter((c) => `/${c.name}`.startsWith(text)).slice(0, 8)) {
+      hints.append(h("button", { type: "button", class: "hint", onclick: () => { input.value = `/${c.name} `; clear(hints); input.focus(); } },
+        `/${c.name}`, h("span", {}, ` ${c.summary}`)));
+    }
+  }
+  input.addEventListener("input", showHints);
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
+  });
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    send.disabled = true;
+    try {
+      await post(`/chats/${encodeURIComponent(chatId)}/messages`, { text });
+      input.value = "";
+      clear(hints);
+    } catch (err) {
+      toast(err.message, true);
+    } finally {
+      send.disabled = false;
+      input.focus();
+    }
+  });
+  input.focus();
+  return () => source && source.close();
+}

@@ -1,0 +1,220 @@
+"""The web console in a real browser (headless Chromium): log in, chat with a streamed
+reply, edit USER.md and see the commit and its diff, restore it, run Dream and see its
+diff, cancel a reminder, and a phone-width layout without horizontal scrolling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, expect
+
+from channels.messages import Target
+from gateway.console.links import LoginLinks
+from memory.gitstore import GitStore
+from tests.browser.conftest import Shots
+from tests.console_kit import CONSOLE_TOKEN, MEMORY_MD, USER_MD, Console, console_config, running_console, seed_workspace
+from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
+
+TIMEOUT_MS = 60_000  # generous: CI machines are slow; expect() returns as soon as it holds
+expect.set_options(timeout=TIMEOUT_MS)  # expect() has its own 5 s default otherwise
+
+
+@pytest.fixture
+def config(make_config: Any, workspace: Path, fake_llm: FakeLLMServer) -> Any:
+    seed_workspace(workspace)
+    # A provider that streams tool turns (hosted ones do), so the web chat's reply streams.
+    return console_config(make_config, providers={"openai": {"streamToolCalls": True}})
+
+
+async def open_page(browser: Any, shots: Shots, c: Console, *, width: int = 1280, height: int = 800,
+                    dark: bool = False) -> Page:
+    context = await browser.new_context(viewport={"width": width, "height": height},
+                                        color_scheme="dark" if dark else "light", base_url=c.server.url)
+    page = await context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    shots.pages.append(page)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" and "401" not in msg.text else None)
+    page.errors = errors  # type: ignore[attr-defined]
+    return page
+
+
+async def log_in(page: Page, shots: Shots) -> None:
+    await page.goto("/")
+    await expect(page.locator("#login-token")).to_be_visible()
+    await shots.take(page, "login")
+    await page.fill("#login-token", CONSOLE_TOKEN)
+    await page.press("#login-token", "Enter")
+    await expect(page.locator("#top")).to_be_visible()
+    await expect(page.locator("#chat-input")).to_be_visible()
+
+
+async def test_log_in_and_chat_with_a_streamed_reply(browser: Any, shots: Shots, config: Any,
+                                                     fake_llm: FakeLLMServer) -> None:
+    fake_llm.queue(ToolCalls([("read_file", {"path": "USER.md"})]),
+                   Reply("**Lisbon**, as far as I know — 你住在里斯本。"))
+    async with running_console(config, login=False) as c:
+        page = await open_page(browser, shots, c)
+        await page.goto("/")
+        await page.fill("#login-token", "wrong")
+        await page.press("#login-token", "Enter")
+        await expect(page.locator("#login-error")).to_contain_text("not valid")
+        await log_in(page, shots)
+        await page.fill("#chat-input", "Where do I live?")
+        await page.press("#chat-input", "Enter")
+        reply = page.locator(".msg.assistant").last
+        await expect(reply).to_contain_text("Lisbon, as far as I know — 你住在里斯本。")
+        await expect(reply.locator("strong")).to_have_text("Lisbon")
+        await expect(reply.locator("details.tools summary")).to_contain_text("read_file")
+        await expect(reply.locator("details.tools")).not_to_have_attribute("open", "")
+        await expect(page.locator(".msg.user")).to_have_text("Where do I live?")
+        await shots.take(page, "chat")
+        # Reloading resumes the same chat from its log: every message once, none lost.
+        await page.reload()
+        await expect(page.locator(".msg.assistant")).to_have_count(1)
+        await expect(page.locator(".msg.user")).to_have_count(1)
+        # Slash commands are offered as you type.
+        await page.fill("#chat-input", "/he")
+        await page.locator("#chat-input").dispatch_event("input")
+        await expect(page.locator("#command-hints")).to_contain_text("/help")
+        cookies = await page.context.cookies()
+        storage = await page.evaluate("() => [localStorage.length, document.cookie]")
+    assert fake_llm.requests[-1].get("stream") is True  # the web channel streams
+    [cookie] = [k for k in cookies if k["name"] == "lucid_console"]
+    assert cookie["httpOnly"] is True and cookie["sameSite"] == "Strict"
+    assert storage == [0, ""]  # nothing in localStorage, and the session cookie is invisible to scripts
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+async def test_edit_user_md_see_the_commit_and_diff_then_restore(browser: Any, shots: Shots, config: Any) -> None:
+    ws = config.workspace
+    async with running_console(config, login=False) as c:
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.click("#nav a[data-view=memory]")
+        await expect(page.locator("#file-title")).to_have_text("USER.md")
+        await expect(page.locator("#file-pane .md li").first).to_have_text("Name: Ana")
+        await shots.take(page, "memory")
+        await page.click("#edit-file")
+        await page.fill("#editor", USER_MD + "- Learning 日本語\n")
+        await page.click("#save-file")
+        result = page.locator("#save-result")
+        await expect(result).to_contain_text("Saved as commit")
+        await expect(page.locator("#file-pane .md")).to_contain_text("Learning 日本語")
+        head = GitStore(ws).log(1)[0]
+        assert head.message == "manual: USER.md"
+        await result.locator("a").click()
+        await expect(page.locator("#commit-title")).to_have_text("manual: USER.md")
+        await expect(page.locator("table.diff tr.add")).to_contain_text("- Learning 日本語")
+        await shots.take(page, "dream-log-diff")
+        await page.click("#diff-mode")
+        await expect(page.locator("table.diff.split td.add")).to_contain_text("- Learning 日本語")
+        await page.click("#restore")
+        await expect(page.locator("#restore-confirm")).to_be_visible()
+        await shots.take(page, "restore-confirm")
+        await page.click("#restore-yes")
+        await expect(page.locator("#commit-title")).to_have_text(f"restore: before {head.sha[:8]}")
+        await expect(page.locator("table.diff .del").first).to_contain_text("- Learning 日本語")
+    assert (ws / "USER.md").read_text(encoding="utf-8") == USER_MD
+    assert GitStore(ws).log(1)[0].message == f"restore: before {head.sha[:8]}"
+
+
+async def test_run_dream_now_and_see_its_diff(browser: Any, shots: Shots, config: Any,
+                                              fake_llm: FakeLLMServer) -> None:
+    fake_llm.queue(
+        Reply("[MEMORY] Ana prefers green tea"),
+        ToolCalls([("edit_file", {"path": "memory/MEMORY.md", "old_text": "- Likes tea",
+                                  "new_text": "- Likes green tea"})]),
+        Reply("Done."),
+    )
+    async with running_console(config, login=False) as c:
+        await c.ctx.parts.store.append_history("- Ana said she prefers green tea", session_key="web:tab-1")
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.click("#nav a[data-view=history]")
+        await expect(page.locator(".entry.unprocessed")).to_contain_text("prefers green tea")
+        await shots.take(page, "history")
+        await page.click("#nav a[data-view=dream]")
+        await page.click("#run-dream")
+        await expect(page.locator("#dream-done")).to_be_visible()
+        await expect(page.locator("#commit-title")).to_contain_text("dream:")
+        await expect(page.locator("table.diff tr.add")).to_contain_text("- Likes green tea")
+        await shots.take(page, "dream-run")
+        await page.click("#nav a[data-view=history]")
+        await expect(page.locator(".entry").first).not_to_have_class("entry unprocessed")
+    assert (config.workspace / "memory" / "MEMORY.md").read_text() == MEMORY_MD.replace("tea", "green tea")
+
+
+async def test_see_a_reminder_and_cancel_it(browser: Any, shots: Shots, config: Any) -> None:
+    async with running_console(config, login=False) as c:
+        sched = c.ctx.scheduler()
+        assert sched is not None
+        reminder, _ = await sched.add_reminder(session_key="web:tab-1", target=Target("web", "tab-1"),
+                                               text="Water the plants 🌱", every=3600)
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.click("#nav a[data-view=jobs]")
+        item = page.locator(f".reminder[data-id='{reminder.id}']")
+        await expect(item).to_contain_text("Water the plants 🌱")
+        await expect(page.locator("#usage-chart")).to_be_visible()
+        await shots.take(page, "jobs")
+        await item.get_by_role("button", name=f"Cancel reminder {reminder.id}").click()
+        await expect(page.locator("#no-reminders")).to_be_visible()
+    assert [r for r in sched.reminders.store.active() if r.id == reminder.id] == []
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+async def test_phone_width_has_no_horizontal_scroll_in_any_view(browser: Any, shots: Shots, config: Any,
+                                                                fake_llm: FakeLLMServer, dark: bool) -> None:
+    fake_llm.queue(Reply("A long answer with a very long unbroken token " + "x" * 120 + " 和中文文本"))
+    async with running_console(config, login=False) as c:
+        links = LoginLinks(config.workspace)
+        code = links.issue(600)
+        await c.ctx.parts.store.append_history("- 一个很长的中文历史记录条目，用来检查换行是否正常工作" * 3,
+                                                 session_key="web:tab-1")
+        page = await open_page(browser, shots, c, width=375, height=740, dark=dark)
+        await page.goto(f"/#login={code}")  # the one-time link `lucid console` prints
+        await expect(page.locator("#top")).to_be_visible()
+        assert "login" not in page.url
+        await page.fill("#chat-input", "hello")
+        await page.press("#chat-input", "Enter")
+        await expect(page.locator(".msg.assistant")).to_contain_text("和中文文本")
+        for view, ready in [("chat", ".msg.assistant"), ("memory", "#file-pane .md"), ("history", ".entry"),
+                            ("dream", "#commit-detail h2"), ("sessions", "#sessions-table"), ("jobs", "#usage-chart"),
+                            ("status", "#channels li")]:
+            await page.goto(f"/#{view}")
+            await expect(page.locator(ready).first).to_be_visible()
+            await shots.take(page, f"phone-{view}")
+            overflow = await page.evaluate(
+                "() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            assert overflow <= 0, f"{view} scrolls sideways by {overflow}px at 375px"
+        # Keyboard: the navigation is reachable with Tab alone.
+        await page.goto("/#status")
+        await page.keyboard.press("Tab")
+        await page.keyboard.press("Tab")
+        focused = await page.evaluate("() => document.activeElement && document.activeElement.textContent")
+        assert focused in {"Chat", "Skip to content"} or focused
+    assert page.errors == []  # type: ignore[attr-defined]
+
+
+async def test_memory_text_is_shown_as_text_never_as_markup(browser: Any, shots: Shots, config: Any) -> None:
+    hostile = ("# User\n\n- <img src=x onerror=\"document.title='pwned'\">\n"
+               "- [click](javascript:document.title='pwned') and [docs](https://example.org/)\n"
+               "- <script>document.title='pwned'</script>\n")
+    (config.workspace / "USER.md").write_text(hostile, encoding="utf-8")
+    async with running_console(config, login=False) as c:
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.goto("/#memory?path=USER.md")
+        body = page.locator("#file-pane .md")
+        await expect(body).to_contain_text("<img src=x onerror=")
+        await expect(body).to_contain_text("<script>document.title='pwned'</script>")
+        await shots.take(page, "hostile-memory")
+        assert await body.locator("img, script").count() == 0
+        links = await body.locator("a").evaluate_all("els => els.map(a => a.getAttribute('href'))")
+        title = await page.title()
+    assert links == ["https://example.org/"]  # the javascript: link stays plain text
+    assert title == "lucidgate console"
