@@ -34,6 +34,7 @@ from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import PromptEstimator, TurnRunner
 from gateway.runtime import Gateway, GatewayParts
+from gateway.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
@@ -105,7 +106,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
         await bus.publish_outbound(OutboundProgress(ctx.target, text))
 
     streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
-    runner = TurnRunner(model=model, builder=builder, tools=tools, sessions=sessions,
+    runner = TurnRunner(model=BudgetedModel(model), builder=builder, tools=tools, sessions=sessions,
                         max_iterations=agent.max_tool_iterations,
                         force_consolidation=consolidator.force_round, metrics=metrics,
                         progress=progress, streaming_channels=streaming)
