@@ -245,6 +245,12 @@ class WebSearchConfig(Section):
     max_results: int = Field(5, ge=1, le=20)
     timeout_s: float = Field(15, gt=0)
 
+    @model_validator(mode="after")
+    def _searxng_needs_a_base(self) -> WebSearchConfig:
+        if self.provider == "searxng" and not self.api_base:
+            raise ValueError("provider 'searxng' needs apiBase: the URL of your SearXNG instance")
+        return self
+
 
 class WebToolsConfig(Section):
     fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)

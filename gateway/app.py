@@ -40,6 +40,7 @@ from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
 from gateway.tools.message import MessageTool
 from gateway.toolloop import ModelToolLoop
+from gateway.tools.web import web_tools
 from gateway.turn import TurnContext
 from gateway.usage import UsageLedger
 from memory.consolidator import Consolidator
@@ -80,6 +81,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
     tools.register(MessageTool(bus))
+    for web_tool in web_tools(config.tools.web):
+        tools.register(web_tool)
     estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget)
 
     def origin_context(session: Session) -> TurnContext:

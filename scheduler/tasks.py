@@ -12,6 +12,7 @@ transcript, so the assistant knows later what it did.
 from __future__ import annotations
 
 from datetime import datetime, tzinfo
+from typing import Literal
 
 from channels.messages import InboundMessage, ScheduledTask
 from scheduler.reminders import Reminder
@@ -28,7 +29,7 @@ def task_message(task: Reminder, *, tz: tzinfo, token_budget: int,
             "the one catch-up run." if late_from is not None else "")
     text = (f"[Scheduled task #{task.id} ({when}), set up earlier in this chat. Carry it out now; "
             f"your answer is delivered to this chat as written.{late}]\n{task.text}")
-    role = "owner" if task.creator_role == "owner" else "guest"
+    role: Literal["owner", "guest"] = "owner" if task.creator_role == "owner" else "guest"
     chat_type = task.chat_type if task.chat_type in ("private", "group", "channel", "thread") else "private"
     return InboundMessage(
         channel=task.channel, chat_id=task.chat_id, sender_id=task.creator_id or "",
