@@ -34,6 +34,7 @@ from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import PromptEstimator, TurnRunner
 from gateway.runtime import Gateway, GatewayParts
+from gateway.skills import SkillsLoader, config_checker
 from gateway.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
@@ -77,7 +78,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget)
     model = LiteLLMChatModel(config, usage=usage, metrics=metrics)
     owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
-    builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions)
+    builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
+                             skills=SkillsLoader(workspace, config_check=config_checker(config)))
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
     tools.register(MessageTool(bus))
