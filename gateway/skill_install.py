@@ -18,10 +18,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import yaml
-
 from config.errors import LucidError
 from gateway.skills import NAME_RE, Skill, parse_skill
+from memory.frontmatter import parse_frontmatter
 
 MAX_UNPACKED_BYTES = 50 * 1024 * 1024
 
@@ -41,18 +40,14 @@ def validate(folder: Path) -> Skill:
     path = folder / "SKILL.md"
     if not path.is_file():
         raise SkillInstallError(f"{folder} has no SKILL.md")
-    text = path.read_text(encoding="utf-8-sig", errors="replace")
-    if not text.startswith("---"):
-        raise SkillInstallError(f"{path} has no frontmatter (it must start with a '---' line)")
-    end = text.find("\n---", 3)
-    if end == -1:
-        raise SkillInstallError(f"{path}: the frontmatter has no closing '---' line")
-    try:
-        meta = yaml.safe_load(text[3:end])
-    except yaml.YAMLError as exc:
-        raise SkillInstallError(f"{path}: the frontmatter is not valid YAML ({exc})") from None
-    if not isinstance(meta, dict):
-        raise SkillInstallError(f"{path}: the frontmatter must be a mapping of keys")
+    parsed = parse_frontmatter(path.read_text(encoding="utf-8", errors="replace"))
+    if parsed.meta is None:
+        if parsed.error is None:
+            raise SkillInstallError(f"{path} has no frontmatter (it must start with a '---' line)")
+        if parsed.error.startswith("invalid YAML"):
+            raise SkillInstallError(f"{path}: the frontmatter is not valid YAML ({parsed.error})")
+        raise SkillInstallError(f"{path}: {parsed.error}")
+    meta = parsed.meta
     name = str(meta.get("name") or "").strip()
     if not NAME_RE.match(name):
         raise SkillInstallError(f"{path}: 'name' must be lowercase letters, digits and dashes "
