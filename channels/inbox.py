@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from channels.messages import InboundMessage
+from channels.messages import InboundMessage, ScheduledTask
 from config.fileio import atomic_write
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,8 @@ COMPACT_EVERY = 4096
 def _msg_from_json(data: dict) -> InboundMessage:
     data = dict(data)
     data["media"] = tuple(data.get("media") or ())
+    if isinstance(data.get("task"), dict):
+        data["task"] = ScheduledTask(**data["task"])
     return InboundMessage(**data)
 
 

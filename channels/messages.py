@@ -13,6 +13,22 @@ ChatType = Literal["private", "group", "channel", "thread"]
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduledTask:
+    """Marks an inbound message as a turn the scheduler started, not words a person typed.
+
+    Only the scheduler builds one; channels never do. ``role`` is who the turn runs as: the
+    role its creator had when scheduling it (the agent loop lowers it to guest if that
+    sender is no longer an owner), or, for the gateway's own jobs (``internal``: the
+    heartbeat), exactly as given. ``token_budget`` caps the tokens of that one turn.
+    """
+
+    job: str  # "task:7", "heartbeat": names the job in logs and the transcript
+    role: Literal["owner", "guest"] = "guest"
+    token_budget: int | None = None
+    internal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
     """One message from a person (or a job) to the assistant. Ids are strings everywhere."""
 
@@ -27,6 +43,8 @@ class InboundMessage:
     sender_name: str | None = None
     # Internal sources (reminders, heartbeat) set this so no reply is forced on the user.
     silent: bool = False
+    # Set by the scheduler for a scheduled task or a heartbeat turn (see ScheduledTask).
+    task: ScheduledTask | None = None
 
     @property
     def session_key(self) -> str:

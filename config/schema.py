@@ -60,6 +60,13 @@ class HeartbeatConfig(Section):
     target: HeartbeatTarget | None = None
 
 
+class TasksConfig(Section):
+    """Scheduled tasks (the ``cron`` tool's ``task``): each run is one unattended agent turn."""
+
+    # Tokens one run of a task may use (prompt + completion over all its model calls).
+    token_budget: int = Field(30_000, ge=1000)
+
+
 class AgentDefaults(Section):
     model: str = "openai/gpt-4o-mini"
     workspace: str = "~/.lucidgate/workspace"
@@ -80,6 +87,7 @@ class AgentDefaults(Section):
     dream: DreamConfig = Field(default_factory=DreamConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
 
     @property
     def prompt_budget(self) -> int:
@@ -226,10 +234,43 @@ class ExecConfig(Section):
     pass_env: list[str] = Field(default_factory=list)
 
 
+class WebFetchConfig(Section):
+    enabled: bool = True
+    timeout_s: float = Field(20, gt=0)
+    max_bytes: int = Field(2_000_000, ge=1024)  # of the page as downloaded
+    max_chars: int = Field(20_000, ge=500)  # of the text handed to the model
+    max_redirects: int = Field(5, ge=0, le=20)
+    # Hosts or networks (CIDR) the SSRF guard lets through although they are private,
+    # loopback or link-local, e.g. ["192.168.1.0/24", "wiki.lan"]. Empty: public only.
+    allow_private: list[str] = Field(default_factory=list)
+
+
+class WebSearchConfig(Section):
+    """``web_search`` is off until a provider is set."""
+
+    provider: str | None = Field(None, pattern="^(searxng|brave|tavily)$")
+    api_base: str | None = None  # SearXNG: your instance; Brave/Tavily: their API by default
+    api_key: SecretStr = SecretStr("")
+    max_results: int = Field(5, ge=1, le=20)
+    timeout_s: float = Field(15, gt=0)
+
+    @model_validator(mode="after")
+    def _searxng_needs_a_base(self) -> WebSearchConfig:
+        if self.provider == "searxng" and not self.api_base:
+            raise ValueError("provider 'searxng' needs apiBase: the URL of your SearXNG instance")
+        return self
+
+
+class WebToolsConfig(Section):
+    fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
+    search: WebSearchConfig = Field(default_factory=WebSearchConfig)
+
+
 class ToolsConfig(Section):
     restrict_to_workspace: bool = True
     exec: ExecConfig = Field(default_factory=ExecConfig)
     guest_tools: list[str] = Field(default_factory=list)
+    web: WebToolsConfig = Field(default_factory=WebToolsConfig)
 
 
 class GatewayConfig(Section):

@@ -34,11 +34,14 @@ from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import PromptEstimator, TurnRunner
 from gateway.runtime import Gateway, GatewayParts
+from gateway.skills import SkillsLoader, config_checker
+from gateway.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
 from gateway.tools.message import MessageTool
 from gateway.toolloop import ModelToolLoop
+from gateway.tools.web import web_tools
 from gateway.turn import TurnContext
 from gateway.usage import UsageLedger
 from memory.consolidator import Consolidator
@@ -75,10 +78,13 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget)
     model = LiteLLMChatModel(config, usage=usage, metrics=metrics)
     owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
-    builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions)
+    builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
+                             skills=SkillsLoader(workspace, config_check=config_checker(config)))
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
     tools.register(MessageTool(bus))
+    for web_tool in web_tools(config.tools.web):
+        tools.register(web_tool)
     estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget)
 
     def origin_context(session: Session) -> TurnContext:
@@ -105,7 +111,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
         await bus.publish_outbound(OutboundProgress(ctx.target, text))
 
     streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
-    runner = TurnRunner(model=model, builder=builder, tools=tools, sessions=sessions,
+    runner = TurnRunner(model=BudgetedModel(model), builder=builder, tools=tools, sessions=sessions,
                         max_iterations=agent.max_tool_iterations,
                         force_consolidation=consolidator.force_round, metrics=metrics,
                         progress=progress, streaming_channels=streaming)

@@ -136,10 +136,10 @@ class ContextBuilder:
         if listed:
             lines = []
             for s in listed:
-                rel = s.path.relative_to(self.workspace) if s.path.is_relative_to(self.workspace) else s.path
                 status = "" if s.available else f" (unavailable: needs {', '.join(s.missing)})"
-                lines.append(f"- {s.name}: {s.description} [{rel}]{status}")
-            sections.append("# Skills\nRead a skill's file before using it.\n" + "\n".join(lines))
+                lines.append(f"- {s.name}: {s.description} [{s.virtual_path}]{status}")
+            sections.append("# Skills\nRead a skill's file (read_file with the path shown) before "
+                            "using it.\n" + "\n".join(lines))
         return sections
 
     def stable_sections(self, ctx: TurnContext) -> list[tuple[str, str]]:

@@ -26,6 +26,7 @@ from gateway.logs import turn_log_context
 from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import TurnRunner
+from gateway.task_budget import turn_budget
 from gateway.turn import TurnContext
 from memory.sessions import Session, SessionStore
 
@@ -154,9 +155,12 @@ class AgentLoop:
 
     # -- one message -----------------------------------------------------------------------
     def context_for(self, msg: InboundMessage) -> TurnContext:
+        role = role_of(self.config, msg.channel, msg.sender_id)
+        if msg.task is not None:  # a scheduled turn runs as its creator, never above them
+            role = msg.task.role if msg.task.internal or role == "owner" else "guest"
         return TurnContext(
             session_key=msg.session_key, channel=msg.channel, chat_id=msg.chat_id,
-            sender_id=msg.sender_id, role=role_of(self.config, msg.channel, msg.sender_id),
+            sender_id=msg.sender_id, role=role,
             chat_type=msg.chat_type, workspace=self.config.workspace, thread_id=msg.thread_id,
             message_id=msg.message_id,
         )
@@ -186,9 +190,10 @@ class AgentLoop:
             else:
                 await self.sessions.append(session, _user_line(msg, delivery.receipt), sync=True)
                 await self.bus.ack(delivery)
-            if ctx.is_owner_private:
+            if ctx.is_owner_private and msg.task is None:
                 await asyncio.to_thread(self.owner_sessions.add_persist, msg.session_key)
-            await self._run_turn(session, ctx, reply_to=msg.message_id)
+            budget = msg.task.token_budget if msg.task is not None else None
+            await self._run_turn(session, ctx, reply_to=msg.message_id, budget=budget)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -205,7 +210,8 @@ class AgentLoop:
                     "(agents.defaults.maxMessageChars). Please send it in parts or as a file.")
         return None
 
-    async def _run_turn(self, session: Session, ctx: TurnContext, *, reply_to: str | None) -> None:
+    async def _run_turn(self, session: Session, ctx: TurnContext, *, reply_to: str | None,
+                        budget: int | None = None) -> None:
         """One agent turn, as a task ``/stop`` can cancel; replies on the origin channel."""
         started = time.monotonic()
         if ctx.session_key in self._stop_requested:  # /stop arrived while the turn was starting
@@ -215,7 +221,7 @@ class AgentLoop:
             await self._reply(ctx.target, "Stopped.", reply_to)
             return
         await self.bus.publish_outbound(OutboundTyping(ctx.target))
-        turn = asyncio.create_task(self._turn_body(session, ctx), name=f"turn-{ctx.session_key}")
+        turn = asyncio.create_task(self._turn_body(session, ctx, budget), name=f"turn-{ctx.session_key}")
         self._turns[ctx.session_key] = turn
         try:
             text = await turn
@@ -246,11 +252,12 @@ class AgentLoop:
         if self.consolidator is not None:
             self.consolidator.schedule(session.key)
 
-    async def _turn_body(self, session: Session, ctx: TurnContext) -> str:
+    async def _turn_body(self, session: Session, ctx: TurnContext, budget: int | None = None) -> str:
         if self.consolidator is not None:
             await self.consolidator.before_turn(session)
             session = self.sessions.cached(session.key) or session
-        result = await self.runner.run(session, ctx)
+        with turn_budget(budget, "task"):
+            result = await self.runner.run(session, ctx)
         return result.text
 
     async def _reply(self, target: Target, text: str, reply_to: str | None) -> None:
@@ -343,6 +350,8 @@ def _origin(msg: InboundMessage) -> dict[str, Any]:
 
 def _user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
     line: dict[str, Any] = {"role": "user", "content": _content(msg), "sender_id": msg.sender_id}
+    if msg.task is not None:
+        line["task"] = msg.task.job
     if msg.message_id is not None:
         line["message_id"] = msg.message_id
     if receipt is not None:

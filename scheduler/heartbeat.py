@@ -1,15 +1,18 @@
 """The heartbeat: every ``heartbeat.intervalMin`` minutes, look at HEARTBEAT.md's tasks.
 
-With no tasks (no ``- `` bullet outside HTML comments) a beat is a file read and nothing
-else: zero LLM calls. With tasks, it publishes one silent inbound message on the bus
+With no open tasks (no ``- `` bullet outside HTML comments, ``- [x]`` ones are done) a
+beat is a file read and nothing else: zero LLM calls. With tasks, it publishes one silent
+inbound message on the bus
 (channel ``heartbeat``, chat ``main``), so the agent loop runs an ordinary turn in the small
 ``heartbeat:main`` session, never in the user's chat history (STYLE §12: jobs publish to
 the bus, they don't call the agent). The loop's answer comes back on the bus to channel
 ``heartbeat``, where ``on_reply`` drops ``NO_REPLY`` and forwards anything else to the
 configured ``heartbeat.target`` chat.
 
-The session's sender is not an owner, so the turn runs as a guest: no tools, no USER.md or
-MEMORY.md. Tokens are counted against ``heartbeat.tokenBudget`` per (UTC) day.
+The message carries a ``ScheduledTask`` (internal, role owner): the beat runs as the owner,
+with the owner's tools and memory, so it can act on a task (read a file, set a reminder,
+write a note), not only talk. Tokens are counted against ``heartbeat.tokenBudget`` per
+(UTC) day, and a beat may spend at most what is left of it today.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Protocol
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.messages import (
     InboundMessage,
+    ScheduledTask,
     OutboundMessage,
     OutboundProgress,
     OutboundText,
@@ -52,15 +56,21 @@ class TokenLedger(Protocol):
     def summarise(self, days: int = ...) -> Any: ...
 
 
+_DONE = re.compile(r"^\[[xX]\]\s")
+
+
 def heartbeat_tasks(text: str) -> list[str]:
-    """The ``- `` (or ``* ``) bullet lines of HEARTBEAT.md that are not inside HTML comments."""
+    """The open ``- `` (or ``* ``) bullet lines of HEARTBEAT.md outside HTML comments.
+
+    A checked box (``- [x] …``) is a finished task and costs nothing."""
     body = _COMMENT.sub("", text)
     body = body.split("<!--", 1)[0]  # an unclosed comment hides the rest, as it would when rendered
     tasks = []
     for line in body.splitlines():
         stripped = line.strip()
-        if stripped.startswith(("- ", "* ")) and stripped[2:].strip():
-            tasks.append(stripped[2:].strip())
+        item = stripped[2:].strip()
+        if stripped.startswith(("- ", "* ")) and item and not _DONE.match(item + " "):
+            tasks.append(item)
     return tasks
 
 
@@ -123,8 +133,11 @@ class Heartbeat:
                 logger.info("heartbeat skipped: the previous beat has not answered yet")
                 return "skipped: previous beat still running"
             logger.warning("heartbeat: no answer to the previous beat after %.0f s; sending anew", waited)
+        left = self.config.token_budget - used
         msg = InboundMessage(channel=CHANNEL, chat_id=CHAT_ID, sender_id=CHANNEL,
-                             text=self._prompt(tasks), silent=True)
+                             text=self._prompt(tasks), silent=True,
+                             task=ScheduledTask(job="heartbeat", role="owner", token_budget=left,
+                                                internal=True))
         try:
             await self.bus.publish_inbound(msg, timeout=30)
         except BusClosed:
@@ -139,9 +152,10 @@ class Heartbeat:
         now = datetime.now(self.tz).strftime("%Y-%m-%d %H:%M %Z")
         lines = "\n".join(f"- {t}" for t in tasks)
         return (f"[Heartbeat check, {now}]\nThe periodic tasks listed in HEARTBEAT.md:\n{lines}\n\n"
-                f"Decide whether any of them needs doing or saying right now. If nothing is due, "
-                f"answer with exactly {NO_REPLY} and nothing else. Otherwise answer only with the "
-                "message for the owner; it is delivered to them as written.")
+                "Decide whether any of them needs doing or saying right now; you may use your "
+                "tools to check or to do it. If nothing needs the owner's attention, answer with "
+                f"exactly {NO_REPLY} and nothing else. Otherwise answer only with the message "
+                "for the owner; it is delivered to them as written.")
 
     async def on_reply(self, msg: OutboundMessage) -> None:
         """The bus handler for channel ``heartbeat``: the agent loop's answers to beats."""

@@ -1,13 +1,15 @@
-"""Reminders the assistant sets for a chat: validation, APScheduler jobs, firing, misfires.
+"""Reminders and tasks the assistant sets for a chat: validation, APScheduler jobs, firing.
 
 A reminder belongs to the chat (session key) it was set in, and fires back into that chat
-through the bus as ``⏰ Reminder: <text>``; no LLM is involved. Chats only ever see and
-remove their own reminders.
+through the bus as ``⏰ Reminder: <text>``; no LLM is involved. A task fires as an inbound
+message that the agent loop runs as a turn (``tasks.py``). Chats only ever see, pause,
+resume and remove their own entries.
 
 Firing claims the reminder in SQLite first, then publishes, so a crash in between loses at
 most that one message and nothing is ever sent twice. A reminder whose time passed while
 the gateway was down fires once on start if it is at most ``grace_s`` late; older ones are
-reported to their chat as missed, never silently dropped. A reminder for a channel that
+reported to their chat as missed, never silently dropped; a task that missed its time
+(however late) runs once on start, then keeps its schedule. An entry for a channel that
 is not running in this process is logged and kept for a process that runs it.
 """
 
@@ -23,10 +25,11 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 
-from channels.bus import MessageBus
+from channels.bus import BusClosed, BusFull, MessageBus
 from channels.messages import OutboundText, Target
 from scheduler.errors import ReminderError
-from scheduler.reminders import Reminder, ReminderStore
+from scheduler.reminders import Purpose, Reminder, ReminderStore
+from scheduler.tasks import MAX_TASK_CHARS, task_message
 from scheduler.triggers import (CrontabTrigger, build_trigger, check_every, format_time,
                                 parse_at)
 
@@ -65,8 +68,9 @@ def upcoming(reminder: Reminder, tz: tzinfo, now: datetime | None = None) -> dat
 
 class ReminderJobs:
     def __init__(self, store: ReminderStore, bus: MessageBus, tz: tzinfo, *,
-                 grace_s: float = 3600, min_every_s: int = 60) -> None:
+                 grace_s: float = 3600, min_every_s: int = 60, task_token_budget: int = 30_000) -> None:
         self.store = store
+        self.task_token_budget = task_token_budget
         self.bus = bus
         self.tz = tz
         self.grace_s = grace_s
@@ -88,12 +92,16 @@ class ReminderJobs:
 
     # -- the user's requests (the cron tool) -------------------------------------------------
     async def add(self, *, session_key: str, target: Target, text: str, at: str | None = None,
-                  every: int | None = None, cron: str | None = None) -> tuple[Reminder, datetime | None]:
+                  every: int | None = None, cron: str | None = None, purpose: Purpose = "reminder",
+                  creator_id: str | None = None, creator_role: str | None = None,
+                  chat_type: str | None = None) -> tuple[Reminder, datetime | None]:
         text = (text or "").strip()
+        limit = MAX_TASK_CHARS if purpose == "task" else MAX_TEXT_CHARS
         if not text:
-            raise ReminderError("a reminder needs a text: what should I remind about?")
-        if len(text) > MAX_TEXT_CHARS:
-            raise ReminderError(f"the reminder text is {len(text)} characters; keep it under {MAX_TEXT_CHARS}")
+            raise ReminderError("a task needs an instruction: what should I do then?" if purpose == "task"
+                                else "a reminder needs a text: what should I remind about?")
+        if len(text) > limit:
+            raise ReminderError(f"the {purpose} text is {len(text)} characters; keep it under {limit}")
         given = [name for name, value in (("at", at), ("every", every), ("cron", cron)) if value is not None]
         if len(given) != 1:
             raise ReminderError("give exactly one of 'at' (an ISO time), 'every' (seconds) or "
@@ -106,28 +114,48 @@ class ReminderJobs:
         else:
             kind, spec = "cron", CrontabTrigger(str(cron), self.tz).expression
         if await asyncio.to_thread(self.store.count_active, session_key) >= MAX_PER_CHAT:
-            raise ReminderError(f"this chat already has {MAX_PER_CHAT} reminders; remove some first")
+            raise ReminderError(f"this chat already has {MAX_PER_CHAT} reminders and tasks; "
+                                "remove some first")
         reminder = await asyncio.to_thread(
             self.store.add, session_key=session_key, channel=target.channel, chat_id=target.chat_id,
-            thread_id=target.thread_id, kind=kind, spec=spec, text=text, created_at=now)
-        logger.info("reminder #%d set for %s (%s %s)", reminder.id, session_key, kind, spec)
+            thread_id=target.thread_id, kind=kind, spec=spec, text=text, created_at=now,
+            purpose=purpose, creator_id=creator_id, creator_role=creator_role, chat_type=chat_type)
+        logger.info("%s set for %s (%s %s)", reminder.label, session_key, kind, spec)
         if self.scheduler is not None and self.bus.has_route(reminder.channel):
             return reminder, self.schedule(reminder, now)
         return reminder, self.next_run(reminder)
 
     async def list(self, session_key: str) -> list[tuple[Reminder, datetime | None]]:
-        reminders = await asyncio.to_thread(self.store.active, session_key)
+        reminders = await asyncio.to_thread(self.store.listed, session_key)
         return [(r, self.next_run(r)) for r in reminders]
 
     async def remove(self, session_key: str, reminder_id: int) -> Reminder:
-        reminder = await asyncio.to_thread(self.store.get, reminder_id)
-        removed = await asyncio.to_thread(self.store.remove, session_key, reminder_id)
-        if not removed or reminder is None:
-            # Same answer whether it is unknown or another chat's: never reveal other chats.
-            raise ReminderError(f"there is no active reminder #{reminder_id} in this chat; "
-                                "use action 'list' to see this chat's reminders")
+        reminder = await self._change(session_key, reminder_id, self.store.remove, "active or paused")
         self._unschedule(reminder.job_id)
-        logger.info("reminder #%d removed by %s", reminder_id, session_key)
+        return reminder
+
+    async def pause(self, session_key: str, reminder_id: int) -> Reminder:
+        reminder = await self._change(session_key, reminder_id, self.store.pause, "active")
+        self._unschedule(reminder.job_id)
+        return reminder
+
+    async def resume(self, session_key: str, reminder_id: int) -> tuple[Reminder, datetime | None]:
+        """Schedule a paused entry again; a recurring one skips what fell due while paused."""
+        await self._change(session_key, reminder_id, self.store.resume, "paused")
+        reminder = await asyncio.to_thread(self.store.get, reminder_id)
+        assert reminder is not None
+        if self.scheduler is not None and self.bus.has_route(reminder.channel):
+            return reminder, self.schedule(reminder, datetime.now(self.tz), catch_up=False)
+        return reminder, self.next_run(reminder)
+
+    async def _change(self, session_key: str, reminder_id: int, move: Callable[[str, int], bool],
+                      state: str) -> Reminder:
+        reminder = await asyncio.to_thread(self.store.get, reminder_id)
+        if reminder is None or not await asyncio.to_thread(move, session_key, reminder_id):
+            # Same answer whether it is unknown or another chat's: never reveal other chats.
+            raise ReminderError(f"there is no {state} reminder or task #{reminder_id} in this chat; "
+                                "use action 'list' to see this chat's entries")
+        logger.info("%s: %s by %s", reminder.label, getattr(move, "__name__", "changed"), session_key)
         return reminder
 
     def next_run(self, reminder: Reminder) -> datetime | None:
@@ -147,8 +175,10 @@ class ReminderJobs:
                 continue
             self.schedule(reminder, now)
 
-    def schedule(self, reminder: Reminder, now: datetime) -> datetime | None:
-        """Add (or replace) the reminder's job; returns when it fires next."""
+    def schedule(self, reminder: Reminder, now: datetime, *, catch_up: bool = True) -> datetime | None:
+        """Add (or replace) the reminder's job; returns when it fires next.
+
+        ``catch_up=False`` (a resumed entry): a recurring one's past occurrences are skipped."""
         assert self.scheduler is not None
         try:
             trigger = build_trigger(reminder.kind, reminder.spec, self.tz, reminder.created_at)
@@ -157,6 +187,8 @@ class ReminderJobs:
                          reminder.id, reminder.kind, reminder.spec, exc)
             return None
         due = first_due(reminder, trigger)
+        if not catch_up and reminder.recurring and due is not None and due < now:
+            due = trigger.get_next_fire_time(None, now)
         if due is not None and due < now - timedelta(seconds=self.grace_s):
             self._spawn(self._wrap(self.report_missed)(reminder.id, due), f"missed-{reminder.job_id}")
             if not reminder.recurring:
@@ -167,7 +199,7 @@ class ReminderJobs:
             return None
         self.scheduler.add_job(
             self._wrap(self.fire), trigger, args=[reminder.id], id=reminder.job_id,
-            name=f"reminder #{reminder.id}", replace_existing=True, next_run_time=due,
+            name=reminder.label, replace_existing=True, next_run_time=due,
             misfire_grace_time=int(self.grace_s) or 1, coalesce=True, max_instances=1)
         return due
 
@@ -192,7 +224,8 @@ class ReminderJobs:
                                            self._min_gap_s(reminder))
         return await asyncio.to_thread(self.store.claim_once, reminder.id, status, now)  # type: ignore[arg-type]
 
-    async def _deliver(self, reminder_id: int, status: str, text: Callable[[Reminder], str]) -> None:
+    async def _deliver(self, reminder_id: int, status: str, text: Callable[[Reminder], str],
+                       late_from: datetime | None = None) -> None:
         reminder = await asyncio.to_thread(self.store.get, reminder_id)
         if reminder is None or reminder.status != "active":
             return
@@ -200,18 +233,32 @@ class ReminderJobs:
             logger.warning("reminder #%d is due but channel %r is not running here; kept",
                            reminder_id, reminder.channel)
             return
-        if not await self._claim(reminder, status):
+        if not await self._claim(reminder, "done" if reminder.is_task else status):
             logger.info("reminder #%d was already delivered for this occurrence; not sent again", reminder_id)
+            return
+        if reminder.is_task:
+            await self._start_task(reminder, late_from)
             return
         target = Target(reminder.channel, reminder.chat_id, reminder.thread_id)
         await self.bus.publish_outbound(OutboundText(target, text(reminder)))
         logger.info("reminder #%d %s for %s", reminder_id,
                     "fired" if status == "done" else "reported missed", reminder.session_key)
 
+    async def _start_task(self, task: Reminder, late_from: datetime | None) -> None:
+        msg = task_message(task, tz=self.tz, token_budget=self.task_token_budget, late_from=late_from)
+        try:
+            await self.bus.publish_inbound(msg, timeout=300)
+        except (BusClosed, BusFull) as exc:
+            logger.warning("%s could not start: %s; it runs again at its next time", task.label, exc)
+            return
+        logger.info("%s started in %s%s", task.label, task.session_key, " (catch-up)" if late_from else "")
+
     async def fire(self, reminder_id: int) -> None:
         await self._deliver(reminder_id, "done", lambda r: f"{REMINDER_PREFIX}{r.text}")
 
     async def report_missed(self, reminder_id: int, due: datetime | None = None) -> None:
+        """A reminder that missed its time is reported; a task runs once, late (catch-up)."""
         when = f" (it was due {format_time(due, self.tz)})" if due is not None else ""
-        logger.warning("reminder #%d missed its time%s", reminder_id, when)
-        await self._deliver(reminder_id, "missed", lambda r: f"{MISSED_PREFIX}{r.text}{when}")
+        logger.warning("reminder or task #%d missed its time%s", reminder_id, when)
+        await self._deliver(reminder_id, "missed", lambda r: f"{MISSED_PREFIX}{r.text}{when}",
+                            late_from=due or datetime.now(self.tz))

@@ -1,4 +1,9 @@
-"""Reminders in SQLite (``workspace/state/reminders.sqlite``): the source of truth.
+"""Reminders and scheduled tasks in SQLite (``workspace/state/reminders.sqlite``): the truth.
+
+A row is a *reminder* (``purpose = 'reminder'``: a fixed text sent back to the chat) or a
+*task* (``purpose = 'task'``: an instruction an agent turn carries out in the chat, as the
+user who created it, whose id and role at the time are kept with it). Both can be paused
+(``status = 'paused'``: kept, not scheduled) and resumed.
 
 APScheduler keeps its jobs in memory; at start they are rebuilt from this table. Every
 method is blocking (stdlib ``sqlite3``) and opens its own short connection, so callers run
@@ -22,7 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-Status = Literal["active", "done", "missed", "removed"]
+Status = Literal["active", "paused", "done", "missed", "removed"]
+Purpose = Literal["reminder", "task"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS reminders (
@@ -41,6 +47,13 @@ CREATE TABLE IF NOT EXISTS reminders (
 );
 CREATE INDEX IF NOT EXISTS reminders_by_session ON reminders (session_key, status);
 """
+# Columns added after the first release; a file from before gets them on open.
+_ADDED_COLUMNS = {
+    "purpose": "TEXT NOT NULL DEFAULT 'reminder'",
+    "creator_id": "TEXT",
+    "creator_role": "TEXT",
+    "chat_type": "TEXT",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +70,23 @@ class Reminder:
     status: str = "active"
     last_fired: datetime | None = None
     fire_count: int = 0
+    purpose: str = "reminder"
+    creator_id: str | None = None
+    creator_role: str | None = None
+    chat_type: str | None = None
 
     @property
     def job_id(self) -> str:
         return f"reminder:{self.id}"
+
+    @property
+    def is_task(self) -> bool:
+        return self.purpose == "task"
+
+    @property
+    def label(self) -> str:
+        """How the chat and ``lucid jobs`` name it: ``reminder #3`` / ``task #4``."""
+        return f"{'task' if self.is_task else 'reminder'} #{self.id}"
 
     @property
     def recurring(self) -> bool:
@@ -78,7 +104,8 @@ def _row(row: sqlite3.Row) -> Reminder:
         text=row["text"], created_at=datetime.fromisoformat(row["created_at"]),
         status=row["status"],
         last_fired=datetime.fromisoformat(row["last_fired"]) if row["last_fired"] else None,
-        fire_count=row["fire_count"],
+        fire_count=row["fire_count"], purpose=row["purpose"], creator_id=row["creator_id"],
+        creator_role=row["creator_role"], chat_type=row["chat_type"],
     )
 
 
@@ -99,6 +126,10 @@ class ReminderStore:
             if not self._ready:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.executescript(_SCHEMA)
+                have = {r["name"] for r in conn.execute("PRAGMA table_info(reminders)")}
+                for column, decl in _ADDED_COLUMNS.items():
+                    if column not in have:
+                        conn.execute(f"ALTER TABLE reminders ADD COLUMN {column} {decl}")
                 self._ready = True
             yield conn
         finally:
@@ -106,21 +137,35 @@ class ReminderStore:
 
     # -- writes ----------------------------------------------------------------------------
     def add(self, *, session_key: str, channel: str, chat_id: str, thread_id: str | None,
-            kind: str, spec: str, text: str, created_at: datetime) -> Reminder:
+            kind: str, spec: str, text: str, created_at: datetime, purpose: Purpose = "reminder",
+            creator_id: str | None = None, creator_role: str | None = None,
+            chat_type: str | None = None) -> Reminder:
         with self._connect() as conn:
             cur = conn.execute(
                 "INSERT INTO reminders (session_key, channel, chat_id, thread_id, kind, spec, text,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_key, channel, chat_id, thread_id, kind, spec, text, _iso(created_at)))
+                " created_at, purpose, creator_id, creator_role, chat_type)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_key, channel, chat_id, thread_id, kind, spec, text, _iso(created_at),
+                 purpose, creator_id, creator_role, chat_type))
             row = conn.execute("SELECT * FROM reminders WHERE id = ?", (cur.lastrowid,)).fetchone()
         return _row(row)
 
     def remove(self, session_key: str, reminder_id: int) -> bool:
-        """Remove one of *this chat's* active reminders; False if there is no such reminder."""
+        """Remove one of *this chat's* active or paused entries; False if there is no such one."""
+        return self._move(session_key, reminder_id, ("active", "paused"), "removed")
+
+    def pause(self, session_key: str, reminder_id: int) -> bool:
+        return self._move(session_key, reminder_id, ("active",), "paused")
+
+    def resume(self, session_key: str, reminder_id: int) -> bool:
+        return self._move(session_key, reminder_id, ("paused",), "active")
+
+    def _move(self, session_key: str, reminder_id: int, from_: tuple[str, ...], to: Status) -> bool:
+        marks = ", ".join("?" for _ in from_)
         with self._connect() as conn:
             cur = conn.execute(
-                "UPDATE reminders SET status = 'removed' WHERE id = ? AND session_key = ? "
-                "AND status = 'active'", (reminder_id, session_key))
+                f"UPDATE reminders SET status = ? WHERE id = ? AND session_key = ? AND status IN ({marks})",
+                (to, reminder_id, session_key, *from_))
         return cur.rowcount == 1
 
     def claim_once(self, reminder_id: int, status: Status, at: datetime) -> bool:
@@ -170,10 +215,18 @@ class ReminderStore:
             rows = conn.execute(query + " ORDER BY id", args).fetchall()
         return [_row(r) for r in rows]
 
-    def count_active(self, session_key: str) -> int:
+    def listed(self, session_key: str) -> list[Reminder]:
+        """This chat's active and paused entries, oldest first (what the chat can manage)."""
         with self._connect() as conn:
-            row = conn.execute("SELECT COUNT(*) FROM reminders WHERE status = 'active' AND "
-                               "session_key = ?", (session_key,)).fetchone()
+            rows = conn.execute("SELECT * FROM reminders WHERE status IN ('active', 'paused') AND "
+                                "session_key = ? ORDER BY id", (session_key,)).fetchall()
+        return [_row(r) for r in rows]
+
+    def count_active(self, session_key: str) -> int:
+        """Active and paused entries of a chat (both count against its limit)."""
+        with self._connect() as conn:
+            row = conn.execute("SELECT COUNT(*) FROM reminders WHERE status IN ('active', 'paused') "
+                               "AND session_key = ?", (session_key,)).fetchone()
         return int(row[0])
 
     def all(self, limit: int = 200) -> list[Reminder]:

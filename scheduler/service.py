@@ -8,7 +8,8 @@ Dream never delays a reminder):
   interval still dreams: an overdue Dream runs soon after start. A Dream already running
   (``/dream``, ``lucid dream``) is never started twice: the job logs "already running".
 * ``heartbeat``  — every ``heartbeat.intervalMin`` minutes when enabled (``heartbeat.py``).
-* ``reminder:N`` — one per active reminder (``reminder_jobs.py``, SQLite is the truth).
+* ``reminder:N`` — one per active reminder or scheduled task (``reminder_jobs.py``; SQLite
+  is the truth). A task publishes an inbound turn for the agent loop (``tasks.py``).
 
 APScheduler drops a job that missed its time silently unless someone listens (DESIGN §11):
 missed runs, failures and skipped overlapping runs are logged here, and a missed reminder
@@ -43,7 +44,7 @@ from scheduler.errors import SchedulerError
 from scheduler.heartbeat import CHANNEL as HEARTBEAT_CHANNEL
 from scheduler.heartbeat import Heartbeat, TokenLedger
 from scheduler.reminder_jobs import JobFn, ReminderJobs
-from scheduler.reminders import Reminder, ReminderStore
+from scheduler.reminders import Purpose, Reminder, ReminderStore
 from scheduler.state import JobState
 from scheduler.triggers import format_time
 
@@ -69,7 +70,8 @@ class SchedulerService:
         state_dir = config.workspace / "state"
         self.state = JobState(state_dir / "scheduler.json")
         self.reminders = ReminderJobs(ReminderStore(state_dir / "reminders.sqlite"), bus, self.tz,
-                                      grace_s=reminder_grace_s, min_every_s=min_every_s)
+                                      grace_s=reminder_grace_s, min_every_s=min_every_s,
+                                      task_token_budget=config.agent.tasks.token_budget)
         self.heartbeat = Heartbeat(config.agent.heartbeat, workspace=config.workspace, bus=bus,
                                    usage=usage, tz=self.tz, state=self.state)
         self._scheduler: AsyncIOScheduler | None = None
@@ -243,10 +245,20 @@ class SchedulerService:
 
     # -- for the cron tool and /status ---------------------------------------------------------
     async def add_reminder(self, *, session_key: str, target: Target, text: str, at: str | None = None,
-                           every: int | None = None, cron: str | None = None
+                           every: int | None = None, cron: str | None = None,
+                           purpose: Purpose = "reminder", creator_id: str | None = None,
+                           creator_role: str | None = None, chat_type: str | None = None,
                            ) -> tuple[Reminder, datetime | None]:
         return await self.reminders.add(session_key=session_key, target=target, text=text,
-                                        at=at, every=every, cron=cron)
+                                        at=at, every=every, cron=cron, purpose=purpose,
+                                        creator_id=creator_id, creator_role=creator_role,
+                                        chat_type=chat_type)
+
+    async def pause_reminder(self, session_key: str, reminder_id: int) -> Reminder:
+        return await self.reminders.pause(session_key, reminder_id)
+
+    async def resume_reminder(self, session_key: str, reminder_id: int) -> tuple[Reminder, datetime | None]:
+        return await self.reminders.resume(session_key, reminder_id)
 
     async def list_reminders(self, session_key: str) -> list[tuple[Reminder, datetime | None]]:
         return await self.reminders.list(session_key)
@@ -272,7 +284,7 @@ class SchedulerService:
             parts.append(f"next Dream {format_time(nxt, self.tz)}"
                          + (" (one is running now)" if self.dream.running else ""))
         jobs = self._scheduler.get_jobs() if self._scheduler is not None else []
-        parts.append(f"{sum(1 for j in jobs if j.id.startswith('reminder:'))} reminder(s) scheduled")
+        parts.append(f"{sum(1 for j in jobs if j.id.startswith('reminder:'))} reminder(s) scheduled (tasks included)")
         beat = self._job("heartbeat")
         parts.append(f"heartbeat every {self.config.agent.heartbeat.interval_min:g} min" if beat
                      else "heartbeat off")

@@ -1,5 +1,6 @@
-"""The heartbeat: silent when there is nothing to do, a guest turn in its own session when
-there is, NO_REPLY dropped, anything else forwarded to the configured chat, a daily budget."""
+"""The heartbeat: silent when there is nothing to do, an owner turn with tools in its own
+session when there is, NO_REPLY dropped, anything else forwarded to the configured chat, a
+daily budget."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from gateway.app import Gateway, build_gateway
 from scheduler import SchedulerService
 from scheduler.heartbeat import heartbeat_tasks
 from tests.fakes.channel import FakeChannel
-from tests.fakes.llm import Fail, FakeLLMServer, Reply
+from tests.fakes.llm import Fail, FakeLLMServer, Reply, ToolCalls
 
 TASKS = "# Heartbeat tasks\n\n<!-- - not a task, a commented example -->\n- Check whether the plants need water\n"
 
@@ -49,7 +50,7 @@ def state(workspace: Path) -> dict[str, Any]:
     return json.loads(path.read_text())["jobs"].get("heartbeat", {}) if path.exists() else {}
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
+async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
@@ -62,6 +63,8 @@ def test_only_bullets_outside_comments_are_tasks() -> None:
     assert heartbeat_tasks("intro\n- water plants\n  * check mail \n-not a bullet\n- \n") == [
         "water plants", "check mail"]
     assert heartbeat_tasks("- real\n<!-- unclosed\n- hidden\n") == ["real"]
+    assert heartbeat_tasks("- [x] paid the rent\n* [X] done too\n- [ ] call the bank\n") == [
+        "[ ] call the bank"]  # checked boxes are finished tasks
     template = (Path(__file__).parents[1] / "config" / "templates" / "HEARTBEAT.md").read_text()
     assert heartbeat_tasks(template) == []  # the shipped template costs nothing
 
@@ -82,13 +85,14 @@ async def test_no_reply_is_dropped_and_the_turn_stays_in_its_own_session(
     write_heartbeat(workspace, TASKS)
     fake_llm.default = lambda request: Reply("NO_REPLY")
     async with running(beat_config(make_config)) as (_, ch, _):
-        await fake_llm.wait_for_requests(2, timeout=8)
+        await fake_llm.wait_for_requests(2, timeout=60)
         await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
     assert ch.replies() == []
     prompt = fake_llm.last_user_text(fake_llm.requests[0])
     assert "- Check whether the plants need water" in prompt and "NO_REPLY" in prompt
     assert "not a task" not in prompt
-    assert not fake_llm.requests[0].get("tools")  # a guest turn: no tools
+    tools = {t["function"]["name"] for t in fake_llm.requests[0].get("tools") or []}
+    assert {"read_file", "write_file", "exec", "cron"} <= tools  # the owner's tools
     assert (workspace / "sessions" / "heartbeat_main.jsonl").exists()
     assert not (workspace / "sessions" / "cli_1.jsonl").exists()  # never the user's history
 
@@ -101,7 +105,7 @@ async def test_something_to_say_goes_to_the_target_chat(
     fake_llm.default = lambda request: Reply("NO_REPLY")
     async with running(beat_config(make_config)) as (_, ch, _):
         [msg] = await ch.wait_replies(1)
-        await fake_llm.wait_for_requests(2, timeout=5)  # the next beat said NO_REPLY
+        await fake_llm.wait_for_requests(2, timeout=60)  # the next beat said NO_REPLY
         await asyncio.sleep(0.2)
     assert msg.text == "The basil looks dry: water it today."  # type: ignore[union-attr]
     assert (msg.target.channel, msg.target.chat_id) == ("cli", "1")
@@ -127,7 +131,7 @@ async def test_llm_failure_in_a_beat_is_logged_and_the_next_beat_still_runs(
     fake_llm.default = lambda request: Reply("NO_REPLY")
     with caplog.at_level(logging.WARNING, logger="scheduler"):
         async with running(beat_config(make_config)) as (_, ch, svc):
-            await fake_llm.wait_for_requests(2, timeout=8)
+            await fake_llm.wait_for_requests(2, timeout=60)
             await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
             assert svc.running
     assert "heartbeat turn failed" in caplog.text
@@ -169,3 +173,53 @@ async def test_heartbeat_is_off_by_default(fake_llm: FakeLLMServer, make_config:
         assert not gw.parts.bus.has_route("heartbeat")
         await asyncio.sleep(0.4)
     assert fake_llm.requests == []
+
+
+async def test_only_finished_tasks_cost_nothing(fake_llm: FakeLLMServer, make_config: Callable,
+                                                workspace: Path) -> None:
+    write_heartbeat(workspace, "# Heartbeat tasks\n\n- [x] renew the passport\n")
+    async with running(beat_config(make_config)) as (_, ch, _):
+        await wait_for(lambda: state(workspace).get("last_result", "").startswith("idle"))
+    assert fake_llm.requests == [] and ch.sent == []
+
+
+async def test_a_beat_acts_with_the_owners_tools(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    """A tool call the model makes during a beat runs, as the owner, and the beat reports."""
+    write_heartbeat(workspace, "- Each morning, append today's weather note to notes/log.md\n")
+    (workspace / "USER.md").write_text("# User\n- Prefers Celsius\n")
+    fake_llm.queue(
+        ToolCalls([("write_file", {"path": "notes/log.md", "content": "sunny, 21 C\n"})]),
+        Reply("Logged today's weather in notes/log.md."),
+    )
+    fake_llm.default = lambda request: Reply("NO_REPLY")
+    async with running(beat_config(make_config)) as (_, ch, _):
+        [msg] = await ch.wait_replies(1, timeout=20)
+        await wait_for(lambda: state(workspace).get("last_reply", "").startswith("sent to cli:1"))
+    assert (workspace / "notes" / "log.md").read_text() == "sunny, 21 C\n"
+    assert msg.text == "Logged today's weather in notes/log.md."  # type: ignore[union-attr]
+    second = fake_llm.requests[1]
+    results = [m for m in second["messages"] if m.get("role") == "tool"]
+    assert results and results[0]["content"].startswith("Created notes/log.md")
+    # The beat ran with the owner's memory in its prompt, in its own session only.
+    assert "Prefers Celsius" in second["messages"][0]["content"]
+    lines = [json.loads(line) for line in
+             (workspace / "sessions" / "heartbeat_main.jsonl").read_text().splitlines()]
+    assert any(m.get("name") == "write_file" for m in lines)
+    assert not (workspace / "state" / "owner_sessions.json").exists() or "heartbeat:main" not in (
+        workspace / "state" / "owner_sessions.json").read_text()
+
+
+async def test_a_beat_stops_at_what_is_left_of_the_daily_budget(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    """A beat whose tool loop would run past the day's budget is cut off, not let run on."""
+    write_heartbeat(workspace, TASKS)
+    fake_llm.default = lambda request: ToolCalls([("list_dir", {"path": "."})],
+                                                 prompt_tokens=800, completion_tokens=10)
+    async with running(beat_config(make_config, tokenBudget=1500)) as (_, ch, _):
+        await wait_for(lambda: "turn failed" in state(workspace).get("last_reply", ""))
+    assert len(fake_llm.requests) == 2  # 810 + 810 >= 1500: the third call is refused
+    assert "token budget" in state(workspace)["last_reply"]
+    assert ch.sent == []

@@ -216,14 +216,14 @@ async def test_chats_see_and_remove_only_their_own_reminders(config: Any, worksp
     async with running(config) as (gw, ch, _):
         added = await cron(gw, "A", action="add", at=local_iso(timedelta(hours=2)), text="secret plan")
         assert added.startswith("Reminder #1 set")
-        assert await cron(gw, "B", action="list") == "No reminders in this chat."
+        assert await cron(gw, "B", action="list") == "No reminders or tasks in this chat."
         refused = await cron(gw, "B", action="remove", id=1)
-        assert refused.startswith("Error: there is no active reminder #1 in this chat")
+        assert refused.startswith("Error: there is no active or paused reminder or task #1 in this chat")
         listing = await cron(gw, "A", action="list")
         assert "#1 once at" in listing and "secret plan" in listing
         assert "Removed reminder #1" in await cron(gw, "A", action="remove", id=1)
         again = await cron(gw, "A", action="remove", id=1)
-        assert again.startswith("Error: there is no active reminder #1")
+        assert again.startswith("Error: there is no active or paused reminder or task #1")
     assert rows(workspace)[0]["session_key"] == "cli:A"
 
 
@@ -239,8 +239,8 @@ async def test_chats_see_and_remove_only_their_own_reminders(config: Any, worksp
     ({"action": "add", "text": "x"}, "exactly one of"),
     ({"action": "add", "every": 120, "text": "  "}, "needs a text"),
     ({"action": "add", "every": 120, "text": "x" * 1001}, "keep it under 1000"),
-    ({"action": "remove"}, "needs the reminder's 'id'"),
-    ({"action": "remove", "id": 99}, "no active reminder #99"),
+    ({"action": "remove"}, "remove needs the entry's 'id'"),
+    ({"action": "remove", "id": 99}, "no active or paused reminder or task #99"),
     ({"action": "snooze"}, "invalid arguments for cron"),
 ])
 async def test_invalid_requests_get_clear_errors_and_store_nothing(

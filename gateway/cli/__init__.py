@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import agent, gateway, jobs, memory, onboard, ops, pairing, sessions, status, webconsole
+from gateway.cli import agent, gateway, jobs, memory, onboard, ops, pairing, sessions, skills, status, webconsole
 
 
 def build_app() -> typer.Typer:
@@ -37,6 +37,7 @@ def build_app() -> typer.Typer:
     pairing.register(app)
     ops.register(app)
     webconsole.register(app)
+    skills.register(app)
     return app
 
 

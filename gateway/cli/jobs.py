@@ -33,10 +33,10 @@ def register(app: typer.Typer) -> None:
 
 
 def jobs(
-    show_all: Annotated[bool, typer.Option("--all", help="Also list finished, missed and removed reminders.")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="Also list finished, missed and removed reminders and tasks.")] = False,
     config_path: ConfigOption = None,
 ) -> None:
-    """List scheduled jobs (Dream, heartbeat, reminders): next run, last run and result."""
+    """List scheduled jobs (Dream, heartbeat, reminders, tasks): next run, last run and result."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     from scheduler.reminder_jobs import upcoming
@@ -73,12 +73,16 @@ def jobs(
     db = state_dir / "reminders.sqlite"
     reminders = ReminderStore(db).all() if db.exists() else []
     if not show_all:
-        reminders = [r for r in reminders if r.status == "active"]
+        reminders = [r for r in reminders if r.status in ("active", "paused")]
     if not reminders:
-        console.print("no reminders" if show_all else "no active reminders (--all shows finished ones)")
+        console.print("no reminders or tasks" if show_all
+                      else "no active reminders or tasks (--all shows finished ones)")
         return
-    rtable = Table("id", "chat", "schedule", "next run", "status", "last fired", "text", title="reminders")
+    rtable = Table("id", "type", "chat", "schedule", "next run", "status", "last fired", "text",
+                   title="reminders and tasks")
     for r in sorted(reminders, key=lambda r: r.id):
-        rtable.add_row(str(r.id), r.session_key, describe(r.kind, r.spec, tz), _when(upcoming(r, tz), tz),
-                       r.status, _when(r.last_fired, tz), r.text if len(r.text) <= 60 else r.text[:59] + "…")
+        kind = f"task ({r.creator_role or 'guest'})" if r.is_task else "reminder"
+        rtable.add_row(str(r.id), kind, r.session_key, describe(r.kind, r.spec, tz),
+                       _when(upcoming(r, tz), tz), r.status, _when(r.last_fired, tz),
+                       r.text if len(r.text) <= 60 else r.text[:59] + "…")
     console.print(rtable)

@@ -1,13 +1,17 @@
-"""The ``cron`` tool: the assistant sets, lists and removes reminders for the current chat.
+"""The ``cron`` tool: reminders and scheduled tasks for the current chat.
 
-A reminder always fires back into the chat it was set in (``ctx.target``); the tool has no
-way to name another chat, and ``list``/``remove`` only see this chat's reminders, so one
-user can never read or cancel another's. Scheduling, persistence and firing live in the
-scheduler package; this module only translates between the model and the service.
+A *reminder* sends a fixed text back at the time; a *task* runs an agent turn in this chat
+at the time with the stored instruction, as the user who set it (owner tools only if an
+owner set it), and its answer arrives like any reply. Both always belong to the chat they
+were set in (``ctx.target``): the tool has no way to name another chat, and
+``list``/``pause``/``resume``/``remove`` only see this chat's entries, so one user can never
+read or cancel another's. Scheduling, persistence and firing live in the scheduler
+package; this module only translates between the model and the service.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, tzinfo
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -16,6 +20,7 @@ from gateway.errors import ToolError
 from gateway.tools.base import ToolParams
 from gateway.turn import TurnContext
 from scheduler.errors import ReminderError
+from scheduler.reminders import Reminder
 from scheduler.service import SchedulerService
 from scheduler.triggers import describe, format_time
 
@@ -23,20 +28,23 @@ from scheduler.triggers import describe, format_time
 class CronTool:
     name: ClassVar[str] = "cron"
     description: ClassVar[str] = (
-        "Reminders for this chat. action='add' with 'text' and exactly one of: 'at' (ISO time, "
-        "e.g. 2026-04-03T09:00; without an offset it means the user's configured timezone), "
-        "'every' (seconds, at least 60) or 'cron' (5-field crontab, e.g. '0 9 * * 1-5' = 09:00 "
-        "Mon-Fri). The reminder is sent to this chat as '⏰ Reminder: <text>'. action='list' "
-        "shows this chat's reminders; action='remove' with 'id' deletes one.")
+        "Reminders and scheduled tasks for this chat. action='add' with either 'text' (a "
+        "reminder, sent as '⏰ Reminder: <text>') or 'task' (an instruction you carry out at "
+        "that time in a new turn, with your tools; your answer is sent to this chat), and "
+        "exactly one of: 'at' (ISO time, e.g. 2026-04-03T09:00; without an offset it means the "
+        "user's configured timezone), 'every' (seconds, at least 60) or 'cron' (5-field "
+        "crontab, e.g. '0 8 * * 1-5' = 08:00 Mon-Fri). action='list' shows this chat's "
+        "entries; 'pause', 'resume' and 'remove' take an 'id'.")
     owner_only: ClassVar[bool] = False
 
     class Params(ToolParams):
-        action: Literal["add", "list", "remove"]
-        text: str | None = Field(None, description="What to remind about (add).")
+        action: Literal["add", "list", "pause", "resume", "remove"]
+        text: str | None = Field(None, description="Reminder text (add a reminder).")
+        task: str | None = Field(None, description="Instruction to carry out at the time (add a task).")
         at: str | None = Field(None, description="One-off time, ISO 8601 (add).")
         every: int | None = Field(None, description="Repeat period in seconds (add).")
         cron: str | None = Field(None, max_length=200, description="5-field cron expression (add).")
-        id: int | None = Field(None, description="Reminder number (remove).")
+        id: int | None = Field(None, description="Entry number (pause, resume, remove).")
 
     def __init__(self, service: SchedulerService) -> None:
         self.service = service
@@ -48,32 +56,56 @@ class CronTool:
             if params.action == "list":
                 return await self._list(ctx)
             if params.id is None:
-                raise ToolError("remove needs the reminder's 'id' (see action 'list')")
+                raise ToolError(f"{params.action} needs the entry's 'id' (see action 'list')")
+            if params.action == "pause":
+                paused = await self.service.pause_reminder(ctx.session_key, params.id)
+                return f"Paused {paused.label}: {paused.text} (resume it with action 'resume')"
+            if params.action == "resume":
+                resumed, next_run = await self.service.resume_reminder(ctx.session_key, params.id)
+                return f"Resumed {resumed.label}{self._next(next_run)}: {resumed.text}"
             removed = await self.service.remove_reminder(ctx.session_key, params.id)
-            return f"Removed reminder #{removed.id}: {removed.text}"
+            return f"Removed {removed.label}: {removed.text}"
         except ReminderError as exc:
             raise ToolError(str(exc)) from None
 
+    def _next(self, when: datetime | None) -> str:
+        return f", next {format_time(when, self.service.tz)}" if when is not None else ""
+
     async def _add(self, ctx: TurnContext, params: Params) -> str:
         if params.id is not None:
-            raise ToolError("'id' is only for action 'remove'")
-        reminder, next_run = await self.service.add_reminder(
-            session_key=ctx.session_key, target=ctx.target, text=params.text or "",
-            at=params.at, every=params.every, cron=params.cron)
+            raise ToolError("'id' is only for actions 'pause', 'resume' and 'remove'")
+        if (params.text is None) == (params.task is None):
+            raise ToolError("give either 'text' (a reminder) or 'task' (an instruction to carry out), "
+                            "not both and not neither")
+        is_task = params.task is not None
+        entry, next_run = await self.service.add_reminder(
+            session_key=ctx.session_key, target=ctx.target, text=(params.task if is_task else params.text) or "",
+            at=params.at, every=params.every, cron=params.cron,
+            purpose="task" if is_task else "reminder", creator_id=ctx.sender_id,
+            creator_role=ctx.role, chat_type=ctx.chat_type)
         tz = self.service.tz
-        when = describe(reminder.kind, reminder.spec, tz)
-        line = f"Reminder #{reminder.id} set ({when}): {reminder.text}"
-        if reminder.recurring and next_run is not None:
+        when = describe(entry.kind, entry.spec, tz)
+        line = f"{entry.label.capitalize()} set ({when}): {entry.text}"
+        if entry.recurring and next_run is not None:
             line += f"\nFirst one: {format_time(next_run, tz)}."
+        if is_task and not ctx.is_owner:
+            line += "\nIt will run with a guest's abilities (no owner tools)."
         return line
 
     async def _list(self, ctx: TurnContext) -> str:
         items = await self.service.list_reminders(ctx.session_key)
         if not items:
-            return "No reminders in this chat."
+            return "No reminders or tasks in this chat."
         tz = self.service.tz
-        lines = [f"Reminders in this chat ({len(items)}):"]
-        for reminder, next_run in items:
-            nxt = f"; next {format_time(next_run, tz)}" if next_run is not None and reminder.recurring else ""
-            lines.append(f"#{reminder.id} {describe(reminder.kind, reminder.spec, tz)}{nxt}: {reminder.text}")
+        lines = [f"Reminders and tasks in this chat ({len(items)}):"]
+        for entry, next_run in items:
+            lines.append(_line(entry, next_run, tz))
         return "\n".join(lines)
+
+
+def _line(entry: Reminder, next_run: datetime | None, tz: tzinfo) -> str:
+    paused = entry.status == "paused"
+    marks = ("[task] " if entry.is_task else "") + ("[paused] " if paused else "")
+    nxt = (f"; next {format_time(next_run, tz)}"
+           if next_run is not None and entry.recurring and not paused else "")
+    return f"#{entry.id} {marks}{describe(entry.kind, entry.spec, tz)}{nxt}: {entry.text}"

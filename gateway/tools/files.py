@@ -16,6 +16,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from gateway.errors import ToolError
+from gateway.skills import builtin_skill_file
 from gateway.tools import _paths
 from gateway.tools.base import ToolParams
 from gateway.turn import TurnContext
@@ -57,7 +58,12 @@ class ReadFile(_FileTool):
         return await asyncio.to_thread(self._read, ctx, params)
 
     def _read(self, ctx: TurnContext, params: Params) -> str:
-        path, shown = self._resolve(ctx, params.path, "read")
+        # A built-in skill is read by its virtual path, skills/<name>/SKILL.md (gateway/skills.py).
+        packaged = builtin_skill_file(ctx.workspace, params.path)
+        if packaged is not None:
+            path, shown = packaged, params.path.strip()
+        else:
+            path, shown = self._resolve(ctx, params.path, "read")
         _paths.require_text_file(path, shown)
         budget = max(200, self.max_chars - 200)  # room for the footer
         out: list[str] = []
