@@ -30,6 +30,7 @@ from gateway.commands import CommandRegistry
 from gateway.context import ContextBuilder
 from gateway.llm import LiteLLMChatModel
 from gateway.loop import AgentLoop
+from gateway.mcp import McpManager
 from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import PromptEstimator, TurnRunner
@@ -120,7 +121,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
-                         owner_sessions=owner_sessions, scheduler=scheduler)
+                         owner_sessions=owner_sessions, scheduler=scheduler,
+                         mcp=McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None)
     register_builtin_commands(parts)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
 

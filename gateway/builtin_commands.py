@@ -47,6 +47,8 @@ def register_builtin_commands(gw: GatewayParts) -> None:
         lines.append(f"memory: {gw.store.unprocessed_count()} history entries waiting for Dream"
                      + (" (Dream running)" if gw.dream.running else ""))
         lines.append(gw.scheduler.status_line())
+        if gw.mcp is not None and (mcp_line := gw.mcp.status_line()):
+            lines.append(mcp_line)
         return "\n".join(lines)
 
     async def compact(ctx: TurnContext, args: str) -> str:
