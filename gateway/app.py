@@ -28,12 +28,15 @@ from config.schema import Config
 from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandRegistry
 from gateway.context import ContextBuilder
+from gateway.fallback import ModelChain, SessionModels
 from gateway.llm import LiteLLMChatModel
 from gateway.loop import AgentLoop
 from gateway.mcp import McpManager
 from gateway.metrics import Metrics
+from gateway.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
+from gateway.model_command import register_model_command
 from gateway.roles import OwnerSessions
-from gateway.runner import PromptEstimator, TurnRunner
+from gateway.runner import PromptEstimator
 from gateway.runtime import Gateway, GatewayParts
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
@@ -74,7 +77,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                         timezone=agent.timezone)
     git = GitStore(workspace)
     usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget)
-    model = LiteLLMChatModel(config, usage=usage, metrics=metrics)
+    chain = ModelChain(config, metrics=metrics, sessions=SessionModels(workspace / "state" / "models.json"))
+    model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain)
     owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions)
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
@@ -106,7 +110,9 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
         await bus.publish_outbound(OutboundProgress(ctx.target, text))
 
     streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
-    runner = TurnRunner(model=model, builder=builder, tools=tools, sessions=sessions,
+    committer = MemoryCommitter(git, workspace)  # every memory change is a commit
+    record_memory_writes(tools, committer)
+    runner = CommittingRunner(committer=committer, model=model, builder=builder, tools=tools, sessions=sessions,
                         max_iterations=agent.max_tool_iterations,
                         force_consolidation=consolidator.force_round, metrics=metrics,
                         progress=progress, streaming_channels=streaming)
@@ -121,9 +127,10 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
-                         owner_sessions=owner_sessions, scheduler=scheduler,
+                         owner_sessions=owner_sessions, scheduler=scheduler, committer=committer,
                          mcp=McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None)
     register_builtin_commands(parts)
+    register_model_command(commands, chain)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
 
 

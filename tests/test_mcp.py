@@ -104,7 +104,7 @@ async def test_time_server_over_stdio_answers_in_a_turn(fake_llm: FakeLLMServer,
         assert gw.parts.mcp is not None
         await gw.parts.mcp.wait_for("time", ["connected"])
         await ch.say("what time is it in Tokyo?", sender_id="local")
-        [reply] = await ch.wait_replies(1)
+        [reply] = await ch.wait_replies(1, timeout=60)
     assert reply.kind == "text" and reply.text == "It is late in Tokyo."
     offered = {t["function"]["name"]: t["function"] for t in fake_llm.requests[0]["tools"]}
     schema = offered["mcp_time_get_current_time"]["parameters"]
@@ -126,9 +126,9 @@ async def test_streamable_http_server_tools_work_and_enabled_tools_filters(
             status = await gw.parts.mcp.wait_for("notes", ["connected"])
             assert status.transport == "streamableHttp" and status.tools == ["mcp_notes_add_note"]
             await ch.say("remember to buy milk", sender_id="local")
-            [reply] = await ch.wait_replies(1)
+            [reply] = await ch.wait_replies(1, timeout=60)
             await ch.say("/status", sender_id="local")
-            status_reply = (await ch.wait_replies(2))[1]
+            status_reply = (await ch.wait_replies(2, timeout=60))[1]
         assert reply.text == "Noted."
         assert "mcp: notes: connected (1 tools)" in status_reply.text
         names = {t["function"]["name"] for t in fake_llm.requests[0]["tools"]}
@@ -149,7 +149,7 @@ async def test_a_server_crashing_mid_call_is_a_tool_error_and_it_reconnects(
         assert gw.parts.mcp is not None
         await gw.parts.mcp.wait_for("crashy", ["connected"])
         await ch.say("crash it", sender_id="local")
-        [first] = await ch.wait_replies(1)
+        [first] = await ch.wait_replies(1, timeout=60)
         [result] = tool_results(fake_llm.requests[1])
         assert result["content"].startswith("Error:") and "crashy" in result["content"]
 
@@ -159,7 +159,7 @@ async def test_a_server_crashing_mid_call_is_a_tool_error_and_it_reconnects(
 
         await asyncio.wait_for(reconnected(), 30)
         await ch.say("try again", sender_id="local")
-        replies = await ch.wait_replies(2)
+        replies = await ch.wait_replies(2, timeout=60)
     assert first.text == "That tool broke." and replies[1].text == "Back."
     echoed = tool_results(fake_llm.requests[3])[-1]
     assert echoed["content"] == "echo: again"
@@ -175,7 +175,7 @@ async def test_a_dead_server_never_blocks_start_and_is_retried(
         assert gw.parts.mcp is not None
         gw.parts.mcp._backoff_base_s = 0.01
         await ch.say("hello", sender_id="local")
-        [reply] = await ch.wait_replies(1)
+        [reply] = await ch.wait_replies(1, timeout=60)
         assert reply.text == "still here"
 
         async def retried() -> None:
@@ -203,11 +203,11 @@ async def test_mcp_tools_are_owner_only_unless_listed_in_guest_tools(
         assert gw.parts.mcp is not None
         await gw.parts.mcp.wait_for("time", ["connected"])
         await channel.say("hi", sender_id="visitor", chat_id="g")
-        await channel.wait_replies(1)
+        await channel.wait_replies(1, timeout=60)
         guest_tools = {t["function"]["name"] for t in fake_llm.requests[0].get("tools", [])}
         assert "mcp_time_get_current_time" not in guest_tools and "mcp_time_convert_time" in guest_tools
         await channel.say("time?", sender_id="boss", chat_id="o")
-        await channel.wait_replies(2)
+        await channel.wait_replies(2, timeout=60)
     owner_tools = {t["function"]["name"] for t in fake_llm.requests[1]["tools"]}
     assert {"mcp_time_get_current_time", "mcp_time_convert_time"} <= owner_tools
     assert tool_results(fake_llm.requests[2])[0]["content"].startswith("{")

@@ -63,7 +63,9 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
                config_path: ConfigOption = None) -> None:
     """List memory changes (Dream, manual edits, restores)."""
     table = Table("sha", "when", "message", "files")
-    for c in _git(config_path).log(n):
+    git = _git(config_path)
+    git.commit_manual_edits()  # hand edits since the last commit are changes too
+    for c in git.log(n):
         table.add_row(c.short, str(c.when), c.message, ", ".join(c.files))
     console.print(table)
 
