@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import agent, gateway, jobs, memory, onboard, ops, pairing, sessions, status
+from gateway.cli import agent, gateway, jobs, memory, migrate, models, onboard, ops, pairing, sessions, status
 
 
 def build_app() -> typer.Typer:
@@ -36,6 +36,8 @@ def build_app() -> typer.Typer:
     jobs.register(app)
     pairing.register(app)
     ops.register(app)
+    models.register(app)
+    migrate.register(app)
     return app
 
 

@@ -121,3 +121,10 @@ def usage(days: Annotated[int, typer.Option("--days", help="How many days back."
             t = rows[name]
             table.add_row(name, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.cached:,}")
         console.print(table)
+    from gateway.costs import daily_costs
+
+    table = Table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
+    for day, cost in sorted(daily_costs(config.workspace / "usage", days).items()):
+        per_turn = f"${cost.per_turn:.4f}" if cost.per_turn is not None else "—"
+        table.add_row(day, str(cost.calls), cost.describe(), per_turn)
+    console.print(table)
