@@ -60,6 +60,36 @@ class ChatRequest(BaseModel):
     user: str | None = None
 
 
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIErrorBody(BaseModel):
+    """OpenAI's error shape, so OpenAI clients raise their usual exception classes."""
+
+    error: ErrorDetail
+
+
+def _doc(text: str) -> dict[str, Any]:
+    return {"model": OpenAIErrorBody, "description": text}
+
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _doc("Missing or wrong bearer token."),
+    503: _doc("No token is configured, the gateway is shutting down, or the queue is full."),
+}
+CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    400: _doc("No user message with text, or a bad session id."),
+    413: _doc("The body is larger than channels.openai.maxBodyBytes."),
+    502: _doc("The turn failed (the model provider failed); `error.message` says why."),
+    504: _doc("No answer within channels.openai.waitTimeoutS; the answer stays in the session."),
+}
+
+
 def openai_error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": None}}, status)
 
@@ -131,12 +161,14 @@ class OpenAIChannel:
         router = APIRouter(route_class=guarded_route(self._authorize, lambda: self.cfg.max_body_bytes),
                            tags=["openai"])
 
-        @router.get("/v1/models", summary="The assistant, as a model an OpenAI client can pick")
+        @router.get("/v1/models", summary="The assistant, as a model an OpenAI client can pick",
+                    responses=AUTH_RESPONSES)
         async def models() -> dict[str, Any]:
             return {"object": "list", "data": [
                 {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "lucidgate"}]}
 
-        @router.post("/v1/chat/completions", summary="Chat with the assistant (OpenAI-compatible)")
+        @router.post("/v1/chat/completions", summary="Chat with the assistant (OpenAI-compatible)",
+                     responses=CHAT_RESPONSES)
         async def completions(body: ChatRequest, request: Request) -> Response:
             session = request.headers.get("x-session-id") or body.user or "default"
             if not _SESSION_RE.match(session):
