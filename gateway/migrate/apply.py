@@ -146,6 +146,9 @@ def _import_sessions(source: Source, workspace: Path, report: ImportReport, dry_
     for item in source.sessions:
         path = workspace / "sessions" / f"{session_file_stem(item.key)}.jsonl"
         if path.exists():
+            if _imported_from(path) != source.kind:
+                report.warnings.append(f"session {item.key} already exists here; kept ours "
+                                       f"({len(item.messages)} message(s) of {item.origin_key or item.key} not imported)")
             continue
         report.actions.append(f"convert session {item.origin_key or item.key} -> {item.key} "
                               f"({len(item.messages)} messages)")
@@ -161,6 +164,15 @@ def _import_sessions(source: Source, workspace: Path, report: ImportReport, dry_
         lines = [json.dumps(header, ensure_ascii=False)] + [json.dumps(m, ensure_ascii=False) for m in messages]
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _imported_from(path: Path) -> str | None:
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+        return str((header.get("metadata") or {}).get("imported_from") or "") or None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _dangling(messages: list[dict[str, Any]]) -> bool:
