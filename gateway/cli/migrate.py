@@ -7,13 +7,18 @@ gateway: stop it, import, start it again. ``--dry-run`` prints the plan and writ
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from gateway.cli._common import ConfigOption, console, err_console, ensure_onboarded, load_or_exit
+
+if TYPE_CHECKING:
+    from gateway.migrate import ImportReport, Source
+    from gateway.workspace_lock import WorkspaceLock
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
 Channels = Annotated[bool, typer.Option("--channels", help="Also write the offered channel settings "
@@ -78,7 +83,7 @@ def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to wri
     console.print(f"wrote {out} ({len(members)} item(s); secrets left out)")
 
 
-def _run_import(read, dry_run: bool, channels: bool, config_path: Path | None) -> None:  # type: ignore[no-untyped-def]
+def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, config_path: Path | None) -> None:
     from config import resolve_config_path
 
     config = ensure_onboarded(config_path)
@@ -93,14 +98,15 @@ def _run_import(read, dry_run: bool, channels: bool, config_path: Path | None) -
     _report(report, dry_run)
 
 
-async def _apply(source, workspace: Path, dry_run: bool, config_file: Path | None, channels: bool):  # type: ignore[no-untyped-def]
+async def _apply(source: Source, workspace: Path, dry_run: bool, config_file: Path | None,
+                 channels: bool) -> ImportReport:
     from gateway.migrate.apply import import_source
 
     return await import_source(source, workspace, dry_run=dry_run, config_path=config_file,
                                apply_channels=channels)
 
 
-def _locked(workspace: Path):  # type: ignore[no-untyped-def]
+def _locked(workspace: Path) -> _Release:
     from gateway.workspace_lock import GatewayLocked, WorkspaceLock
 
     lock = WorkspaceLock(workspace)
@@ -113,7 +119,7 @@ def _locked(workspace: Path):  # type: ignore[no-untyped-def]
 
 
 class _Release:
-    def __init__(self, lock) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, lock: WorkspaceLock) -> None:
         self.lock = lock
 
     def __enter__(self) -> None:
@@ -123,7 +129,7 @@ class _Release:
         self.lock.release()
 
 
-def _report(report, dry_run: bool) -> None:  # type: ignore[no-untyped-def]
+def _report(report: ImportReport, dry_run: bool) -> None:
     prefix = "would " if dry_run else ""
     for action in report.actions:
         console.print(f"{prefix}{action}", markup=False, soft_wrap=True)
