@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.messages import InboundMessage, OutboundMessage
-from channels.webhook_api import guarded_route
+from channels.webhook.api import guarded_route
 from config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig
 
 logger = logging.getLogger(__name__)
