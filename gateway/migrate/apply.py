@@ -26,10 +26,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from channels.messages import session_file_stem
 from config.fileio import atomic_write_text
 from gateway.migrate.model import Source
 from memory.gitstore import GitStore
+from memory.naming import session_file_stem
 from memory.sessions import FORMAT_VERSION
 from memory.store import MemoryStore
 
