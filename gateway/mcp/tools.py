@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from gateway.errors import ToolError
 from gateway.turn import TurnContext
 
-if TYPE_CHECKING:
-    from gateway.mcp.manager import McpManager
+
+class ToolCaller(Protocol):
+    """What a tool needs from the manager that owns the connection."""
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> str: ...
 
 MAX_NAME = 64  # OpenAI's limit on function names
 MAX_DESCRIPTION = 1024
@@ -77,7 +80,7 @@ class McpTool:
 
     owner_only = False  # the registry's guestTools list is the gate (owner-only by default)
 
-    def __init__(self, manager: McpManager, server: str, remote_name: str,
+    def __init__(self, manager: ToolCaller, server: str, remote_name: str,
                  description: str | None, input_schema: dict[str, Any] | None) -> None:
         self._manager = manager
         self.server = server
