@@ -88,6 +88,10 @@ class AgentDefaults(Section):
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     heartbeat: HeartbeatConfig = Field(default_factory=HeartbeatConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
+    # Tried in order when the model times out or answers 5xx/429 (never on auth/bad request).
+    fallback_models: list[str] = Field(default_factory=list)
+    # Named models `/model <name>` switches a session to (owner only), e.g. {"big": "openai/gpt-4o"}.
+    model_presets: dict[str, str] = Field(default_factory=dict)
 
     @property
     def prompt_budget(self) -> int:
@@ -204,6 +208,29 @@ class WebhookConfig(Section):
     callback_backoff_s: float = Field(5.0, ge=0)
 
 
+class OpenAIApiConfig(Section):
+    """``POST /v1/chat/completions``: any OpenAI client talks to the assistant.
+
+    The bearer token is ``token``, or the webhook's integration token when empty; callers are
+    guests unless ``owner`` is true (then they get the owner's tools and memory).
+    """
+
+    enabled: bool = True
+    token: SecretStr = SecretStr("")
+    owner: bool = False
+    wait_timeout_s: float = Field(300, gt=0)
+    max_body_bytes: int = Field(4_194_304, ge=1024)
+
+    @property
+    def owners(self) -> list[str]:
+        """The sender id an owner token speaks as (``role_of`` reads ``owners``)."""
+        return [OPENAI_OWNER_ID] if self.owner else []
+
+
+OPENAI_OWNER_ID = "api-owner"
+OPENAI_GUEST_ID = "api-guest"
+
+
 class CliChannelConfig(Section):
     owners: list[str] = Field(default_factory=lambda: ["local"])
 
@@ -222,6 +249,7 @@ class ChannelsConfig(Section):
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
     cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
     web: WebChannelConfig = Field(default_factory=WebChannelConfig)
+    openai: OpenAIApiConfig = Field(default_factory=OpenAIApiConfig)
 
 
 class ExecConfig(Section):
@@ -266,11 +294,36 @@ class WebToolsConfig(Section):
     search: WebSearchConfig = Field(default_factory=WebSearchConfig)
 
 
+class McpServerConfig(Section):
+    """One MCP server: ``command``/``args``/``env`` (stdio) or ``url`` (streamable HTTP; SSE
+    when ``transport`` is ``sse`` or the URL ends in ``/sse``)."""
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    transport: str = Field("auto", pattern="^(auto|streamableHttp|sse)$")
+    headers: dict[str, str] = Field(default_factory=dict)
+    enabled: bool = True
+    # Tool names (the server's own names) to expose; ["*"] = all.
+    enabled_tools: list[str] = Field(default_factory=lambda: ["*"])
+    tool_timeout_s: float = Field(60, gt=0)
+    connect_timeout_s: float = Field(30, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("an MCP server needs exactly one of `command` (stdio) or `url` (HTTP)")
+        return self
+
+
 class ToolsConfig(Section):
     restrict_to_workspace: bool = True
     exec: ExecConfig = Field(default_factory=ExecConfig)
     guest_tools: list[str] = Field(default_factory=list)
     web: WebToolsConfig = Field(default_factory=WebToolsConfig)
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
 
 
 class GatewayConfig(Section):

@@ -28,11 +28,15 @@ from config.schema import Config
 from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandRegistry
 from gateway.context import ContextBuilder
+from gateway.fallback import ModelChain, SessionModels
 from gateway.llm import LiteLLMChatModel
 from gateway.loop import AgentLoop
+from gateway.mcp import McpManager
 from gateway.metrics import Metrics
+from gateway.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
+from gateway.model_command import register_model_command
 from gateway.roles import OwnerSessions
-from gateway.runner import PromptEstimator, TurnRunner
+from gateway.runner import PromptEstimator
 from gateway.runtime import Gateway, GatewayParts
 from gateway.skills import SkillsLoader, config_checker
 from gateway.task_budget import BudgetedModel
@@ -76,7 +80,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                         timezone=agent.timezone)
     git = GitStore(workspace)
     usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget)
-    model = LiteLLMChatModel(config, usage=usage, metrics=metrics)
+    chain = ModelChain(config, metrics=metrics, sessions=SessionModels(workspace / "state" / "models.json"))
+    model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain)
     owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))
@@ -111,10 +116,12 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
         await bus.publish_outbound(OutboundProgress(ctx.target, text))
 
     streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
-    runner = TurnRunner(model=BudgetedModel(model), builder=builder, tools=tools, sessions=sessions,
-                        max_iterations=agent.max_tool_iterations,
-                        force_consolidation=consolidator.force_round, metrics=metrics,
-                        progress=progress, streaming_channels=streaming)
+    committer = MemoryCommitter(git, workspace)  # every memory change is a commit
+    record_memory_writes(tools, committer)
+    runner = CommittingRunner(committer=committer, model=BudgetedModel(model), builder=builder, tools=tools,
+                              sessions=sessions, max_iterations=agent.max_tool_iterations,
+                              force_consolidation=consolidator.force_round, metrics=metrics,
+                              progress=progress, streaming_channels=streaming)
     commands = CommandRegistry()
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics)
@@ -126,8 +133,10 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
-                         owner_sessions=owner_sessions, scheduler=scheduler)
+                         owner_sessions=owner_sessions, scheduler=scheduler, committer=committer,
+                         mcp=McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None)
     register_builtin_commands(parts)
+    register_model_command(commands, chain)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
 
 
@@ -141,6 +150,11 @@ def _channels_for(mode: Mode, config: Config, bus: MessageBus,
         channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
         # The terminal channel behind the local API: `lucid agent` beside a running daemon.
         channels["cli"] = CliChannel(bus)
+        from gateway.openai_api import create_openai_channel
+
+        openai_channel = create_openai_channel(config, bus)  # POST /v1/chat/completions
+        if openai_channel is not None:
+            channels["openai"] = openai_channel
         return channels
     if mode == "agent":
         return {"cli": CliChannel(bus, on_unsolicited=on_unsolicited)}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
 from gateway.commands import Command
 from gateway.runtime import GatewayParts
 from gateway.turn import TurnContext
@@ -47,6 +49,9 @@ def register_builtin_commands(gw: GatewayParts) -> None:
         lines.append(f"memory: {gw.store.unprocessed_count()} history entries waiting for Dream"
                      + (" (Dream running)" if gw.dream.running else ""))
         lines.append(gw.scheduler.status_line())
+        lines.append(await _cost_line(gw.usage.folder, ctx.session_key))
+        if gw.mcp is not None and (mcp_line := gw.mcp.status_line()):
+            lines.append(mcp_line)
         return "\n".join(lines)
 
     async def compact(ctx: TurnContext, args: str) -> str:
@@ -141,6 +146,23 @@ def register_builtin_commands(gw: GatewayParts) -> None:
 
 
 MAX_COMPACT_ROUNDS = 50
+
+
+async def _cost_line(folder: Path, session_key: str) -> str:
+    from gateway.costs import daily_costs
+
+    today = await asyncio.to_thread(daily_costs, folder, 1)
+    mine = await asyncio.to_thread(daily_costs, folder, 1, session=session_key)
+    total = next(iter(today.values()), None)
+    session = next(iter(mine.values()), None)
+    if total is None:
+        return "cost today: $0 (no model calls yet)"
+    line = f"cost today: {total.describe()}"
+    if session is not None:
+        line += f"; this conversation today {session.describe()}"
+        if session.per_turn is not None:
+            line += f", about ${session.per_turn:.4f} a turn"
+    return line
 
 
 def _clip(text: str, limit: int = 3500) -> str:

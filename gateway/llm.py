@@ -21,6 +21,7 @@ from typing import Any
 from config.schema import Config, ProviderConfig
 from gateway._offline import set_offline_environment
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
+from gateway.fallback import ModelChain
 from gateway.metrics import Metrics
 from gateway.usage import UsageLedger
 from memory.protocols import ChatResult, ToolCall, Usage
@@ -118,8 +119,9 @@ class LiteLLMChatModel:
     """Implements ``memory.protocols.ChatModel`` over litellm."""
 
     def __init__(self, config: Config, *, usage: UsageLedger | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, chain: ModelChain | None = None) -> None:
         self._config = config
+        self._chain = chain  # fallbackModels / modelPresets (gateway/fallback.py)
         self._usage = usage
         self._metrics = metrics
         self._litellm: Any = None
@@ -209,6 +211,10 @@ class LiteLLMChatModel:
             tool_choice = provider.tool_choice if provider is not None else "auto"
             if tool_choice is not None:
                 kwargs["tool_choice"] = tool_choice
+        # Fallback models and per-session presets go through gateway/fallback.py's chain.
+        client = litellm
+        if self._chain is not None and self._chain.needed():
+            client = self._chain.client(litellm, session_key)
         stream = on_text is not None and (not tools or _streams_tool_calls(provider))
         retries_left = agent.llm_retries if retries is None else retries
         attempt = 0
@@ -221,9 +227,9 @@ class LiteLLMChatModel:
                     self._io = _LLMThread()
                 if stream and on_text is not None:
                     relay = _progress_relay(on_text, asyncio.get_running_loop())
-                    response = await self._io.run(_streamed(litellm, kwargs, relay))
+                    response = await self._io.run(_streamed(client, kwargs, relay))
                 else:
-                    response = await self._io.run(litellm.acompletion(**kwargs))
+                    response = await self._io.run(client.acompletion(**kwargs))
                 result = _to_result(response)
             except asyncio.CancelledError:
                 raise
@@ -250,7 +256,7 @@ class LiteLLMChatModel:
                 logger.warning("LLM %s call failed: %s: %s", job, type(exc).__name__, detail)
                 raise LLMError(_user_message(exc, provider_name), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
-            self._record_success(job, session_key, result.usage)
+            self._record_success(job, session_key, result.usage, getattr(client, "answered_by", None))
             if (result.content or "").strip() or result.tool_calls or result.cut:
                 return result
             if not asked_again:
@@ -281,12 +287,13 @@ class LiteLLMChatModel:
         if self._metrics is not None:
             self._metrics.llm_call(job, "error")
 
-    def _record_success(self, job: str, session_key: str | None, usage: Usage) -> None:
+    def _record_success(self, job: str, session_key: str | None, usage: Usage,
+                        model: str | None = None) -> None:
         if self._metrics is not None:
             self._metrics.llm_call(job, "ok", usage.prompt_tokens, usage.completion_tokens,
                                    usage.cached_tokens)
         if self._usage is not None:
-            self._usage.record(job=job, session_key=session_key, model=self.model, usage=usage)
+            self._usage.record(job=job, session_key=session_key, model=model or self.model, usage=usage)
 
 
 TextCallback = Callable[[str], Coroutine[Any, Any, None]]

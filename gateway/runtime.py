@@ -47,6 +47,8 @@ from memory.store import MemoryStore
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
+    from gateway.mcp import McpManager
+    from gateway.memory_commits import MemoryCommitter
     from scheduler import SchedulerService
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,8 @@ class GatewayParts:
     metrics: Metrics
     owner_sessions: OwnerSessions
     scheduler: SchedulerService
+    mcp: McpManager | None = None  # MCP servers' tools (tools.mcpServers)
+    committer: MemoryCommitter | None = None  # agent: / manual: memory commits
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +145,8 @@ class Gateway:
         try:
             await asyncio.to_thread(_prepare_workspace, p.config.workspace)
             await asyncio.to_thread(p.git.init)
+            if p.committer is not None:
+                await p.committer.commit_manual_edits()  # hand edits made while we were down
             await p.model.start()
             stack.callback(p.model.close)
             await p.bus.start()
@@ -150,6 +156,11 @@ class Gateway:
                     stack.push_async_callback(_quietly, channel.stop, name)
             # Replies of the last turns go out before the channels close.
             stack.push_async_callback(_quietly, self._flush_outbound, "outbound flush")
+            if p.committer is not None:  # the last turns' commits finish after the agent stops
+                stack.push_async_callback(_quietly, p.committer.drain, "memory commits")
+            if p.mcp is not None:  # spawns supervisors, never waits; stopped after the turns
+                await p.mcp.start()
+                stack.push_async_callback(_quietly, p.mcp.stop, "mcp")
             await p.agent.start()
             stack.push_async_callback(self._stop_agent)
             await p.scheduler.start()

@@ -31,9 +31,12 @@ from memory.errors import GitStoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TRACKED", "CommitInfo", "GitStore"]
+__all__ = ["TRACKED", "CommitInfo", "GitStore", "is_tracked"]
 
 TRACKED: tuple[str, ...] = ("SOUL.md", "USER.md", "memory/MEMORY.md", "skills")
+# Daily notes (memory/YYYY-MM-DD.md) are versioned too; matched by name, added explicitly.
+DAILY_NOTE_RE = re.compile(r"^memory/\d{4}-\d{2}-\d{2}\.md$")
+DAILY_NOTE_IGNORE_RULE = "!/memory/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md"
 IDENTITY_ENV = {
     "GIT_AUTHOR_NAME": "lucidgate",
     "GIT_AUTHOR_EMAIL": "lucidgate@localhost",
@@ -49,6 +52,7 @@ GITIGNORE = """\
 !/memory/
 /memory/*
 !/memory/MEMORY.md
+!/memory/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md
 !/skills/
 __pycache__/
 *.tmp
@@ -83,10 +87,21 @@ class GitStore:
         with self._locked(), self._repo() as repo:
             return self._commit(repo, None)
 
-    def commit(self, message: str) -> str | None:
-        """Commit the tracked files as they are now; None when nothing changed."""
+    def commit(self, message: str, paths: list[str] | None = None) -> str | None:
+        """Commit the tracked files as they are now (only ``paths`` of them when given, so a
+        hand edit elsewhere is not swept into this commit); None when nothing changed."""
         with self._locked(), self._repo() as repo:
-            return self._commit(repo, message)
+            return self._commit(repo, message, only=paths)
+
+    def bundle(self, target: Path) -> bool:
+        """Write the whole memory history as a git bundle; False when there is none yet."""
+        if not (self.workspace / ".git").exists():
+            return False
+        with self._locked(), self._repo(create=False) as repo:
+            if not repo.head.is_valid():
+                return False
+            repo.git.bundle("create", str(target), "--all")
+            return True
 
     def restore(self, sha: str) -> str:
         """A NEW commit bringing the tracked files back to their state before ``sha``."""
@@ -99,7 +114,8 @@ class GitStore:
                 )
             self._commit(repo, None)  # keep unsaved hand edits in history before overwriting
             before = parents[0]
-            changed = _lines(repo.git.diff("--name-only", before, "HEAD", "--", *TRACKED))
+            changed = [f for f in _lines(repo.git.diff("--name-only", before, "HEAD"))
+                       if is_tracked(f)]
             if not changed:
                 raise GitStoreError(
                     f"nothing to restore: the memory files already match the state before "
@@ -201,8 +217,9 @@ class GitStore:
             repo = Repo.init(self.workspace, initial_branch="main")
         try:
             repo.git.update_environment(**IDENTITY_ENV)
-            if fresh or not (self.workspace / ".gitignore").exists():
-                (self.workspace / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+            ignore = self.workspace / ".gitignore"
+            if fresh or not ignore.exists() or _ours_but_old(ignore):
+                ignore.write_text(GITIGNORE, encoding="utf-8")
             if create and not repo.head.is_valid():
                 self._commit(repo, "init: memory files", allow_empty=True)
             yield repo
@@ -224,9 +241,13 @@ class GitStore:
             ) from None
         return full
 
-    def _commit(self, repo: Repo, message: str | None, *, allow_empty: bool = False) -> str | None:
+    def _commit(self, repo: Repo, message: str | None, *, allow_empty: bool = False,
+                only: list[str] | None = None) -> str | None:
         """Stage the tracked files by name and commit them; ``message=None`` = manual edits."""
         changed = self._stage(repo)
+        if only is not None:
+            wanted = {p.rstrip("/") for p in only}
+            changed = [f for f in changed if f in wanted or any(f.startswith(w + "/") for w in wanted)]
         if not changed and not allow_empty:
             return None
         if message is None:
@@ -255,8 +276,20 @@ class GitStore:
                  if (self.workspace / p).exists() or any(k == p or k.startswith(p + "/") for k in known)]
         if paths:
             repo.git.add("--", *paths)
+        notes = sorted(set(self._daily_notes()) | {k for k in _lines(repo.git.ls_files("--", "memory"))
+                                                     if DAILY_NOTE_RE.match(k)})
+        if notes:
+            # -f: a .gitignore from before daily notes were versioned must not refuse them.
+            repo.git.add("-f", "-A", "--", *notes)
         # With an unborn HEAD, git compares the index against the empty tree.
-        return _lines(repo.git.diff("--cached", "--name-only", "--", *TRACKED))
+        return _lines(repo.git.diff("--cached", "--name-only", "--", *TRACKED, *notes))
+
+    def _daily_notes(self) -> list[str]:
+        folder = self.workspace / "memory"
+        if not folder.is_dir():
+            return []
+        return [f"memory/{p.name}" for p in folder.iterdir()
+                if p.is_file() and DAILY_NOTE_RE.match(f"memory/{p.name}")]
 
     def _rebuild_index(self, repo: Repo) -> None:
         index = Path(repo.git_dir) / "index"
@@ -275,6 +308,20 @@ class GitStore:
         if age > _STALE_INDEX_LOCK_S:
             logger.warning("removing stale %s (%.0f s old)", lock, age)
             lock.unlink(missing_ok=True)
+
+
+def is_tracked(path: str) -> bool:
+    """Whether ``path`` (workspace-relative, posix) is one of the versioned memory files."""
+    return (path in TRACKED or path.startswith("skills/") or DAILY_NOTE_RE.match(path) is not None)
+
+
+def _ours_but_old(ignore: Path) -> bool:
+    """Our own .gitignore from before daily notes were versioned (a user's own is left alone)."""
+    try:
+        text = ignore.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return text.startswith("# Written by lucidgate") and DAILY_NOTE_IGNORE_RULE not in text
 
 
 def _lines(text: str) -> list[str]:

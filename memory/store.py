@@ -89,12 +89,14 @@ class MemoryStore:
         return self.now().strftime(TIMESTAMP_FORMAT)
 
     # ------------------------------------------------------------------ history: writing
-    async def append_history(self, content: str, *, session_key: str | None = None) -> int:
-        """Append one entry durably (fsynced) and return its cursor."""
+    async def append_history(self, content: str, *, session_key: str | None = None,
+                             timestamp: str | None = None) -> int:
+        """Append one entry durably (fsynced) and return its cursor. ``timestamp`` keeps an
+        imported entry's original time (default: now)."""
         async with self._alock:
-            return await asyncio.to_thread(self._append_sync, content, session_key)
+            return await asyncio.to_thread(self._append_sync, content, session_key, timestamp)
 
-    def _append_sync(self, content: str, session_key: str | None) -> int:
+    def _append_sync(self, content: str, session_key: str | None, timestamp: str | None = None) -> int:
         self.history_path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked_file(), self._mutex:
             self._repair_tail()
@@ -103,7 +105,7 @@ class MemoryStore:
             if stored is None and self._index.last_cursor:
                 logger.warning(".cursor missing or corrupt; rebuilt from history.jsonl")
             cursor = max(stored or 0, self._index.last_cursor) + 1
-            record = {"cursor": cursor, "timestamp": self.timestamp(),
+            record = {"cursor": cursor, "timestamp": timestamp or self.timestamp(),
                       "content": content, "session_key": session_key}
             line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
             fd = os.open(self.history_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

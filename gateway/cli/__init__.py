@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import agent, gateway, jobs, memory, onboard, ops, pairing, sessions, skills, status, webconsole
+from gateway.cli import (agent, gateway, jobs, memory, migrate, models, onboard, ops, pairing, sessions, skills,
+                         status, webconsole)
 
 
 def build_app() -> typer.Typer:
@@ -38,6 +39,8 @@ def build_app() -> typer.Typer:
     ops.register(app)
     webconsole.register(app)
     skills.register(app)
+    models.register(app)
+    migrate.register(app)
     return app
 
 

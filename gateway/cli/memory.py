@@ -63,7 +63,9 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
                config_path: ConfigOption = None) -> None:
     """List memory changes (Dream, manual edits, restores)."""
     table = Table("sha", "when", "message", "files")
-    for c in _git(config_path).log(n):
+    git = _git(config_path)
+    git.commit_manual_edits()  # hand edits since the last commit are changes too
+    for c in git.log(n):
         table.add_row(c.short, str(c.when), c.message, ", ".join(c.files))
     console.print(table)
 
@@ -119,3 +121,10 @@ def usage(days: Annotated[int, typer.Option("--days", help="How many days back."
             t = rows[name]
             table.add_row(name, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.cached:,}")
         console.print(table)
+    from gateway.costs import daily_costs
+
+    table = Table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
+    for day, cost in sorted(daily_costs(config.workspace / "usage", days).items()):
+        per_turn = f"${cost.per_turn:.4f}" if cost.per_turn is not None else "—"
+        table.add_row(day, str(cost.calls), cost.describe(), per_turn)
+    console.print(table)

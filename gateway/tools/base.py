@@ -84,6 +84,10 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._schema_cache.clear()
 
+    def unregister(self, name: str) -> None:
+        if self._tools.pop(name, None) is not None:
+            self._schema_cache.clear()
+
     def names(self) -> list[str]:
         return list(self._tools)
 

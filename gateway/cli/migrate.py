@@ -1,0 +1,145 @@
+"""``lucid import nanobot|openclaw|lucid`` and ``lucid export``: move an assistant in or out.
+
+Imports hold the workspace lock (like the gateway does), so they never race a running
+gateway: stop it, import, start it again. ``--dry-run`` prints the plan and writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from gateway.cli._common import ConfigOption, console, err_console, ensure_onboarded, load_or_exit
+
+if TYPE_CHECKING:
+    from gateway.migrate import ImportReport, Source
+    from gateway.workspace_lock import WorkspaceLock
+
+DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
+Channels = Annotated[bool, typer.Option("--channels", help="Also write the offered channel settings "
+                                                          "(tokens, allowFrom) into the config.")]
+
+
+def register(app: typer.Typer) -> None:
+    import_app = typer.Typer(help="Bring an existing assistant over (memory, history, sessions, skills).",
+                             no_args_is_help=True)
+    import_app.command("nanobot")(import_nanobot)
+    import_app.command("openclaw")(import_openclaw)
+    import_app.command("lucid")(import_lucid)
+    app.add_typer(import_app, name="import")
+    app.command("export")(export)
+
+
+def import_nanobot(path: Annotated[Optional[Path], typer.Argument(help="Default ~/.nanobot")] = None,
+                   dry_run: DryRun = False, channels: Channels = False, config_path: ConfigOption = None) -> None:
+    """Import a nanobot assistant (SOUL/USER/MEMORY merged, history, sessions, skills)."""
+    from gateway.migrate.nanobot import read_nanobot
+
+    _run_import(lambda: read_nanobot(path or Path.home() / ".nanobot"), dry_run, channels, config_path)
+
+
+def import_openclaw(path: Annotated[Optional[Path], typer.Argument(help="Default ~/.openclaw")] = None,
+                    dry_run: DryRun = False, channels: Channels = False, config_path: ConfigOption = None) -> None:
+    """Import an OpenClaw assistant (memory files, daily notes, sessions, skills)."""
+    from gateway.migrate.openclaw import read_openclaw
+
+    _run_import(lambda: read_openclaw(path or Path.home() / ".openclaw"), dry_run, channels, config_path)
+
+
+def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written by `lucid export`.")],
+                 dry_run: DryRun = False, config_path: ConfigOption = None) -> None:
+    """Restore a `lucid export` archive (exactly, into a fresh workspace; merged otherwise)."""
+    from gateway.migrate.archive import ExtractedArchive, is_fresh, read_lucid, restore_fresh
+
+    config = ensure_onboarded(config_path)
+    try:
+        with _locked(config.workspace), ExtractedArchive(file) as unpacked:
+            if is_fresh(config.workspace):
+                if dry_run:
+                    console.print(f"would restore {file} into the fresh workspace {config.workspace}")
+                    return
+                restored = restore_fresh(unpacked, config.workspace)
+                console.print(f"restored {len(restored)} file(s) and the memory history into {config.workspace}")
+                console.print("config.json in the archive has no secrets; set tokens and keys here yourself")
+                return
+            _report(asyncio.run(_apply(read_lucid(unpacked), config.workspace, dry_run, None, False)), dry_run)
+    except (ValueError, FileNotFoundError) as exc:
+        err_console.print(f"[red]import failed[/red]: {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to write (.tar.gz).")],
+           config_path: ConfigOption = None) -> None:
+    """Write a portable archive: memory, history, sessions, skills, git history, config without secrets."""
+    from gateway.migrate.archive import export_archive
+
+    config = load_or_exit(config_path)
+    members = export_archive(config, out.expanduser())
+    console.print(f"wrote {out} ({len(members)} item(s); secrets left out)")
+
+
+def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, config_path: Path | None) -> None:
+    from config import resolve_config_path
+
+    config = ensure_onboarded(config_path)
+    try:
+        source = read()
+        with _locked(config.workspace):
+            report = asyncio.run(_apply(source, config.workspace, dry_run, resolve_config_path(config_path),
+                                        channels))
+    except (ValueError, FileNotFoundError) as exc:
+        err_console.print(f"[red]import failed[/red]: {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    _report(report, dry_run)
+
+
+async def _apply(source: Source, workspace: Path, dry_run: bool, config_file: Path | None,
+                 channels: bool) -> ImportReport:
+    from gateway.migrate.apply import import_source
+
+    return await import_source(source, workspace, dry_run=dry_run, config_path=config_file,
+                               apply_channels=channels)
+
+
+def _locked(workspace: Path) -> _Release:
+    from gateway.workspace_lock import GatewayLocked, WorkspaceLock
+
+    lock = WorkspaceLock(workspace)
+    try:
+        lock.acquire()
+    except GatewayLocked as exc:
+        err_console.print(f"[red]cannot import now[/red]: {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    return _Release(lock)
+
+
+class _Release:
+    def __init__(self, lock: WorkspaceLock) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def _report(report: ImportReport, dry_run: bool) -> None:
+    prefix = "would " if dry_run else ""
+    for action in report.actions:
+        console.print(f"{prefix}{action}", markup=False, soft_wrap=True)
+    for warning in report.warnings:
+        err_console.print(f"warning: {warning}", markup=False)
+    if report.offers:
+        console.print("channel settings found:" + ("" if not dry_run else " (not written in a dry run)"))
+        for offer in report.offers:
+            console.print(f"  {offer}", markup=False)
+    if not report.actions and not report.offers:
+        console.print("nothing to import: everything is already here")
+    elif report.commit:
+        console.print(f"memory commit {report.commit[:8]}")

@@ -1,0 +1,199 @@
+"""``lucid export`` and ``lucid import lucid``: one portable archive of an assistant.
+
+The archive is a ``.tar.gz``::
+
+    manifest.json            {"format": "lucidgate-export", "version": 1, "created_at", ...}
+    workspace/...            bootstrap and memory files, memory/history.jsonl, its cursors,
+                             memory/archive/, daily notes, sessions/, skills/
+    memory.bundle            the memory git history (``git bundle --all``)
+    config.json              the config with every secret emptied (tokens, keys, MCP env,
+                             extra headers): the new machine gets its own
+
+Importing restores into a fresh workspace exactly (history and cursors byte for byte, the
+git history fetched from the bundle); into a workspace that already has a life of its own
+it goes through the same merge as the other importers (``read_lucid`` -> ``Source``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from config.schema import Config
+from gateway.migrate.model import HistoryItem, SessionItem, Source
+from memory.gitstore import GitStore
+
+FORMAT = "lucidgate-export"
+VERSION = 1
+WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "HEARTBEAT.md")
+MEMORY_FILES = ("memory/MEMORY.md", "memory/history.jsonl", "memory/.cursor", "memory/.dream_cursor")
+FOLDERS = ("memory/archive", "sessions", "skills")
+_SECRET_KEYS = {"apikey", "token", "bottoken", "apptoken", "signingsecret", "secrettoken", "callbacksecret"}
+
+
+def export_archive(config: Config, out: Path) -> list[str]:
+    """Write the archive to ``out`` (atomically); returns the workspace paths it holds."""
+    workspace = config.workspace
+    members: list[str] = []
+    tmp = out.with_name(f".{out.name}.tmp")
+    with tempfile.TemporaryDirectory() as scratch, tarfile.open(tmp, "w:gz") as tar:
+        for rel in (*WORKSPACE_FILES, *MEMORY_FILES):
+            if (workspace / rel).is_file():
+                tar.add(workspace / rel, arcname=f"workspace/{rel}")
+                members.append(rel)
+        memory = workspace / "memory"
+        for note in sorted(memory.glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md")) if memory.is_dir() else []:
+            tar.add(note, arcname=f"workspace/memory/{note.name}")
+            members.append(f"memory/{note.name}")
+        for folder in FOLDERS:
+            if (workspace / folder).is_dir():
+                tar.add(workspace / folder, arcname=f"workspace/{folder}", filter=_no_links)
+                members.append(f"{folder}/")
+        bundle = Path(scratch) / "memory.bundle"
+        if GitStore(workspace).bundle(bundle):
+            tar.add(bundle, arcname="memory.bundle")
+        _add_bytes(tar, "config.json", json.dumps(scrub(config), indent=2).encode())
+        manifest = {"format": FORMAT, "version": VERSION, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                    time.gmtime()), "workspace": str(workspace), "files": members}
+        _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=2).encode())
+    tmp.replace(out)
+    return members
+
+
+def scrub(config: Config) -> dict[str, Any]:
+    """The config as JSON with every secret emptied."""
+    document = config.model_dump(mode="json", by_alias=True)
+
+    def walk(node: Any, parent: str = "") -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                lowered = key.lower()
+                if parent in ("env", "headers", "extraheaders") and isinstance(value, str):
+                    out[key] = ""
+                elif lowered in _SECRET_KEYS and isinstance(value, str):
+                    out[key] = ""
+                else:
+                    out[key] = walk(value, lowered)
+            return out
+        if isinstance(node, list):
+            return [walk(v, parent) for v in node]
+        return node
+
+    return dict(walk(document))
+
+
+def _no_links(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    return None if info.issym() or info.islnk() else info
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = int(time.time())
+    info.mode = 0o600
+    tar.addfile(info, io.BytesIO(data))
+
+
+class ExtractedArchive:
+    """The archive unpacked into a temporary folder (safe extraction: data filter)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._dir = Path(tempfile.mkdtemp(prefix="lucid-import-"))
+
+    def __enter__(self) -> Path:
+        try:
+            with tarfile.open(self.path, "r:*") as tar:
+                tar.extractall(self._dir, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise ValueError(f"{self.path} is not a readable lucid export ({exc})") from None
+        manifest = self._dir / "manifest.json"
+        try:
+            data = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        if data.get("format") != FORMAT:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise ValueError(f"{self.path} is not a lucid export (no lucidgate manifest)")
+        return self._dir
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def is_fresh(workspace: Path) -> bool:
+    """No history, no sessions and at most the initial memory commit: nothing to merge with."""
+    history = workspace / "memory" / "history.jsonl"
+    if history.exists() and history.stat().st_size > 0:
+        return False
+    sessions = workspace / "sessions"
+    if sessions.is_dir() and any(sessions.glob("*.jsonl")):
+        return False
+    return len(GitStore(workspace).log(2)) <= 1
+
+
+def restore_fresh(unpacked: Path, workspace: Path) -> list[str]:
+    """Copy everything over an empty workspace and adopt the bundled git history."""
+    source = unpacked / "workspace"
+    restored: list[str] = []
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            rel = path.relative_to(source)
+            target = workspace / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            restored.append(rel.as_posix())
+    bundle = unpacked / "memory.bundle"
+    if bundle.exists():
+        from git import Repo
+
+        git_dir = workspace / ".git"
+        if git_dir.exists():
+            shutil.rmtree(git_dir)
+        repo = Repo.init(workspace, initial_branch="main")
+        try:
+            repo.git.fetch(str(bundle), "+refs/heads/*:refs/heads/*", "--update-head-ok")
+            repo.git.reset("-q", "main")  # the index follows the history; files are already in place
+        finally:
+            repo.close()
+        GitStore(workspace).init()  # our .gitignore and identity
+    return restored
+
+
+def read_lucid(unpacked: Path) -> Source:
+    """An archive as a ``Source``, for merging into a workspace that is already in use."""
+    root = unpacked / "workspace"
+    source = Source("lucid", unpacked)
+    for rel in ("SOUL.md", "USER.md", "memory/MEMORY.md"):
+        if (root / rel).is_file():
+            source.memory_files[rel] = (root / rel).read_text(encoding="utf-8")
+    for note in sorted((root / "memory").glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md")):
+        source.daily_notes[f"memory/{note.name}"] = note.read_text(encoding="utf-8")
+    history = root / "memory" / "history.jsonl"
+    if history.is_file():
+        for line in history.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+                source.history.append(HistoryItem(str(entry.get("timestamp") or ""), str(entry["content"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+    for path in sorted((root / "sessions").glob("*.jsonl")):
+        lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        if not lines or lines[0].get("_type") != "metadata":
+            continue
+        head, messages = lines[0], [m for m in lines[1:] if "role" in m]
+        source.sessions.append(SessionItem(key=str(head["key"]), messages=messages, created_at=head.get("created_at"),
+                                           updated_at=head.get("updated_at"), origin_key=str(head["key"]),
+                                           last_consolidated=int(head.get("last_consolidated", 0))))
+    skills = root / "skills"
+    if skills.is_dir():
+        source.skills = sorted(p for p in skills.iterdir() if (p / "SKILL.md").is_file())
+    return source

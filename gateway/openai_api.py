@@ -1,0 +1,241 @@
+"""An OpenAI-compatible endpoint: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+Any OpenAI client can talk to the assistant as if it were a model — with its memory, tools
+and sessions. The endpoint is a channel named ``openai``: it publishes an
+``InboundMessage`` on the bus exactly like the webhook does and waits for the answer, so the
+same agent loop, access rules and transcripts apply.
+
+- Auth: ``Authorization: Bearer <channels.openai.token>`` (the webhook's integration token
+  when that is empty), checked in constant time before the body is read. Callers are guests
+  unless ``channels.openai.owner`` is true.
+- Session: ``X-Session-Id`` header, else the request's ``user`` field, else ``default``; the
+  session key is ``openai:<id>``. The gateway keeps the history, so only the LAST user
+  message of ``messages`` is new input; the rest of the client's list is ignored.
+- ``stream: true`` answers as server-sent ``chat.completion.chunk`` events ending in
+  ``data: [DONE]``; the role chunk goes out at once, the text when the turn has produced it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from channels.bus import BusClosed, BusFull, MessageBus
+from channels.messages import InboundMessage, OutboundMessage
+from channels.webhook.api import guarded_route
+from config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "openai"
+MODEL_ID = "lucidgate"
+CHUNK_CHARS = 200
+_SESSION_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """The fields we read; everything else an OpenAI client sends is accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = MODEL_ID
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    user: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIErrorBody(BaseModel):
+    """OpenAI's error shape, so OpenAI clients raise their usual exception classes."""
+
+    error: ErrorDetail
+
+
+def _doc(text: str) -> dict[str, Any]:
+    return {"model": OpenAIErrorBody, "description": text}
+
+
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: _doc("Missing or wrong bearer token."),
+    503: _doc("No token is configured, the gateway is shutting down, or the queue is full."),
+}
+CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    400: _doc("No user message with text, or a bad session id."),
+    413: _doc("The body is larger than channels.openai.maxBodyBytes."),
+    502: _doc("The turn failed (the model provider failed); `error.message` says why."),
+    504: _doc("No answer within channels.openai.waitTimeoutS; the answer stays in the session."),
+}
+
+
+def openai_error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": None}}, status)
+
+
+def _text_of(message: ChatMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = [str(p.get("text", "")) for p in content or [] if isinstance(p, dict) and p.get("type") == "text"]
+    return "\n".join(p for p in parts if p)
+
+
+class OpenAIChannel:
+    """The ``openai`` channel: HTTP requests in, waiting futures resolved by the bus's replies."""
+
+    name = CHANNEL
+
+    def __init__(self, cfg: OpenAIApiConfig, bus: MessageBus, *, token: str) -> None:
+        self.cfg = cfg
+        self.bus = bus
+        self._token = token
+        self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+
+    def describe(self) -> str:
+        role = "owner" if self.cfg.owner else "guest"
+        return f"POST /v1/chat/completions ({role} access)" if self._token else "no token — answers 503"
+
+    async def start(self) -> None:
+        self.bus.subscribe(self.name, self.send)
+
+    async def stop(self) -> None:
+        self.bus.unsubscribe(self.name)
+        for fut in self._waiters.values():
+            if not fut.done():
+                fut.cancel()
+
+    async def send(self, msg: OutboundMessage) -> None:
+        if msg.kind not in ("text", "error"):
+            return
+        fut = self._waiters.pop(msg.in_reply_to or "", None)
+        if fut is not None and not fut.done():
+            fut.set_result((msg.kind == "text", msg.text))
+        else:
+            logger.info("openai: a message for %s with nobody waiting (dropped)", msg.target.chat_id)
+
+    async def _publish(self, session: str, text: str) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
+        message_id = uuid.uuid4().hex
+        fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        self._waiters[message_id] = fut
+        sender = OPENAI_OWNER_ID if self.cfg.owner else OPENAI_GUEST_ID
+        try:
+            await self.bus.publish_inbound(InboundMessage(
+                channel=self.name, chat_id=session, sender_id=sender, text=text,
+                chat_type="private", message_id=message_id))
+        except BaseException:
+            self._waiters.pop(message_id, None)
+            raise
+        return message_id, fut
+
+    def _authorize(self, header: str | None) -> Response | None:
+        if not self._token:
+            return openai_error(503, "the OpenAI endpoint has no token (set channels.openai.token "
+                                     "or channels.webhook.token)", "server_error")
+        if header and hmac.compare_digest(header.encode(), f"Bearer {self._token}".encode()):
+            return None
+        return openai_error(401, "missing or wrong bearer token", "authentication_error")
+
+    def router(self) -> APIRouter:
+        router = APIRouter(route_class=guarded_route(self._authorize, lambda: self.cfg.max_body_bytes),
+                           tags=["openai"])
+
+        @router.get("/v1/models", summary="The assistant, as a model an OpenAI client can pick",
+                    responses=AUTH_RESPONSES)
+        async def models() -> dict[str, Any]:
+            return {"object": "list", "data": [
+                {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "lucidgate"}]}
+
+        @router.post("/v1/chat/completions", summary="Chat with the assistant (OpenAI-compatible)",
+                     responses=CHAT_RESPONSES)
+        async def completions(body: ChatRequest, request: Request) -> Response:
+            session = request.headers.get("x-session-id") or body.user or "default"
+            if not _SESSION_RE.match(session):
+                return openai_error(400, "the session id (X-Session-Id or `user`) must be 1-200 "
+                                         "printable characters")
+            last = next((m for m in reversed(body.messages) if m.role == "user"), None)
+            text = _text_of(last).strip() if last is not None else ""
+            if not text:
+                return openai_error(400, "no user message with text in `messages`")
+            try:
+                message_id, fut = await self._publish(session, text)
+            except (BusClosed, BusFull) as exc:
+                return openai_error(503, str(exc), "server_error")
+            completion_id = f"chatcmpl-{message_id}"
+            if body.stream:
+                return StreamingResponse(self._stream(fut, completion_id, body.model, message_id),
+                                         media_type="text/event-stream",
+                                         headers={"Cache-Control": "no-store", "X-Session-Id": session})
+            try:
+                ok, reply = await asyncio.wait_for(asyncio.shield(fut), self.cfg.wait_timeout_s)
+            except asyncio.TimeoutError:
+                return openai_error(504, "the assistant did not answer in time; the answer stays in "
+                                         "the session", "timeout")
+            if not ok:
+                return openai_error(502, reply, "server_error")
+            return JSONResponse(_completion(completion_id, body.model, reply),
+                                headers={"X-Session-Id": session})
+
+        return router
+
+    async def _stream(self, fut: asyncio.Future[tuple[bool, str]], completion_id: str, model: str,
+                      message_id: str) -> AsyncIterator[bytes]:
+        created = int(time.time())
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+            data = {"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                    "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+        yield chunk({"role": "assistant", "content": ""})
+        try:
+            ok, reply = await asyncio.wait_for(asyncio.shield(fut), self.cfg.wait_timeout_s)
+        except asyncio.TimeoutError:
+            ok, reply = False, "the assistant did not answer in time; the answer stays in the session"
+        if not ok:
+            error = {"error": {"message": reply, "type": "server_error", "param": None, "code": None}}
+            yield f"data: {json.dumps(error)}\n\n".encode()
+            return
+        for start in range(0, len(reply), CHUNK_CHARS):
+            yield chunk({"content": reply[start:start + CHUNK_CHARS]})
+        yield chunk({}, "stop")
+        yield b"data: [DONE]\n\n"
+
+
+def _completion(completion_id: str, model: str, text: str) -> dict[str, Any]:
+    return {
+        "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        # Token counts live in /status and `lucid usage`; a turn may make several model calls.
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+
+
+def create_openai_channel(config: Config, bus: MessageBus) -> OpenAIChannel | None:
+    """The channel when enabled; its token falls back to the webhook's integration token."""
+    cfg = config.channels.openai
+    if not cfg.enabled:
+        return None
+    token = cfg.token.get_secret_value() or config.channels.webhook.token.get_secret_value()
+    return OpenAIChannel(cfg, bus, token=token)
