@@ -94,8 +94,11 @@ def _bwrap_works(path: str | None) -> tuple[bool, str]:
     if not path:
         return False, "bwrap is not installed"
     try:
-        probe = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent",
-                                "--", "/bin/true"], capture_output=True, timeout=10, check=False)
+        # The same mounts a real run makes: under a hardened unit (ProtectKernelTunables=,
+        # ProtectProc=) mounting a fresh /proc is refused, and then "auto" must say "off".
+        probe = subprocess.run([path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                                "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "--", "/bin/true"],
+                               capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"bwrap cannot start ({exc})"
     if probe.returncode != 0:
