@@ -1,0 +1,140 @@
+"""RecallService: the recall index as a long-lived gateway part, always off the event loop.
+
+- ``start`` launches two named tasks: a *syncer* that waits for "something changed" and
+  runs a full sync (files, then embeddings) in a worker thread, and a *watcher* that sets
+  that flag from ``watchfiles`` events on the memory sources (debounced). The first sync
+  starts at once, so a fresh or deleted index fills in the background.
+- ``search`` runs a cheap file-level sync first when something is marked dirty (a "lazy
+  sync": new history lines are findable at once, even before their embeddings exist), then
+  queries, both in a worker thread.
+- ``recall`` is ``search`` for auto-recall: bounded by a timeout and never raising, so a
+  slow disk or a broken embedder can never delay or fail a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Collection
+from pathlib import Path
+
+from memory.search.index import MemoryIndex
+from memory.search.query import Hit, Scope, SearchSettings, search
+from memory.search.sources import source_of
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RecallService"]
+
+
+class RecallService:
+    def __init__(self, index: MemoryIndex, *, settings: SearchSettings = SearchSettings(),
+                 watch: bool = True, debounce_ms: int = 800, max_results: int = 6) -> None:
+        self.index = index
+        self.settings = settings
+        self.watch = watch
+        self.debounce_ms = debounce_ms
+        self.max_results = max_results
+        self._changed = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._dirty = True
+        self._tasks: list[asyncio.Task[None]] = []
+        self.synced = asyncio.Event()  # set after each completed background sync
+
+    @property
+    def workspace(self) -> Path:
+        return self.index.workspace
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+        self._changed.set()
+
+    async def start(self) -> None:
+        self._stop.clear()
+        self._changed.set()
+        self._tasks.append(asyncio.create_task(self._syncer(), name="recall-sync"))
+        if self.watch:
+            self._tasks.append(asyncio.create_task(self._watcher(), name="recall-watch"))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        await asyncio.to_thread(self.index.close)
+
+    async def _syncer(self) -> None:
+        while not self._stop.is_set():
+            await self._changed.wait()
+            self._changed.clear()
+            self._dirty = False
+            try:
+                await asyncio.to_thread(self.index.sync)
+            except Exception:
+                logger.exception("recall index: background sync failed; will retry on the next change")
+            self.synced.set()
+
+    async def _watcher(self) -> None:
+        import watchfiles
+
+        workspace = self.workspace
+
+        def relevant(_change: watchfiles.Change, path: str) -> bool:
+            try:
+                rel = Path(path).relative_to(workspace).as_posix()
+            except ValueError:
+                return False
+            return source_of(rel) is not None or rel in ("state/owner_sessions.json",
+                                                         "memory/.forgotten.json")
+
+        try:
+            async for _changes in watchfiles.awatch(workspace, watch_filter=relevant,
+                                                    debounce=self.debounce_ms,
+                                                    stop_event=self._stop):
+                self.mark_dirty()
+        except Exception as exc:  # e.g. inotify limits: searches still sync lazily
+            logger.warning("recall index: file watcher stopped (%s); syncing before searches only",
+                           exc)
+            self.watch = False
+
+    async def search(self, query: str, *, scope: Scope = Scope(), k: int | None = None,
+                     sources: Collection[str] | None = None) -> list[Hit]:
+        """Raises ``SearchError`` for an empty query."""
+        dirty = self._dirty or not self.watch
+
+        def run() -> list[Hit]:
+            if dirty:
+                self.index.sync_files()
+            return search(self.index, query, k=k or self.max_results, scope=scope,
+                          sources=sources, settings=self.settings)
+
+        if dirty:
+            self._dirty = False
+            self._changed.set()  # embeddings for whatever was new follow in the background
+        return await asyncio.to_thread(run)
+
+    async def recall(self, query: str, *, scope: Scope, k: int, min_score: float,
+                     timeout_s: float = 3.0) -> list[Hit]:
+        """Auto-recall hits at or above ``min_score``; [] on any problem or timeout."""
+        if not query.strip() or k <= 0:
+            return []
+        try:
+            hits = await asyncio.wait_for(self.search(query, scope=scope, k=k), timeout_s)
+        except Exception as exc:
+            logger.warning("auto-recall skipped: %s", exc or type(exc).__name__)
+            return []
+        return [h for h in hits if h.score >= min_score]
+
+    async def status(self) -> dict:
+        return await asyncio.to_thread(self.index.status)
+
+    def status_line(self) -> str:
+        """For ``/status`` (reads a few counters from SQLite: fast, but off-loop is better)."""
+        try:
+            return self.index.status_line()
+        except Exception as exc:
+            return f"recall index: unavailable ({exc})"
