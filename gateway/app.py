@@ -37,12 +37,14 @@ from gateway.runtime import Gateway, GatewayParts
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
+from gateway.tools.memory_search import MemoryGet, MemorySearch
 from gateway.tools.message import MessageTool
 from gateway.turn import TurnContext
 from gateway.usage import UsageLedger
 from memory.consolidator import Consolidator
 from memory.dream import Dream
 from memory.gitstore import GitStore
+from memory.search.service import RecallService, make_recall_service
 from memory.sessions import Session, SessionStore
 from memory.store import MemoryStore
 from scheduler import SchedulerService
@@ -115,12 +117,23 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
+    recall = _wire_recall(config, builder, tools)
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
-                         owner_sessions=owner_sessions, scheduler=scheduler)
+                         owner_sessions=owner_sessions, scheduler=scheduler, recall=recall)
     register_builtin_commands(parts)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
+
+
+def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry) -> RecallService | None:
+    """The recall index (issue 10): background sync + watcher, two tools, auto-recall."""
+    recall = make_recall_service(config)
+    if recall is not None:
+        builder.recall = recall
+        tools.register(MemorySearch(recall))
+        tools.register(MemoryGet(config.workspace))
+    return recall
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,

@@ -47,6 +47,7 @@ from memory.store import MemoryStore
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
+    from memory.search.service import RecallService
     from scheduler import SchedulerService
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class GatewayParts:
     metrics: Metrics
     owner_sessions: OwnerSessions
     scheduler: SchedulerService
+    recall: RecallService | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,9 @@ class Gateway:
                     stack.push_async_callback(_quietly, channel.stop, name)
             # Replies of the last turns go out before the channels close.
             stack.push_async_callback(_quietly, self._flush_outbound, "outbound flush")
+            if p.recall is not None:  # before the agent: it outlives every turn
+                await p.recall.start()
+                stack.push_async_callback(_quietly, p.recall.stop, "recall index")
             await p.agent.start()
             stack.push_async_callback(self._stop_agent)
             await p.scheduler.start()

@@ -19,13 +19,15 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
+from config.schema import Config
+from memory.search.embed import make_embedder
 from memory.search.index import MemoryIndex
 from memory.search.query import Hit, Scope, SearchSettings, search
 from memory.search.sources import source_of
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RecallService"]
+__all__ = ["RecallService", "make_recall_service"]
 
 
 class RecallService:
@@ -138,3 +140,22 @@ class RecallService:
             return self.index.status_line()
         except Exception as exc:
             return f"recall index: unavailable ({exc})"
+
+
+def make_recall_service(config: Config) -> RecallService | None:
+    """The service ``agents.defaults.memory.search`` describes; None when disabled."""
+    conf = config.agent.memory.search
+    if not conf.enabled:
+        return None
+    model = conf.embedding.model
+    _, provider = config.provider_for(model)
+    embedder = make_embedder(
+        model, api_key=provider.api_key.get_secret_value() if provider else None,
+        api_base=provider.api_base if provider else None)
+    index = MemoryIndex(config.workspace, embedder=embedder, sources=conf.sources,
+                        chunk_tokens=conf.chunk_tokens, chunk_overlap=conf.chunk_overlap,
+                        batch_size=conf.embedding.batch_size)
+    settings = SearchSettings(vector_weight=conf.vector_weight, text_weight=conf.text_weight,
+                              half_life_days=conf.half_life_days, mmr_lambda=conf.mmr_lambda,
+                              decay_floor=conf.decay_floor)
+    return RecallService(index, settings=settings, watch=conf.watch, max_results=conf.max_results)

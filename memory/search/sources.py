@@ -22,7 +22,7 @@ from memory.search.chunking import Chunk, chunk_history, chunk_markdown, chunk_t
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SourceFile", "chunk_file", "discover", "source_of"]
+__all__ = ["SourceFile", "chunk_file", "daily_notes_summary", "discover", "note_date", "source_of"]
 
 EVERGREEN = ("SOUL.md", "USER.md", "memory/MEMORY.md")
 _DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[-_ .].*)?\.md$")
@@ -117,3 +117,21 @@ def _header(raw: bytes) -> dict | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return data if isinstance(data, dict) and data.get("_type") == "metadata" else None
+
+
+def daily_notes_summary(workspace: Path, limit: int = 7) -> str:
+    """``/memory``'s list of the newest daily notes, newest first, with their first line."""
+    folder = workspace / "memory"
+    notes = sorted((p for p in folder.glob("*.md") if note_date(p.name)), reverse=True) \
+        if folder.is_dir() else []
+    lines = []
+    for path in notes[:limit]:
+        try:
+            first = next((ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+                          if ln.strip() and not ln.lstrip().startswith("#")), "")
+        except (OSError, UnicodeDecodeError):
+            first = "(unreadable)"
+        lines.append(f"- {path.name}: {first[:120]}")
+    if len(notes) > limit:
+        lines.append(f"- … and {len(notes) - limit} older note(s)")
+    return "\n".join(lines)
