@@ -112,7 +112,7 @@ def chunk_markdown(text: str, *, source: str, path: str, date: str | None = None
         chunks.append(Chunk(source, path, body, start_line=start, end_line=end, date=date))
 
     for unit in _units(lines, max_tokens):
-        if unit.heading and current:
+        if unit.heading and current and not all(u.heading for u in current):
             flush()
             current, size = [], 0
         elif current and size + unit.tokens > max_tokens:
