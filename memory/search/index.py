@@ -58,7 +58,8 @@ def _hash(text: str) -> str:
 class MemoryIndex:
     def __init__(self, workspace: Path, *, embedder: Embedder | None = None,
                  sources: Collection[str] = ALL_SOURCES, chunk_tokens: int = 400,
-                 chunk_overlap: int = 80, batch_size: int = 32, path: Path | None = None) -> None:
+                 chunk_overlap: int = 80, batch_size: int = 32, path: Path | None = None,
+                 keyword_only_reason: str = "no embedder configured") -> None:
         self.workspace = Path(workspace)
         self.path = path or self.workspace / INDEX_FILE
         self.embedder = embedder
@@ -66,7 +67,8 @@ class MemoryIndex:
         self.chunk_tokens = chunk_tokens
         self.chunk_overlap = chunk_overlap
         self.batch_size = batch_size
-        self.embed_error: str | None = None if embedder else "no embedder configured"
+        self.keyword_only_reason = keyword_only_reason
+        self.embed_error: str | None = None if embedder else keyword_only_reason
         self._failed_at: float | None = None
         self._dim: int | None = None
         self._lock = threading.RLock()
@@ -316,7 +318,7 @@ class MemoryIndex:
                     "AND v.provider = ? AND v.model = ?",
                     (self.embedder.provider, self.embedder.model)).fetchone()[0]
         if self.embedder is None:
-            embedder = "keyword-only (no embedder configured)"
+            embedder = f"keyword-only ({self.keyword_only_reason})"
         elif not self.vectors_on:
             embedder = f"keyword-only ({self.embedder.model} failed: {self.embed_error})"
         else:

@@ -32,7 +32,8 @@ def rebuild(live: MemoryIndex, progress: Progress | None = None) -> dict:
     _db.remove_db_files(tmp)
     fresh = MemoryIndex(live.workspace, embedder=live.embedder, sources=live.sources,
                         chunk_tokens=live.chunk_tokens, chunk_overlap=live.chunk_overlap,
-                        batch_size=live.batch_size, path=tmp)
+                        batch_size=live.batch_size, path=tmp,
+                        keyword_only_reason=live.keyword_only_reason)
     try:
         _copy_embedding_cache(live, fresh)
         fresh.sync(progress)

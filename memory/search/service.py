@@ -7,8 +7,13 @@
 - ``search`` runs a cheap file-level sync first when something is marked dirty (a "lazy
   sync": new history lines are findable at once, even before their embeddings exist), then
   queries, both in a worker thread.
-- ``recall`` is ``search`` for auto-recall: bounded by a timeout and never raising, so a
-  slow disk or a broken embedder can never delay or fail a turn.
+- ``recall`` is ``search`` for auto-recall without the lazy sync (it searches what is
+  indexed), bounded by a timeout and never raising, so neither indexing nor a broken
+  embedder can delay or fail a turn.
+
+Background syncs run on one dedicated thread with a raised nice value (Linux threads have
+their own), so building the index right after start, or embedding a large import, takes
+CPU only when turns don't need it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Collection
 from pathlib import Path
 
@@ -43,6 +51,7 @@ class RecallService:
         self._dirty = True
         self._tasks: list[asyncio.Task[None]] = []
         self.synced = asyncio.Event()  # set after each completed background sync
+        self._executor: ThreadPoolExecutor | None = None
 
     @property
     def workspace(self) -> Path:
@@ -54,6 +63,8 @@ class RecallService:
 
     async def start(self) -> None:
         self._stop.clear()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="recall-sync",
+                                            initializer=_lower_priority)
         self._changed.set()
         self._tasks.append(asyncio.create_task(self._syncer(), name="recall-sync"))
         if self.watch:
@@ -67,6 +78,9 @@ class RecallService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        if self._executor is not None:
+            await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+            self._executor = None
         await asyncio.to_thread(self.index.close)
 
     async def _syncer(self) -> None:
@@ -75,7 +89,7 @@ class RecallService:
             self._changed.clear()
             self._dirty = False
             try:
-                await asyncio.to_thread(self.index.sync)
+                await asyncio.get_running_loop().run_in_executor(self._executor, self.index.sync)
             except Exception:
                 logger.exception("recall index: background sync failed; will retry on the next change")
             self.synced.set()
@@ -104,9 +118,9 @@ class RecallService:
             self.watch = False
 
     async def search(self, query: str, *, scope: Scope = Scope(), k: int | None = None,
-                     sources: Collection[str] | None = None) -> list[Hit]:
+                     sources: Collection[str] | None = None, lazy_sync: bool = True) -> list[Hit]:
         """Raises ``SearchError`` for an empty query."""
-        dirty = self._dirty or not self.watch
+        dirty = lazy_sync and (self._dirty or not self.watch or not self._tasks)
 
         def run() -> list[Hit]:
             if dirty:
@@ -120,12 +134,13 @@ class RecallService:
         return await asyncio.to_thread(run)
 
     async def recall(self, query: str, *, scope: Scope, k: int, min_score: float,
-                     timeout_s: float = 3.0) -> list[Hit]:
+                     timeout_s: float = 1.5) -> list[Hit]:
         """Auto-recall hits at or above ``min_score``; [] on any problem or timeout."""
         if not query.strip() or k <= 0:
             return []
         try:
-            hits = await asyncio.wait_for(self.search(query, scope=scope, k=k), timeout_s)
+            hits = await asyncio.wait_for(self.search(query, scope=scope, k=k, lazy_sync=False),
+                                          timeout_s)
         except Exception as exc:
             logger.warning("auto-recall skipped: %s", exc or type(exc).__name__)
             return []
@@ -142,6 +157,14 @@ class RecallService:
             return f"recall index: unavailable ({exc})"
 
 
+def _lower_priority() -> None:
+    """Nice the calling thread (Linux: per thread) so indexing yields to turns."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 def make_recall_service(config: Config) -> RecallService | None:
     """The service ``agents.defaults.memory.search`` describes; None when disabled."""
     conf = config.agent.memory.search
@@ -149,12 +172,12 @@ def make_recall_service(config: Config) -> RecallService | None:
         return None
     model = conf.embedding.model
     _, provider = config.provider_for(model)
-    embedder = make_embedder(
+    embedder, why = make_embedder(
         model, api_key=provider.api_key.get_secret_value() if provider else None,
         api_base=provider.api_base if provider else None)
     index = MemoryIndex(config.workspace, embedder=embedder, sources=conf.sources,
                         chunk_tokens=conf.chunk_tokens, chunk_overlap=conf.chunk_overlap,
-                        batch_size=conf.embedding.batch_size)
+                        batch_size=conf.embedding.batch_size, keyword_only_reason=why)
     settings = SearchSettings(vector_weight=conf.vector_weight, text_weight=conf.text_weight,
                               half_life_days=conf.half_life_days, mmr_lambda=conf.mmr_lambda,
                               decay_floor=conf.decay_floor)
