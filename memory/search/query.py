@@ -132,7 +132,9 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
           text_weight=settings.text_weight, baseline=baseline, vectors_on=vectors_on,
           today=today or date.today(), half_life_days=settings.half_life_days,
           decay_floor=settings.decay_floor)
-    relevant = [c for c in cands.values() if c.score >= MIN_SCORE]
+    # A word match always counts (BM25 is tiny in a small corpus); a vector-only candidate
+    # must rise above the model's noise floor.
+    relevant = [c for c in cands.values() if c.bm25 is not None or c.score >= MIN_SCORE]
     picked = mmr(relevant, k, settings.mmr_lambda, baseline=baseline)
     return [_hit(rows_by_id[c.chunk_id], c.score) for c in picked]
 

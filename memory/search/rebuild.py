@@ -34,6 +34,7 @@ def rebuild(live: MemoryIndex, progress: Progress | None = None) -> dict:
                         chunk_tokens=live.chunk_tokens, chunk_overlap=live.chunk_overlap,
                         batch_size=live.batch_size, path=tmp,
                         keyword_only_reason=live.keyword_only_reason)
+    fresh._dim = live.dimension()  # same embedder: no second probe
     try:
         _copy_embedding_cache(live, fresh)
         fresh.sync(progress)
