@@ -49,7 +49,8 @@ def query_terms(query: str) -> list[str]:
         terms.extend(_cjk_tokens(match.group(), unigrams=False))
         pos = match.end()
     terms.extend(w.casefold() for w in _WORD.findall(query[pos:]))
-    meaningful = [t for t in terms if t not in _STOP] or terms
+    # Stop words and stray letters ("what's" -> "s") match nearly everything.
+    meaningful = [t for t in terms if t not in _STOP and (len(t) > 1 or not t.isascii())] or terms
     return list(dict.fromkeys(meaningful))
 
 

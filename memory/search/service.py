@@ -52,6 +52,7 @@ class RecallService:
         self._tasks: list[asyncio.Task[None]] = []
         self.synced = asyncio.Event()  # set after each completed background sync
         self._executor: ThreadPoolExecutor | None = None
+        self._files_pending = False
 
     @property
     def workspace(self) -> Path:
@@ -88,11 +89,19 @@ class RecallService:
             await self._changed.wait()
             self._changed.clear()
             self._dirty = False
+            self._files_pending = True  # until phase 1 is done a search syncs (waits) itself
             try:
-                await asyncio.get_running_loop().run_in_executor(self._executor, self.index.sync)
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._sync_all)
             except Exception:
                 logger.exception("recall index: background sync failed; will retry on the next change")
             self.synced.set()
+
+    def _sync_all(self) -> None:
+        try:
+            self.index.sync_files()
+        finally:
+            self._files_pending = False
+        self.index.embed_missing()
 
     async def _watcher(self) -> None:
         import watchfiles
@@ -120,7 +129,8 @@ class RecallService:
     async def search(self, query: str, *, scope: Scope = Scope(), k: int | None = None,
                      sources: Collection[str] | None = None, lazy_sync: bool = True) -> list[Hit]:
         """Raises ``SearchError`` for an empty query."""
-        dirty = lazy_sync and (self._dirty or not self.watch or not self._tasks)
+        dirty = lazy_sync and (self._dirty or self._files_pending or not self.watch
+                               or not self._tasks)
 
         def run() -> list[Hit]:
             if dirty:
