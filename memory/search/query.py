@@ -136,6 +136,8 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     # must rise above the model's noise floor.
     relevant = [c for c in cands.values() if c.bm25 is not None or c.score >= MIN_SCORE]
     picked = mmr(relevant, k, settings.mmr_lambda, baseline=baseline)
+    # MMR decides *which* k; they are listed by score so "best first" agrees with the scores.
+    picked.sort(key=lambda c: c.score, reverse=True)
     return [_hit(rows_by_id[c.chunk_id], c.score) for c in picked]
 
 
