@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC, datetime
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,23 @@ async def test_owner_finds_a_fact_from_2000_entries_ago(fake_llm: FakeLLMServer,
     assert {t["function"]["name"] for t in first["tools"]} >= {"memory_search", "memory_get"}
     # the system prompt stays byte-identical between the turn's requests
     assert message_text(fake_llm.requests[1]["messages"][0]) == system
+    today = datetime.now(UTC).strftime("%Y-%m-%d")  # the configured timezone is UTC
+    assert f"daily_note: memory/{today}.md" in user and "daily_note" not in system
+
+
+async def test_status_and_memory_show_the_index_and_notes(fake_llm: FakeLLMServer, make_config: Callable,
+                                                         workspace: Path) -> None:
+    write_corpus(workspace)
+    gw = build_gateway(make_config(agents={"defaults": {**KEYWORD_ONLY}}))
+    ch = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", ch)
+    async with gw:
+        await ch.say("/status", sender_id="local")
+        await ch.say("/memory", sender_id="local")
+        status, memory = await ch.wait_replies(2, timeout=60)
+    assert "recall index:" in status.text and "keyword-only" in status.text
+    assert "Daily notes" in memory.text and "2026-05-02.md" in memory.text
+    assert memory.text.index("2026-05-02.md") < memory.text.index("2026-03-14.md")  # newest first
 
 
 @pytest.mark.slow

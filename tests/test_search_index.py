@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memory.search import MemoryIndex, Scope, SearchError, search
@@ -98,6 +99,34 @@ def test_model_change_reembeds(tmp_path: Path) -> None:
     idx.sync()
     assert len(second.texts) == idx.status()["chunks"] + 1
     assert idx.status()["embedded"] == idx.status()["chunks"]
+
+
+class _FixedDim:
+    provider, model, baseline = "test", "fixed", 0.0
+
+    def __init__(self, dim: int) -> None:
+        self.dim, self.texts = dim, 0
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        self.texts += len(texts)
+        rows = np.abs(np.sin(np.arange(len(texts) * self.dim, dtype=np.float32))).reshape(len(texts), self.dim)
+        return rows + 0.01
+
+    def query(self, text: str) -> np.ndarray:
+        return np.ones(self.dim, dtype=np.float32)
+
+
+def test_dimension_change_reembeds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    write_corpus(tmp_path)
+    first = _FixedDim(8)
+    MemoryIndex(tmp_path, embedder=first).sync()
+    second = _FixedDim(6)  # same provider and model name, new dimension (a config change)
+    idx = MemoryIndex(tmp_path, embedder=second)
+    idx.sync()
+    chunks = idx.status()["chunks"]
+    assert second.texts == chunks + 1 and idx.status()["embedded"] == chunks
+    assert any("re-embedding" in r.getMessage() for r in caplog.records)
+    assert idx.status()["vectors_on"] and search(idx, "Volvo", k=3)
 
 
 @pytest.mark.parametrize("broken", [FailingEmbedder, WrongDimEmbedder])
