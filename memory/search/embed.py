@@ -88,7 +88,7 @@ class LiteLLMEmbedder:
     def __init__(self, model: str, *, api_key: str | None = None, api_base: str | None = None,
                  timeout_s: float = 30.0) -> None:
         self.model = model
-        self.provider = "litellm:" + (model.split("/", 1)[0] if "/" in model else "openai")
+        self.provider = "litellm"
         self._api_key = api_key or None
         self._api_base = api_base
         self._timeout = timeout_s
