@@ -276,7 +276,7 @@ class ContextBuilder:
         for hit in hits:
             if len(lines) >= conf.recall_max_results:
                 break
-            if hit.text.strip() in seen:
+            if _already_in(hit.text, seen):
                 continue  # already in the prompt (MEMORY.md, recent history, this chat)
             when = f", {hit.date}" if hit.date else ""
             line = f"- [{hit.where()}{when}] " + " ".join(hit.snippet.split())
@@ -307,6 +307,13 @@ class ContextBuilder:
             msg["content"] = f"{self.runtime_block(ctx, recalled)}\n\n{msg.get('content') or ''}"
             history[last_user] = msg
         return [{"role": "system", "content": system}, *history]
+
+
+def _already_in(text: str, prompt: str) -> bool:
+    """Every line of a hit (transcript lines without their ``role:`` prefix) is in the prompt."""
+    lines = [line.split(": ", 1)[1] if line.startswith(("user: ", "assistant: ")) else line
+             for line in (raw.strip() for raw in text.splitlines())]
+    return all(line.rstrip("…") in prompt for line in lines if line)
 
 
 def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = None) -> list[dict[str, Any]]:

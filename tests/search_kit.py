@@ -45,6 +45,9 @@ class CountingEmbedder:
         self.queries += 1
         return self.inner.query(text)
 
+    def ready(self) -> bool:
+        return self.inner.ready()
+
 
 class FailingEmbedder:
     provider, model, baseline = "test", "broken", 0.5
@@ -59,6 +62,9 @@ class FailingEmbedder:
     def query(self, text: str) -> np.ndarray:
         self.calls += 1
         raise RuntimeError("embedding service unreachable")
+
+    def ready(self) -> bool:
+        return True
 
 
 class WrongDimEmbedder:
@@ -76,6 +82,9 @@ class WrongDimEmbedder:
 
     def query(self, text: str) -> np.ndarray:
         return np.ones(5, dtype=np.float32)
+
+    def ready(self) -> bool:
+        return True
 
 
 MEMORY_MD = """\

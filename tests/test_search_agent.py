@@ -97,6 +97,8 @@ async def test_chinese_paraphrase_finds_the_chinese_note(fake_llm: FakeLLMServer
     gw.add_channel("cli", ch)
     question = "我和朋友去过的饭店叫什么名字"  # shares no word with the note
     fake_llm.queue(ToolCalls([("memory_search", {"query": question})]), Func(answer_from_tool))
+    assert gw.parts.recall is not None
+    gw.parts.recall.start_delay_s = 0  # build the index now rather than after the first turns
     async with gw:
         recall = gw.parts.recall
         assert recall is not None

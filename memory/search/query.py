@@ -96,8 +96,12 @@ def _where(scope: Scope, sources: Collection[str] | None, alias: str = "c") -> t
 
 def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope(),
            sources: Collection[str] | None = None, settings: SearchSettings = SearchSettings(),
-           today: date | None = None) -> list[Hit]:
-    """The best ``k`` hits for ``query`` within ``scope``, best first."""
+           today: date | None = None, vectors_if_ready: bool = False) -> list[Hit]:
+    """The best ``k`` hits for ``query`` within ``scope``, best first.
+
+    ``vectors_if_ready``: use the vector side only if the embedder can answer at once
+    (loaded, idle, local) — auto-recall must never wait for a model.
+    """
     if not query or not query.strip():
         raise SearchError("the search query is empty; say what to look for")
     k = max(1, min(50, k))
@@ -116,7 +120,10 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
             for cid, text, day, bm25 in rows:
                 cands[cid] = Candidate(cid, text, day, bm25=float(bm25))
     vectors_on = False
-    if index.vectors_on and index.embedder is not None:
+    use_vectors = index.vectors_on and index.embedder is not None
+    if use_vectors and vectors_if_ready and index.embedder is not None:
+        use_vectors = index._dim is not None and index.embedder.ready()
+    if use_vectors:
         qvec = _query_vector(index, query)
         if qvec is not None:
             vectors_on = True

@@ -3,13 +3,14 @@
 - ``start`` launches two named tasks: a *syncer* that waits for "something changed" and
   runs a full sync (files, then embeddings) in a worker thread, and a *watcher* that sets
   that flag from ``watchfiles`` events on the memory sources (debounced). The first sync
-  starts at once, so a fresh or deleted index fills in the background.
+  starts ``start_delay_s`` after start, so a fresh or deleted index fills in the
+  background without competing with the first turns.
 - ``search`` runs a cheap file-level sync first when something is marked dirty (a "lazy
   sync": new history lines are findable at once, even before their embeddings exist), then
   queries, both in a worker thread.
-- ``recall`` is ``search`` for auto-recall without the lazy sync (it searches what is
-  indexed), bounded by a timeout and never raising, so neither indexing nor a broken
-  embedder can delay or fail a turn.
+- ``recall`` is ``search`` for auto-recall with vectors only when the local model is
+  loaded and idle, bounded by a short timeout and never raising, so neither indexing nor
+  a model can hold up or fail a turn for long.
 
 Background syncs run on one dedicated thread with a raised nice value (Linux threads have
 their own), so building the index right after start, or embedding a large import, takes
@@ -40,12 +41,16 @@ __all__ = ["RecallService", "make_recall_service"]
 
 class RecallService:
     def __init__(self, index: MemoryIndex, *, settings: SearchSettings = SearchSettings(),
-                 watch: bool = True, debounce_ms: int = 800, max_results: int = 6) -> None:
+                 watch: bool = True, debounce_ms: int = 800, max_results: int = 6,
+                 start_delay_s: float = 10.0) -> None:
         self.index = index
         self.settings = settings
         self.watch = watch
         self.debounce_ms = debounce_ms
         self.max_results = max_results
+        # The first background sync waits this long: the gateway's first turns (imports,
+        # first LLM call) get the CPU; searches meanwhile sync the files themselves.
+        self.start_delay_s = start_delay_s
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._dirty = True
@@ -85,6 +90,9 @@ class RecallService:
         await asyncio.to_thread(self.index.close)
 
     async def _syncer(self) -> None:
+        if self.start_delay_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.start_delay_s)
         while not self._stop.is_set():
             await self._changed.wait()
             self._changed.clear()
@@ -127,7 +135,8 @@ class RecallService:
             self.watch = False
 
     async def search(self, query: str, *, scope: Scope = Scope(), k: int | None = None,
-                     sources: Collection[str] | None = None, lazy_sync: bool = True) -> list[Hit]:
+                     sources: Collection[str] | None = None, lazy_sync: bool = True,
+                     vectors_if_ready: bool = False) -> list[Hit]:
         """Raises ``SearchError`` for an empty query."""
         dirty = lazy_sync and (self._dirty or self._files_pending or not self.watch
                                or not self._tasks)
@@ -136,7 +145,8 @@ class RecallService:
             if dirty:
                 self.index.sync_files()
             return search(self.index, query, k=k or self.max_results, scope=scope,
-                          sources=sources, settings=self.settings)
+                          sources=sources, settings=self.settings,
+                          vectors_if_ready=vectors_if_ready)
 
         if dirty:
             self._dirty = False
@@ -149,8 +159,9 @@ class RecallService:
         if not query.strip() or k <= 0:
             return []
         try:
-            hits = await asyncio.wait_for(self.search(query, scope=scope, k=k, lazy_sync=False),
-                                          timeout_s)
+            hits = await asyncio.wait_for(
+                self.search(query, scope=scope, k=k, vectors_if_ready=True),
+                timeout_s)
         except Exception as exc:
             logger.warning("auto-recall skipped: %s", exc or type(exc).__name__)
             return []
