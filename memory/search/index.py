@@ -73,6 +73,8 @@ class MemoryIndex:
         self._dim: int | None = None
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()
+        # Set by the owner to stop a long sync between files/batches (gateway shutdown).
+        self.cancel = threading.Event()
         self._conn: sqlite3.Connection | None = None
         self._inode: tuple[int, int] | None = None
         self.vector_cache: Any = None  # owned by memory.search.query
@@ -118,6 +120,8 @@ class MemoryIndex:
             files = list(discover(self.workspace, self.sources))
             changed = 0
             for n, f in enumerate(files, 1):
+                if self.cancel.is_set():
+                    return changed
                 old = known.pop(f.rel, None)
                 if old is None or (old[0], old[1]) != (f.size, f.mtime_ns):
                     changed += self._sync_file(f.rel, f.source, old, owners, forgotten)
@@ -275,6 +279,8 @@ class MemoryIndex:
             rows = rows[:limit]
         done = 0
         for start in range(0, len(rows), self.batch_size):
+            if self.cancel.is_set():
+                return done
             batch = rows[start:start + self.batch_size]
             try:
                 matrix = emb.passages([text for _, text in batch])

@@ -69,6 +69,7 @@ class RecallService:
 
     async def start(self) -> None:
         self._stop.clear()
+        self.index.cancel.clear()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="recall-sync",
                                             initializer=_lower_priority)
         self._changed.set()
@@ -78,6 +79,7 @@ class RecallService:
 
     async def stop(self) -> None:
         self._stop.set()
+        self.index.cancel.set()  # a running sync stops after its current file or batch
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
