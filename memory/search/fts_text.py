@@ -50,7 +50,8 @@ def query_terms(query: str) -> list[str]:
         pos = match.end()
     terms.extend(w.casefold() for w in _WORD.findall(query[pos:]))
     # Stop words and stray letters ("what's" -> "s") match nearly everything.
-    meaningful = [t for t in terms if t not in _STOP and (len(t) > 1 or not t.isascii())] or terms
+    meaningful = [t for t in terms
+                  if t not in _STOP and (len(t) > 1 or t.isdigit() or not t.isascii())] or terms
     return list(dict.fromkeys(meaningful))
 
 
