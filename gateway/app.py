@@ -43,6 +43,7 @@ from gateway.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
+from gateway.tools.memory_search import MemoryGet, MemorySearch
 from gateway.tools.message import MessageTool
 from gateway.toolloop import ModelToolLoop
 from gateway.tools.web import web_tools
@@ -51,6 +52,7 @@ from gateway.usage import UsageLedger
 from memory.consolidator import Consolidator
 from memory.dream import Dream
 from memory.gitstore import GitStore
+from memory.search.service import RecallService, make_recall_service
 from memory.sessions import Session, SessionStore
 from memory.store import MemoryStore
 from scheduler import SchedulerService
@@ -130,14 +132,25 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
     bus.observe(metrics.outbound)
+    recall = _wire_recall(config, builder, tools)
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
-                         owner_sessions=owner_sessions, scheduler=scheduler, committer=committer,
+                         owner_sessions=owner_sessions, scheduler=scheduler, committer=committer, recall=recall,
                          mcp=McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None)
     register_builtin_commands(parts)
     register_model_command(commands, chain)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
+
+
+def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry) -> RecallService | None:
+    """The recall index (issue 10): background sync + watcher, two tools, auto-recall."""
+    recall = make_recall_service(config)
+    if recall is not None:
+        builder.recall = recall
+        tools.register(MemorySearch(recall))
+        tools.register(MemoryGet(config.workspace))
+    return recall
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,

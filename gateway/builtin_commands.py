@@ -9,6 +9,7 @@ from gateway.commands import Command
 from gateway.runtime import GatewayParts
 from gateway.turn import TurnContext
 from memory.errors import MemoryStoreError
+from memory.search.sources import daily_notes_summary
 
 
 def register_builtin_commands(gw: GatewayParts) -> None:
@@ -52,6 +53,8 @@ def register_builtin_commands(gw: GatewayParts) -> None:
         lines.append(await _cost_line(gw.usage.folder, ctx.session_key))
         if gw.mcp is not None and (mcp_line := gw.mcp.status_line()):
             lines.append(mcp_line)
+        if gw.recall is not None:
+            lines.append(await asyncio.to_thread(gw.recall.status_line))
         return "\n".join(lines)
 
     async def compact(ctx: TurnContext, args: str) -> str:
@@ -108,7 +111,10 @@ def register_builtin_commands(gw: GatewayParts) -> None:
     async def memory(ctx: TurnContext, args: str) -> str:
         user = await gw.store.read_text("user")
         facts = await gw.store.read_text("memory")
-        return _clip(f"USER.md\n{user.strip() or '(empty)'}\n\nMEMORY.md\n{facts.strip() or '(empty)'}")
+        notes = await asyncio.to_thread(daily_notes_summary, gw.config.workspace)
+        listed = f"\n\nDaily notes\n{notes}" if notes else ""
+        return _clip(f"USER.md\n{user.strip() or '(empty)'}\n\nMEMORY.md\n{facts.strip() or '(empty)'}"
+                     + listed)
 
     async def forget(ctx: TurnContext, args: str) -> str:
         from memory.forget import forget as forget_lines
@@ -119,7 +125,8 @@ def register_builtin_commands(gw: GatewayParts) -> None:
 
         try:
             async with gw.dream.exclusive():
-                removed = await forget_lines(gw.store, gw.git, args.strip())
+                removed = await forget_lines(gw.store, gw.git, args.strip(),
+                                             index=gw.recall.index if gw.recall else None)
         except DreamBusy:
             return "Dream is updating memory right now; try /forget again in a minute."
         if not removed:

@@ -3,7 +3,8 @@
 The system prompt is byte-stable between turns so providers' prefix caches keep hitting:
 identity and runtime, bootstrap files, skills come first; the volatile sections (memory,
 recent history) last. Time and per-turn data ride in a ``[Runtime Context]`` block in
-front of the current user message instead. File contents are cached by mtime: a turn
+front of the current user message instead — including today's daily-note path and the
+auto-recalled memory snippets (never in the system prompt, whose prefix must not change). File contents are cached by mtime: a turn
 re-reads a file only when it changed (``refresh`` runs the stats in a worker thread).
 """
 
@@ -23,6 +24,7 @@ from config.schema import AgentDefaults
 from gateway.skills import Skill, SkillsLoader
 from gateway.turn import TurnContext
 from memory import tokens
+from memory.search.query import Hit, Scope
 from memory.sessions import Session
 
 SECTION_SEPARATOR = "\n\n---\n\n"
@@ -38,6 +40,18 @@ CHANNEL_HINTS = {
 }
 
 _LLM_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+RECALL_GUIDANCE = (
+    "\nBefore answering about past conversations, decisions, dates, people, preferences or "
+    "todos, search your memory with memory_search (memory_get reads exact lines). "
+    "Write day-to-day notes to the daily note named in the runtime context; durable facts "
+    "belong in memory/MEMORY.md."
+)
+
+
+class RecallSource(Protocol):
+    """The part of ``memory.search.service.RecallService`` auto-recall needs."""
+
+    async def recall(self, query: str, *, scope: Scope, k: int, min_score: float) -> list[Hit]: ...
 
 
 class HistorySource(Protocol):
@@ -99,6 +113,10 @@ class ContextBuilder:
         self._skills: list[Skill] = []
         self._stable_cache: dict[tuple, str] = {}
         self._history_tokens: dict[int, int] = {}
+        # Set by build_gateway when the recall index runs: enables memory_search guidance
+        # in the system prompt and auto-recall in the runtime block.
+        self.recall: RecallSource | None = None
+        self._recalled: dict[tuple[str, int, str], str] = {}
 
     async def refresh(self) -> None:
         """Pick up edited bootstrap/memory files and skills (stats in a worker thread)."""
@@ -125,6 +143,7 @@ class ContextBuilder:
             f"{sys.version_info.major}.{sys.version_info.minor}. Workspace: {self.workspace} "
             "(file tools resolve paths relative to it).\n"
             f"Channel: {ctx.channel}. {hint}".rstrip()
+            + (RECALL_GUIDANCE if self.recall is not None else "")
         )
 
     def _skills_sections(self) -> list[str]:
@@ -221,14 +240,60 @@ class ContextBuilder:
         return SECTION_SEPARATOR.join(sections)
 
     # -- messages --------------------------------------------------------------------------
-    def runtime_block(self, ctx: TurnContext) -> str:
+    def runtime_block(self, ctx: TurnContext, recalled: str = "") -> str:
         try:
             tz = ZoneInfo(self.agent.timezone)
         except Exception:
             tz = ZoneInfo("UTC")
-        now = datetime.now(tz).strftime("%Y-%m-%d %H:%M %Z (%A)")
-        return (f"{RUNTIME_HEADER}\ntime: {now}\nchannel: {ctx.channel}\nchat_id: {ctx.chat_id}\n"
-                f"chat_type: {ctx.chat_type}\nsender: {ctx.sender_id} ({ctx.role})")
+        now = datetime.now(tz)
+        block = (f"{RUNTIME_HEADER}\ntime: {now.strftime('%Y-%m-%d %H:%M %Z (%A)')}\n"
+                 f"channel: {ctx.channel}\nchat_id: {ctx.chat_id}\n"
+                 f"chat_type: {ctx.chat_type}\nsender: {ctx.sender_id} ({ctx.role})")
+        if ctx.is_owner_private:
+            block += f"\ndaily_note: memory/{now.strftime('%Y-%m-%d')}.md"
+        return block + recalled
+
+    async def recall_block(self, ctx: TurnContext, messages: list[dict[str, Any]], index: int,
+                           system: str) -> str:
+        """Auto-recall for the user message at ``index``: computed once per message (a turn
+        rebuilds its prompt every tool round; the block must not change under it)."""
+        if self.recall is None or not self.agent.memory.auto_recall:
+            return ""
+        query = messages[index].get("content")
+        if not isinstance(query, str) or not query.strip():
+            return ""
+        key = (ctx.session_key, index, query)
+        cached = self._recalled.get(key)
+        if cached is not None:
+            return cached
+        conf = self.agent.memory.search
+        scope = Scope.everything() if ctx.is_owner_private else Scope(ctx.session_key)
+        hits = await self.recall.recall(query, scope=scope, k=conf.recall_max_results + 3,
+                                        min_score=conf.recall_min_score)
+        seen = system + "\n".join(str(m.get("content") or "") for m in messages)
+        budget = conf.recall_max_tokens
+        lines: list[str] = []
+        for hit in hits:
+            if len(lines) >= conf.recall_max_results:
+                break
+            if _already_in(hit.text, seen):
+                continue  # already in the prompt (MEMORY.md, recent history, this chat)
+            when = f", {hit.date}" if hit.date else ""
+            line = f"- [{hit.where()}{when}] " + " ".join(hit.snippet.split())
+            cost = tokens.count_text(line)
+            if cost > budget:
+                line = line[: max(0, budget * 3)] + "…"
+                cost = tokens.count_text(line)
+                if cost > budget or budget < 20:
+                    break
+            budget -= cost
+            lines.append(line)
+        block = ("\nrecalled from memory (may be outdated; memory_search for more):\n"
+                 + "\n".join(lines)) if lines else ""
+        if len(self._recalled) > 256:
+            self._recalled.clear()
+        self._recalled[key] = block
+        return block
 
     async def build(self, session: Session, ctx: TurnContext, *,
                     tool_result_limit: int | None = None) -> list[dict[str, Any]]:
@@ -238,9 +303,17 @@ class ContextBuilder:
         last_user = max((i for i, m in enumerate(history) if m["role"] == "user"), default=None)
         if last_user is not None:
             msg = dict(history[last_user])
-            msg["content"] = f"{self.runtime_block(ctx)}\n\n{msg.get('content') or ''}"
+            recalled = await self.recall_block(ctx, history, last_user, system)
+            msg["content"] = f"{self.runtime_block(ctx, recalled)}\n\n{msg.get('content') or ''}"
             history[last_user] = msg
         return [{"role": "system", "content": system}, *history]
+
+
+def _already_in(text: str, prompt: str) -> bool:
+    """Every line of a hit (transcript lines without their ``role:`` prefix) is in the prompt."""
+    lines = [line.split(": ", 1)[1] if line.startswith(("user: ", "assistant: ")) else line
+             for line in (raw.strip() for raw in text.splitlines())]
+    return all(line.rstrip("…") in prompt for line in lines if line)
 
 
 def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = None) -> list[dict[str, Any]]:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from fastapi import APIRouter
     from gateway.mcp import McpManager
     from gateway.memory_commits import MemoryCommitter
+    from memory.search.service import RecallService
     from scheduler import SchedulerService
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class GatewayParts:
     scheduler: SchedulerService
     mcp: McpManager | None = None  # MCP servers' tools (tools.mcpServers)
     committer: MemoryCommitter | None = None  # agent: / manual: memory commits
+    recall: RecallService | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,9 @@ class Gateway:
             if p.mcp is not None:  # spawns supervisors, never waits; stopped after the turns
                 await p.mcp.start()
                 stack.push_async_callback(_quietly, p.mcp.stop, "mcp")
+            if p.recall is not None:  # before the agent: it outlives every turn
+                await p.recall.start()
+                stack.push_async_callback(_quietly, p.recall.stop, "recall index")
             await p.agent.start()
             stack.push_async_callback(self._stop_agent)
             await p.scheduler.start()

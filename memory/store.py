@@ -3,6 +3,8 @@
 Layout (DESIGN §3, §4.2)::
 
     memory/history.jsonl   {"cursor", "timestamp", "content", "session_key"} per line
+                           (+ "channel", "chat_type", "owner" when the writer knows them)
+    memory/archive/history-YYYY-MM.jsonl   entries compaction moved out (append-only)
     memory/.cursor         last cursor written (rebuilt from the log when lost)
     memory/.dream_cursor   last cursor Dream has processed
     memory/MEMORY.md, SOUL.md, USER.md
@@ -31,6 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from filelock import FileLock, Timeout
 
 from config.fileio import atomic_write_bytes, atomic_write_text, read_int_file, read_text_or_empty
+from memory._history_archive import archive_entries, archive_files, redact_lines
 from memory._history_index import HistoryEntry, HistoryIndex, parse_entry
 from memory.errors import MemoryStoreError
 
@@ -57,6 +60,7 @@ class MemoryStore:
         self.cursor_path = memory_dir / ".cursor"
         self.dream_cursor_path = memory_dir / ".dream_cursor"
         self.partial_path = memory_dir / "history.jsonl.partial"
+        self.archive_dir = memory_dir / "archive"
         self.memory_path = memory_dir / "MEMORY.md"
         self.soul_path = self.workspace / "SOUL.md"
         self.user_path = self.workspace / "USER.md"
@@ -90,13 +94,21 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ history: writing
     async def append_history(self, content: str, *, session_key: str | None = None,
-                             timestamp: str | None = None) -> int:
-        """Append one entry durably (fsynced) and return its cursor. ``timestamp`` keeps an
-        imported entry's original time (default: now)."""
-        async with self._alock:
-            return await asyncio.to_thread(self._append_sync, content, session_key, timestamp)
+                             timestamp: str | None = None, channel: str | None = None,
+                             chat_type: str | None = None, owner: bool | None = None) -> int:
+        """Append one entry durably (fsynced) and return its cursor.
 
-    def _append_sync(self, content: str, session_key: str | None, timestamp: str | None = None) -> int:
+        ``timestamp`` keeps an imported entry's original time (default: now).
+        ``channel``/``chat_type``/``owner`` are provenance for the recall index, which
+        scopes what a guest or group chat may find; recorded when given.
+        """
+        provenance: dict[str, object] = {k: v for k, v in (("channel", channel), ("chat_type", chat_type),
+                                        ("owner", owner)) if v is not None}
+        async with self._alock:
+            return await asyncio.to_thread(self._append_sync, content, session_key, timestamp, provenance)
+
+    def _append_sync(self, content: str, session_key: str | None, timestamp: str | None = None,
+                     provenance: dict[str, object] | None = None) -> int:
         self.history_path.parent.mkdir(parents=True, exist_ok=True)
         with self._locked_file(), self._mutex:
             self._repair_tail()
@@ -106,7 +118,7 @@ class MemoryStore:
                 logger.warning(".cursor missing or corrupt; rebuilt from history.jsonl")
             cursor = max(stored or 0, self._index.last_cursor) + 1
             record = {"cursor": cursor, "timestamp": timestamp or self.timestamp(),
-                      "content": content, "session_key": session_key}
+                      "content": content, "session_key": session_key, **(provenance or {})}
             line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
             fd = os.open(self.history_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
@@ -176,7 +188,8 @@ class MemoryStore:
             os.fsync(fh.fileno())
 
     async def compact_history(self) -> int:
-        """Drop the oldest entries beyond ``max_history_entries`` that Dream has processed."""
+        """Move the oldest entries beyond ``max_history_entries`` that Dream has processed
+        to the monthly archive; nothing is deleted (the recall index still finds them)."""
         async with self._alock:
             return await asyncio.to_thread(self._compact_sync)
 
@@ -192,12 +205,32 @@ class MemoryStore:
             if drop <= 0:
                 return 0
             with self.history_path.open("rb") as fh:
-                fh.seek(index.offsets[drop])
+                dropped = fh.read(index.offsets[drop])
                 kept = fh.read()
+            # Archive first: a crash in between leaves the entries in both places, and the
+            # next compaction skips the ones the archive already holds.
+            archive_entries(self.archive_dir, dropped.splitlines(keepends=True))
             atomic_write_bytes(self.history_path, kept)
             index.refresh()  # a new inode: the index starts over on the compacted file
-            logger.info("history.jsonl compacted: %d processed entries dropped", drop)
+            logger.info("history.jsonl compacted: %d processed entries moved to %s",
+                        drop, self.archive_dir.name)
             return drop
+
+    async def forget_history(self, needle: str) -> list[str]:
+        """``/forget``: remove content lines containing ``needle`` from history.jsonl and
+        the archive (the only deletion there is); returns the removed lines."""
+        def run() -> list[str]:
+            with self._locked_file(), self._mutex:
+                self._repair_tail()
+                folded = needle.casefold()
+                removed = redact_lines(self.history_path, folded)
+                for path in archive_files(self.archive_dir):
+                    removed.extend(redact_lines(path, folded))
+                self._index.refresh()
+                return removed
+
+        async with self._alock:
+            return await asyncio.to_thread(run)
 
     # ------------------------------------------------------------------ history: reading
     def _refresh(self) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
+from gateway.cli import recall
 from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
 
 
@@ -18,6 +19,8 @@ def register(app: typer.Typer) -> None:
     memory_app.command("diff")(memory_diff)
     memory_app.command("restore")(memory_restore)
     memory_app.command("show")(memory_show)
+    memory_app.command("search")(recall.memory_search)
+    memory_app.command("reindex")(recall.memory_reindex)
     app.command()(dream)
     app.command()(usage)
     app.add_typer(memory_app, name="memory")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from config import Config, resolve_config_path
+from gateway.cli import recall
 from gateway.cli._common import ConfigOption, console, load_or_exit, provider_help
 
 
@@ -24,6 +25,7 @@ def status(config_path: ConfigOption = None) -> None:
     console.print(f"provider:  {_reachability(config)}")
     console.print(f"sessions:  {count}")
     console.print(f"exec:      sandbox {_sandbox_line(config)}")
+    console.print(f"recall:    {recall.status_line(config)}", markup=False, highlight=False)
     console.print(f"gateway:   {_gateway_state(config)}")
     if provider_help(config):  # scripts: non-zero until a model is configured
         raise typer.Exit(1)

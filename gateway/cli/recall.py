@@ -1,0 +1,129 @@
+"""``lucid memory search`` and ``lucid memory reindex``: the recall index from a terminal.
+
+Both work with or without a running gateway: the index is one SQLite file in WAL mode,
+so this process and the daemon read and write it side by side. The terminal user is the
+owner, so a search covers everything. Progress goes to stderr; ``--json`` output to stdout
+stays machine-readable.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+
+__all__ = ["memory_reindex", "memory_search", "status_line"]
+
+
+class SourceName(str, Enum):
+    memory = "memory"
+    notes = "notes"
+    history = "history"
+    session = "session"
+
+
+def _index(config_path: Any) -> Any:
+    from memory.search.service import make_recall_service
+
+    config = load_or_exit(config_path)
+    service = make_recall_service(config)
+    if service is None:
+        err_console.print("memory search is disabled (agents.defaults.memory.search.enabled)")
+        raise typer.Exit(1)
+    return service
+
+
+def _progress() -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    console=err_console, transient=True)
+
+
+def _tracked(progress: Any) -> Any:
+    tasks: dict[str, Any] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        if phase not in tasks:
+            tasks[phase] = progress.add_task(f"indexing {phase}", total=total)
+        progress.update(tasks[phase], completed=done, total=total)
+
+    return update
+
+
+def memory_search(
+    query: Annotated[str, typer.Argument(help="What to look for, in any language.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array, best first.")] = False,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=50, help="How many results.")] = 6,
+    source: Annotated[Optional[list[SourceName]], typer.Option(
+        "--source", help="Only this source (repeatable): memory, notes, history, session.")] = None,
+    config_path: ConfigOption = None,
+) -> None:
+    """Search everything remembered: memory files, daily notes, history and transcripts."""
+    from memory.search import Scope, SearchError, search
+
+    if not query.strip():
+        err_console.print("the search query is empty; say what to look for")
+        raise typer.Exit(2)
+    service = _index(config_path)
+    index = service.index
+    try:
+        with _progress() as progress:
+            index.sync(_tracked(progress))
+        hits = search(index, query, k=limit, scope=Scope.everything(),
+                      sources=[s.value for s in source] if source else None,
+                      settings=service.settings)
+    except SearchError as exc:
+        err_console.print(str(exc))
+        raise typer.Exit(2) from None
+    finally:
+        index.close()
+    if as_json:
+        typer.echo(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
+        return
+    if not hits:
+        console.print("No matches.")
+        return
+    for n, hit in enumerate(hits, 1):
+        when = f"  {hit.date}" if hit.date else ""
+        console.print(f"[bold]{n}. {hit.where()}[/bold]{when}  [dim]score {hit.score:.2f}[/dim]",
+                      highlight=False)
+        console.print(hit.snippet, markup=False, highlight=False)
+        console.print()
+
+
+def memory_reindex(config_path: ConfigOption = None) -> None:
+    """Rebuild the search index from the files (a fresh copy, swapped in atomically)."""
+    from memory.search.rebuild import rebuild
+
+    service = _index(config_path)
+    try:
+        with _progress() as progress:
+            figures = rebuild(service.index, _tracked(progress))
+    finally:
+        service.index.close()
+    console.print(f"reindexed: {figures['chunks']:,} chunks from {figures['files']} files; "
+                  f"embedder {figures['embedder']}", markup=False, highlight=False)
+
+
+def status_line(config: Any) -> str:
+    """``lucid status``'s index line (no model load, no sync: just the figures)."""
+    from memory.search.service import make_recall_service
+
+    service = make_recall_service(config)
+    if service is None:
+        return "disabled"
+    if not (config.workspace / "memory").is_dir():
+        return "not built yet (the gateway builds it on start)"
+    try:
+        s = service.index.status()
+    except Exception as exc:
+        return f"unavailable ({exc})"
+    finally:
+        service.index.close()
+    return (f"{s['chunks']:,} chunks from {s['files']} files ({s['embedded']:,} embedded); "
+            f"embedder {s['embedder']}; last sync {s['last_sync'] or 'never'}")

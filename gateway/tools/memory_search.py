@@ -1,0 +1,103 @@
+"""``memory_search`` and ``memory_get``: the agent's recall over everything it was told.
+
+Scope follows the chat, not the tool: in the owner's private chat a search covers the
+memory files, notes, all history and every transcript; anywhere else (a guest, or a group
+the owner is in) it covers that chat's own history and transcript only — the index applies
+the rule inside its queries. ``memory_get`` reads exact lines of a memory source and is
+for the owner's private chat only. Schemas stay small: they ride in every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from gateway.errors import ToolError
+from gateway.tools.base import ToolParams
+from gateway.turn import TurnContext
+from memory.search import Hit, Scope, SearchError
+from memory.search.service import RecallService
+from memory.search.sources import source_of
+
+__all__ = ["MemoryGet", "MemorySearch", "format_hits", "scope_for"]
+
+MAX_GET_LINES = 400
+
+
+def scope_for(ctx: TurnContext) -> Scope:
+    return Scope.everything() if ctx.is_owner_private else Scope(ctx.session_key)
+
+
+def format_hits(hits: list[Hit]) -> str:
+    if not hits:
+        return "No matches in memory."
+    out = []
+    for n, hit in enumerate(hits, 1):
+        when = f" {hit.date}" if hit.date else ""
+        out.append(f"{n}. [{hit.source}] {hit.where()}{when} (score {hit.score:.2f})\n{hit.snippet}")
+    return "\n\n".join(out)
+
+
+class MemorySearch:
+    name = "memory_search"
+    description = ("Search your memory (MEMORY.md, USER.md, daily notes, past conversations) by "
+                   "words or meaning. Use before answering about the past, people, dates, "
+                   "decisions, preferences or todos.")
+    owner_only = False
+
+    class Params(ToolParams):
+        query: str = Field(description="what to look for, in any language")
+        max_results: int | None = Field(None, ge=1, le=20)
+        sources: list[Literal["memory", "notes", "history", "session"]] | None = None
+
+    def __init__(self, service: RecallService) -> None:
+        self.service = service
+
+    async def run(self, ctx: TurnContext, params: MemorySearch.Params) -> str:
+        try:
+            hits = await self.service.search(params.query, scope=scope_for(ctx),
+                                             k=params.max_results, sources=params.sources)
+        except SearchError as exc:
+            raise ToolError(str(exc)) from None
+        return format_hits(hits)
+
+
+class MemoryGet:
+    name = "memory_get"
+    description = "Read exact lines of a memory file (a path from memory_search results)."
+    owner_only = True
+
+    class Params(ToolParams):
+        path: str = Field(description="workspace-relative, e.g. memory/MEMORY.md")
+        start_line: int = Field(1, ge=1)
+        lines: int = Field(60, ge=1, le=MAX_GET_LINES)
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+
+    async def run(self, ctx: TurnContext, params: MemoryGet.Params) -> str:
+        if not ctx.is_owner_private:
+            raise ToolError("memory files can only be read in the owner's private chat")
+        rel = params.path.strip().removeprefix("./")
+        if source_of(rel) is None or ".." in Path(rel).parts:
+            raise ToolError(f"{params.path!r} is not a memory source; use a path that "
+                            "memory_search returned (e.g. memory/MEMORY.md, memory/2026-01-31.md)")
+        return await asyncio.to_thread(self._read, rel, params.start_line, params.lines)
+
+    def _read(self, rel: str, start: int, count: int) -> str:
+        try:
+            with (self.workspace / rel).open("r", encoding="utf-8", errors="replace") as fh:
+                picked = []
+                for number, line in enumerate(fh, 1):
+                    if number >= start + count:
+                        break
+                    if number >= start:
+                        picked.append(f"{number}: {line.rstrip(chr(10))}")
+        except FileNotFoundError:
+            raise ToolError(f"{rel} does not exist") from None
+        if not picked:
+            return f"{rel} has fewer than {start} lines."
+        return f"{rel} lines {start}-{start + len(picked) - 1}:\n" + "\n".join(picked)

@@ -1,0 +1,112 @@
+"""The recall index's SQLite file: schema, opening, and recovering from corruption.
+
+One file, ``memory/index.sqlite``, a derived cache (deleting it loses nothing). WAL mode
+and a busy timeout let the gateway and a CLI process read and write it at the same time.
+
+    meta(key, value)                      schema version, generation, last sync, embedder
+    files(path, source, size, mtime_ns, hash)
+    chunks(id, path, source, hash, text, start_line, end_line, cursor, session_key,
+           date, channel, chat_type, owner)          provenance on every chunk
+    chunks_fts(body)                      FTS5, rowid = chunks.id
+    vectors(provider, model, hash, dim, vec)         the embedding cache (float32 blobs)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = "1"
+BUSY_TIMEOUT_MS = 15_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, source TEXT NOT NULL, size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL, hash TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL, hash TEXT NOT NULL,
+    text TEXT NOT NULL, start_line INTEGER, end_line INTEGER, cursor INTEGER,
+    session_key TEXT, date TEXT, channel TEXT, chat_type TEXT, owner INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+CREATE INDEX IF NOT EXISTS chunks_session ON chunks(session_key);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
+    body, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS vectors (
+    provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL, dim INTEGER NOT NULL,
+    vec BLOB NOT NULL, PRIMARY KEY (provider, model, hash));
+"""
+
+
+def connect(path: Path, *, wal: bool = True) -> sqlite3.Connection:
+    """Open (creating) the index; raises sqlite3.DatabaseError when the file is corrupt."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+                           isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if wal:
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        version = _schema_version(conn)
+        if version is not None and version != SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"index schema {version} is not {SCHEMA_VERSION}")
+        conn.executescript(_SCHEMA)
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+        conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'").fetchone()
+    except sqlite3.DatabaseError:
+        conn.close()
+        raise
+    return conn
+
+
+def _schema_version(conn: sqlite3.Connection) -> str | None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return row[0] if row else None
+
+
+def connect_or_rebuild(path: Path) -> sqlite3.Connection:
+    """Open the index; a corrupt or foreign file is moved aside with a warning and rebuilt."""
+    try:
+        return connect(path)
+    except sqlite3.DatabaseError as exc:
+        logger.warning("recall index %s is unusable (%s); rebuilding it from the memory files",
+                       path, exc)
+        remove_db_files(path, keep_aside=True)
+        return connect(path)
+
+
+def remove_db_files(path: Path, *, keep_aside: bool = False) -> None:
+    if keep_aside and path.exists():
+        os.replace(path, path.with_name(path.name + ".corrupt"))
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(f"{path}{suffix}")
+        except FileNotFoundError:
+            pass
+
+
+def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                 (key, value))
+
+
+def bump_generation(conn: sqlite3.Connection) -> None:
+    """Every change to chunks or vectors bumps this, so readers know to reload vectors."""
+    conn.execute("INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE "
+                 "SET value = CAST(value AS INTEGER) + 1")

@@ -1,0 +1,338 @@
+"""MemoryIndex: keeps ``memory/index.sqlite`` in step with the memory files.
+
+Synchronous and thread-safe; callers run it in worker threads (``service.py`` does that
+for the gateway). Two phases, so a search never waits for embeddings:
+
+1. ``sync_files`` — stat every source; re-read only files whose size or mtime changed,
+   re-chunk only those whose content hash changed, and apply the *difference* (unchanged
+   chunks keep their rows). Fast: no model involved.
+2. ``embed_missing`` — embed chunk texts that have no vector for the current
+   (provider, model) in the cache, in batches, outside the database lock. A content hash
+   already embedded is never embedded again, whichever file it moves to.
+
+An embedder that fails, or returns vectors of a different dimension than it did before,
+switches the index to keyword-only with one log line; ``status()`` says so.
+Several processes may sync at once: each file's diff runs in one ``BEGIN IMMEDIATE``
+transaction, so they serialise on SQLite's write lock instead of duplicating rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection
+from dataclasses import astuple
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memory.search import _db
+from memory.search.chunking import Chunk
+from memory.search.embed import Embedder, EmbedderError
+from memory.search.fts_text import fts_text
+from memory.search.sources import chunk_file, discover
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["FORGOTTEN_FILE", "INDEX_FILE", "MemoryIndex", "Progress"]
+
+INDEX_FILE = "memory/index.sqlite"
+FORGOTTEN_FILE = "memory/.forgotten.json"
+ALL_SOURCES = ("memory", "notes", "history", "session")
+RETRY_EMBEDDER_S = 600.0
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class MemoryIndex:
+    def __init__(self, workspace: Path, *, embedder: Embedder | None = None,
+                 sources: Collection[str] = ALL_SOURCES, chunk_tokens: int = 400,
+                 chunk_overlap: int = 80, batch_size: int = 32, path: Path | None = None,
+                 keyword_only_reason: str = "no embedder configured") -> None:
+        self.workspace = Path(workspace)
+        self.path = path or self.workspace / INDEX_FILE
+        self.embedder = embedder
+        self.sources = tuple(sources)
+        self.chunk_tokens = chunk_tokens
+        self.chunk_overlap = chunk_overlap
+        self.batch_size = batch_size
+        self.keyword_only_reason = keyword_only_reason
+        self.embed_error: str | None = None if embedder else keyword_only_reason
+        self._failed_at: float | None = None
+        self._dim: int | None = None
+        self._lock = threading.RLock()
+        self._sync_lock = threading.Lock()
+        # Set by the owner to stop a long sync between files/batches (gateway shutdown).
+        self.cancel = threading.Event()
+        self._conn: sqlite3.Connection | None = None
+        self._inode: tuple[int, int] | None = None
+        self.vector_cache: Any = None  # owned by memory.search.query
+
+    # ------------------------------------------------------------------ connection
+    def conn(self) -> sqlite3.Connection:
+        """The open connection, reopened when the file was swapped by a rebuild."""
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+                inode: tuple[int, int] | None = (st.st_dev, st.st_ino)
+            except FileNotFoundError:
+                inode = None
+            if self._conn is not None and inode != self._inode:
+                self._conn.close()
+                self._conn = None
+            if self._conn is None:
+                self._conn = _db.connect_or_rebuild(self.path)
+                st = os.stat(self.path)
+                self._inode = (st.st_dev, st.st_ino)
+                self.vector_cache = None
+            return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # ------------------------------------------------------------------ phase 1: files
+    def sync_files(self, progress: Progress | None = None) -> int:
+        """Bring chunks and FTS rows up to date; returns how many files were re-chunked."""
+        with self._sync_lock:
+            conn = self.conn()
+            owners = self._owner_sessions()
+            forgotten = self._forgotten()
+            forgotten_sig = _hash(json.dumps(forgotten))
+            with self._lock:
+                known = {row[0]: row[1:] for row in conn.execute(
+                    "SELECT path, size, mtime_ns, hash FROM files")}
+                if _db.get_meta(conn, "forgotten") != forgotten_sig:
+                    known = {p: (-1, -1, "") for p in known}  # re-chunk everything once
+            files = list(discover(self.workspace, self.sources))
+            changed = 0
+            for n, f in enumerate(files, 1):
+                if self.cancel.is_set():
+                    return changed
+                old = known.pop(f.rel, None)
+                if old is None or (old[0], old[1]) != (f.size, f.mtime_ns):
+                    changed += self._sync_file(f.rel, f.source, old, owners, forgotten)
+                if progress:
+                    progress("files", n, len(files))
+            for gone in known:
+                changed += self._sync_file(gone, "", (0, 0, ""), owners, forgotten)
+            with self._lock:
+                _db.set_meta(conn, "forgotten", forgotten_sig)
+                _db.set_meta(conn, "last_sync", datetime.now(UTC).isoformat(timespec="seconds"))
+            return changed
+
+    def _sync_file(self, rel: str, source: str, old: tuple | None, owners: Collection[str],
+                   forgotten: list[str]) -> int:
+        path = self.workspace / rel
+        try:
+            st = path.stat()
+            data = path.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            data = None  # deleted (maybe mid-sync): its chunks go
+        except OSError as exc:
+            logger.warning("recall index: cannot read %s (%s); kept its old chunks", rel, exc)
+            return 0
+        digest = hashlib.sha256(data).hexdigest()[:32] if data is not None else ""
+        if data is not None and old is not None and old[2] == digest:
+            with self._lock:
+                self.conn().execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
+                                    (st.st_size, st.st_mtime_ns, rel))
+            return 0
+        chunks: list[Chunk] = []
+        if data is not None:
+            chunks = chunk_file(rel, source, data, owner_sessions=owners,
+                                max_tokens=self.chunk_tokens, overlap=self.chunk_overlap)
+            if forgotten:
+                chunks = [c for c in chunks if not any(n in c.text.casefold() for n in forgotten)]
+        with self._lock:
+            conn = self.conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._apply_diff(conn, rel, chunks)
+                if data is None:
+                    conn.execute("DELETE FROM files WHERE path = ?", (rel,))
+                else:
+                    conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
+                                 (rel, source, st.st_size, st.st_mtime_ns, digest))
+                _db.bump_generation(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return 1
+
+    @staticmethod
+    def _apply_diff(conn: sqlite3.Connection, rel: str, chunks: list[Chunk]) -> None:
+        existing: dict[tuple, list[int]] = {}
+        for row in conn.execute(
+                "SELECT id, source, path, text, start_line, end_line, cursor, session_key, date, "
+                "channel, chat_type, owner FROM chunks WHERE path = ?", (rel,)):
+            key = (row[1], row[2], row[3], *row[4:11], bool(row[11]))
+            existing.setdefault(key, []).append(row[0])
+        fresh: list[Chunk] = []
+        for chunk in chunks:
+            ids = existing.get(astuple(chunk))
+            if ids:
+                ids.pop()
+            else:
+                fresh.append(chunk)
+        stale = [i for ids in existing.values() for i in ids]
+        for start in range(0, len(stale), 500):
+            part = stale[start:start + 500]
+            marks = ",".join("?" * len(part))
+            conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
+            conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
+        for c in fresh:
+            cur = conn.execute(
+                "INSERT INTO chunks (path, source, hash, text, start_line, end_line, cursor, "
+                "session_key, date, channel, chat_type, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (c.path, c.source, _hash(c.text), c.text, c.start_line, c.end_line, c.cursor,
+                 c.session_key, c.date, c.channel, c.chat_type, int(c.owner)))
+            conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
+                         (cur.lastrowid, fts_text(c.text)))
+
+    def _owner_sessions(self) -> set[str]:
+        try:
+            data = json.loads((self.workspace / "state" / "owner_sessions.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            return set()
+        return {k for k in data if isinstance(k, str)} if isinstance(data, list) else set()
+
+    def _forgotten(self) -> list[str]:
+        try:
+            data = json.loads((self.workspace / FORGOTTEN_FILE).read_text("utf-8"))
+        except (OSError, ValueError):
+            return []
+        return sorted({s.casefold() for s in data if isinstance(s, str) and s.strip()}) \
+            if isinstance(data, list) else []
+
+    # ------------------------------------------------------------------ phase 2: vectors
+    @property
+    def vectors_on(self) -> bool:
+        if self.embedder is None:
+            return False
+        if self.embed_error is not None and self._failed_at is not None \
+                and time.monotonic() - self._failed_at > RETRY_EMBEDDER_S:
+            self.embed_error, self._failed_at, self._dim = None, None, None
+        return self.embed_error is None
+
+    def _fail(self, why: str) -> None:
+        if self.embed_error is None:
+            logger.warning("recall index: embedder %s unusable (%s); search is keyword-only",
+                           getattr(self.embedder, "model", "?"), why)
+        self.embed_error = why
+        self._failed_at = time.monotonic()
+
+    def dimension(self) -> int | None:
+        """The embedder's dimension (probed once); a change from the stored one re-embeds."""
+        if not self.vectors_on or self.embedder is None:
+            return None
+        if self._dim is None:
+            try:
+                probe = self.embedder.passages(["dimension probe"])
+            except Exception as exc:
+                self._fail(f"{type(exc).__name__}: {exc}")
+                return None
+            if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
+                self._fail(f"unexpected embedding shape {probe.shape}")
+                return None
+            self._dim = int(probe.shape[1])
+            emb = self.embedder
+            with self._lock:
+                conn = self.conn()
+                key = f"dim:{emb.provider}:{emb.model}"
+                stored = _db.get_meta(conn, key)
+                if stored is not None and int(stored) != self._dim:
+                    logger.warning("recall index: %s now returns %d dimensions (was %s); re-embedding",
+                                   emb.model, self._dim, stored)
+                    conn.execute("DELETE FROM vectors WHERE provider = ? AND model = ?",
+                                 (emb.provider, emb.model))
+                    _db.bump_generation(conn)
+                _db.set_meta(conn, key, str(self._dim))
+        return self._dim
+
+    def embed_missing(self, progress: Progress | None = None, limit: int | None = None) -> int:
+        """Embed chunk texts without a cached vector; returns how many were embedded."""
+        dim = self.dimension()
+        emb = self.embedder
+        if dim is None or emb is None:
+            return 0
+        with self._lock:
+            rows = self.conn().execute(
+                "SELECT c.hash, min(c.text) FROM chunks c LEFT JOIN vectors v ON v.hash = c.hash "
+                "AND v.provider = ? AND v.model = ? WHERE v.hash IS NULL GROUP BY c.hash",
+                (emb.provider, emb.model)).fetchall()
+        if limit is not None:
+            rows = rows[:limit]
+        done = 0
+        for start in range(0, len(rows), self.batch_size):
+            if self.cancel.is_set():
+                return done
+            batch = rows[start:start + self.batch_size]
+            try:
+                matrix = emb.passages([text for _, text in batch])
+            except EmbedderError as exc:
+                self._fail(str(exc))
+                return done
+            except Exception as exc:
+                self._fail(f"{type(exc).__name__}: {exc}")
+                return done
+            if matrix.ndim != 2 or matrix.shape != (len(batch), dim) or not np.isfinite(matrix).all():
+                self._fail(f"returned vectors of shape {matrix.shape}, expected ({len(batch)}, {dim})")
+                return done
+            with self._lock:
+                conn = self.conn()
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)",
+                                 [(emb.provider, emb.model, h, dim, matrix[i].astype(np.float32).tobytes())
+                                  for i, (h, _) in enumerate(batch)])
+                _db.bump_generation(conn)
+                conn.execute("COMMIT")
+            done += len(batch)
+            if progress:
+                progress("embeddings", done, len(rows))
+        return done
+
+    def sync(self, progress: Progress | None = None) -> None:
+        self.sync_files(progress)
+        self.embed_missing(progress)
+
+    # ------------------------------------------------------------------ figures
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            conn = self.conn()
+            chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            files = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+            last = _db.get_meta(conn, "last_sync")
+            vectors = 0
+            if self.embedder is not None:
+                vectors = conn.execute(
+                    "SELECT count(DISTINCT c.hash) FROM chunks c JOIN vectors v ON v.hash = c.hash "
+                    "AND v.provider = ? AND v.model = ?",
+                    (self.embedder.provider, self.embedder.model)).fetchone()[0]
+        if self.embedder is None:
+            embedder = f"keyword-only ({self.keyword_only_reason})"
+        elif not self.vectors_on:
+            embedder = f"keyword-only ({self.embedder.model} failed: {self.embed_error})"
+        else:
+            embedder = f"{self.embedder.provider}/{self.embedder.model}"
+        return {"chunks": chunks, "files": files, "embedded": vectors, "embedder": embedder,
+                "vectors_on": self.vectors_on, "last_sync": last}
+
+    def status_line(self) -> str:
+        s = self.status()
+        return (f"recall index: {s['chunks']:,} chunks from {s['files']} files, "
+                f"embedder {s['embedder']}, last sync {s['last_sync'] or 'never'}")

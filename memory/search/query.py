@@ -1,0 +1,245 @@
+"""Searching the recall index: scoped keyword and vector candidates, then hybrid ranking.
+
+Scope is part of every SQL statement: a chat that is not the owner's private chat only
+ever sees chunks whose ``session_key`` is its own (its history entries and transcript),
+never MEMORY.md, USER.md, notes or other sessions. The vector side filters its matrix by
+the same rule and the final row fetch applies the SQL predicate again, so a hit cannot
+leak in through either path.
+
+Vectors for the current model are held in memory as one float32 matrix, reloaded only when
+the database's generation counter moves (10,000 × 384 floats is 15 MB; a query is one
+matrix-vector product).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+import numpy as np
+
+from memory.search import _db
+from memory.search.fts_text import fts_query
+from memory.search.index import MemoryIndex
+from memory.search.rank import Candidate, merge, mmr
+
+__all__ = ["Hit", "Scope", "SearchError", "SearchSettings", "search"]
+
+SNIPPET_CHARS = 700
+# Below this a candidate matched nothing that counts (cosine at the model's noise floor).
+MIN_SCORE = 0.01
+
+
+class SearchError(ValueError):
+    """A query the index cannot answer (empty); the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """``session_key=None``: everything (the owner's private chat); else that chat only."""
+
+    session_key: str | None = None
+
+    @classmethod
+    def everything(cls) -> Scope:
+        return cls(None)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+    half_life_days: float = 30.0
+    mmr_lambda: float = 0.7
+    decay_floor: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    source: str
+    path: str
+    start_line: int | None
+    end_line: int | None
+    cursor: int | None
+    session_key: str | None
+    date: str | None
+    score: float
+    snippet: str
+    text: str
+
+    def where(self) -> str:
+        if self.start_line is not None:
+            return f"{self.path}:{self.start_line}-{self.end_line}"
+        if self.cursor is not None:
+            return f"{self.path} cursor {self.cursor}"
+        return f"session {self.session_key}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "path": self.path, "start_line": self.start_line,
+                "end_line": self.end_line, "cursor": self.cursor, "session_key": self.session_key,
+                "date": self.date, "score": round(self.score, 4), "snippet": self.snippet}
+
+
+def _where(scope: Scope, sources: Collection[str] | None, alias: str = "c") -> tuple[str, list[Any]]:
+    clauses, args = [], []
+    if scope.session_key is not None:
+        clauses.append(f"{alias}.session_key = ?")
+        args.append(scope.session_key)
+    if sources is not None:
+        clauses.append(f"{alias}.source IN ({','.join('?' * len(sources))})")
+        args.extend(sources)
+    return (" AND " + " AND ".join(clauses)) if clauses else "", args
+
+
+def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope(),
+           sources: Collection[str] | None = None, settings: SearchSettings = SearchSettings(),
+           today: date | None = None, vectors_if_ready: bool = False) -> list[Hit]:
+    """The best ``k`` hits for ``query`` within ``scope``, best first.
+
+    ``vectors_if_ready``: use the vector side only if the embedder can answer at once
+    (loaded, idle, local) — auto-recall must never wait for a model.
+    """
+    if not query or not query.strip():
+        raise SearchError("the search query is empty; say what to look for")
+    k = max(1, min(50, k))
+    wanted = 4 * k
+    src = tuple(sources) if sources else None
+    cands: dict[int, Candidate] = {}
+    expr = fts_query(query)
+    with index._lock:
+        conn = index.conn()
+        where, args = _where(scope, src)
+        if expr is not None:
+            rows = conn.execute(
+                "SELECT c.id, c.text, c.date, -bm25(chunks_fts) FROM chunks_fts "
+                "JOIN chunks c ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ?"
+                f"{where} ORDER BY bm25(chunks_fts) LIMIT ?", [expr, *args, wanted]).fetchall()
+            for cid, text, day, bm25 in rows:
+                cands[cid] = Candidate(cid, text, day, bm25=float(bm25))
+    vectors_on = False
+    use_vectors = index.vectors_on and index.embedder is not None
+    if use_vectors and vectors_if_ready and index.embedder is not None:
+        use_vectors = index._dim is not None and index.embedder.ready()
+    if use_vectors:
+        qvec = _query_vector(index, query)
+        if qvec is not None:
+            vectors_on = True
+            _vector_candidates(index, qvec, scope, src, wanted, cands)
+    rows_by_id = _rows(index, list(cands), scope, src)
+    cands = {cid: c for cid, c in cands.items() if cid in rows_by_id}
+    for cid, cand in cands.items():
+        cand.text, cand.date = rows_by_id[cid][8], rows_by_id[cid][7]
+    if not cands:
+        return []
+    baseline = index.embedder.baseline if index.embedder is not None else 0.0
+    merge(list(cands.values()), vector_weight=settings.vector_weight,
+          text_weight=settings.text_weight, baseline=baseline, vectors_on=vectors_on,
+          today=today or date.today(), half_life_days=settings.half_life_days,
+          decay_floor=settings.decay_floor)
+    # A word match always counts (BM25 is tiny in a small corpus); a vector-only candidate
+    # must rise above the model's noise floor.
+    relevant = [c for c in cands.values() if c.bm25 is not None or c.score >= MIN_SCORE]
+    picked = mmr(relevant, k, settings.mmr_lambda, baseline=baseline)
+    # MMR decides *which* k; they are listed by score so "best first" agrees with the scores.
+    picked.sort(key=lambda c: c.score, reverse=True)
+    return [_hit(rows_by_id[c.chunk_id], c.score) for c in picked]
+
+
+def _query_vector(index: MemoryIndex, query: str) -> np.ndarray | None:
+    dim = index.dimension()
+    if dim is None or index.embedder is None:
+        return None
+    try:
+        vec = index.embedder.query(query)
+    except Exception as exc:
+        index._fail(f"{type(exc).__name__}: {exc}")
+        return None
+    if vec.shape != (dim,) or not np.isfinite(vec).all():
+        index._fail(f"query vector of shape {vec.shape}, expected ({dim},)")
+        return None
+    return vec
+
+
+@dataclass(slots=True)
+class _Matrix:
+    key: tuple[Any, ...]
+    ids: np.ndarray
+    keys: np.ndarray  # session_key per row (object array)
+    sources: np.ndarray
+    matrix: np.ndarray
+
+
+def _load_matrix(index: MemoryIndex, conn: sqlite3.Connection) -> _Matrix | None:
+    emb = index.embedder
+    dim = index.dimension()
+    if emb is None or dim is None:
+        return None
+    key = (_db.get_meta(conn, "generation"), emb.provider, emb.model, dim)
+    cached = index.vector_cache
+    if isinstance(cached, _Matrix) and cached.key == key:
+        return cached
+    rows = conn.execute(
+        "SELECT c.id, c.session_key, c.source, v.vec FROM chunks c JOIN vectors v ON v.hash = c.hash "
+        "AND v.provider = ? AND v.model = ? AND v.dim = ?", (emb.provider, emb.model, dim)).fetchall()
+    matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), dim) \
+        if rows else np.zeros((0, dim), dtype=np.float32)
+    loaded = _Matrix(key, np.array([r[0] for r in rows], dtype=np.int64),
+                     np.array([r[1] for r in rows], dtype=object),
+                     np.array([r[2] for r in rows], dtype=object), matrix)
+    index.vector_cache = loaded
+    return loaded
+
+
+def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
+                       sources: Collection[str] | None, wanted: int,
+                       cands: dict[int, Candidate]) -> None:
+    with index._lock:
+        conn = index.conn()
+        m = _load_matrix(index, conn)
+    if m is None or not len(m.ids):
+        return
+    mask = np.ones(len(m.ids), dtype=bool)
+    if scope.session_key is not None:
+        mask &= m.keys == scope.session_key
+    if sources is not None:
+        mask &= np.isin(m.sources, list(sources))
+    rows = np.flatnonzero(mask)
+    if not len(rows):
+        return
+    sims = m.matrix[rows] @ qvec if len(rows) < len(m.ids) else m.matrix @ qvec
+    top = np.argsort(-sims)[:wanted] if len(sims) <= wanted else \
+        np.argpartition(-sims, wanted)[:wanted]
+    for i in top:
+        row = rows[i]
+        cid = int(m.ids[row])
+        cand = cands.get(cid)
+        if cand is None:
+            cand = cands[cid] = Candidate(cid, "", None)
+        cand.cosine = float(sims[i])
+        cand.vector = m.matrix[row]
+
+
+def _rows(index: MemoryIndex, ids: list[int], scope: Scope,
+          sources: Collection[str] | None) -> dict[int, tuple[Any, ...]]:
+    """The candidates' rows, fetched under the scope predicate once more."""
+    where, args = _where(scope, sources)
+    out: dict[int, tuple[Any, ...]] = {}
+    with index._lock:
+        conn = index.conn()
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            for r in conn.execute(
+                    "SELECT c.id, c.source, c.path, c.start_line, c.end_line, c.cursor, "
+                    f"c.session_key, c.date, c.text FROM chunks c WHERE c.id IN "
+                    f"({','.join('?' * len(part))}){where}", part + args):
+                out[r[0]] = r
+    return out
+
+
+def _hit(r: tuple[Any, ...], score: float) -> Hit:
+    text = r[8]
+    snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS - 1] + "…"
+    return Hit(r[1], r[2], r[3], r[4], r[5], r[6], r[7], score, snippet, text)

@@ -1,0 +1,207 @@
+"""RecallService: the recall index as a long-lived gateway part, always off the event loop.
+
+- ``start`` launches two named tasks: a *syncer* that waits for "something changed" and
+  runs a full sync (files, then embeddings) in a worker thread, and a *watcher* that sets
+  that flag from ``watchfiles`` events on the memory sources (debounced). The first sync
+  starts ``start_delay_s`` after start, so a fresh or deleted index fills in the
+  background without competing with the first turns.
+- ``search`` runs a cheap file-level sync first when something is marked dirty (a "lazy
+  sync": new history lines are findable at once, even before their embeddings exist), then
+  queries, both in a worker thread.
+- ``recall`` is ``search`` for auto-recall with vectors only when the local model is
+  loaded and idle, bounded by a short timeout and never raising, so neither indexing nor
+  a model can hold up or fail a turn for long.
+
+Background syncs run on one dedicated thread with a raised nice value (Linux threads have
+their own), so building the index right after start, or embedding a large import, takes
+CPU only when turns don't need it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Collection
+from pathlib import Path
+
+from config.schema import Config
+from memory.search.embed import make_embedder
+from memory.search.index import MemoryIndex
+from memory.search.query import Hit, Scope, SearchSettings, search
+from memory.search.sources import source_of
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RecallService", "make_recall_service"]
+
+
+class RecallService:
+    def __init__(self, index: MemoryIndex, *, settings: SearchSettings = SearchSettings(),
+                 watch: bool = True, debounce_ms: int = 800, max_results: int = 6,
+                 start_delay_s: float = 10.0) -> None:
+        self.index = index
+        self.settings = settings
+        self.watch = watch
+        self.debounce_ms = debounce_ms
+        self.max_results = max_results
+        # The first background sync waits this long: the gateway's first turns (imports,
+        # first LLM call) get the CPU; searches meanwhile sync the files themselves.
+        self.start_delay_s = start_delay_s
+        self._changed = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._dirty = True
+        self._tasks: list[asyncio.Task[None]] = []
+        self.synced = asyncio.Event()  # set after each completed background sync
+        self._executor: ThreadPoolExecutor | None = None
+        self._files_pending = False
+
+    @property
+    def workspace(self) -> Path:
+        return self.index.workspace
+
+    def mark_dirty(self) -> None:
+        self._dirty = True
+        self._changed.set()
+
+    async def start(self) -> None:
+        self._stop.clear()
+        self.index.cancel.clear()
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="recall-sync",
+                                            initializer=_lower_priority)
+        self._changed.set()
+        self._tasks.append(asyncio.create_task(self._syncer(), name="recall-sync"))
+        if self.watch:
+            self._tasks.append(asyncio.create_task(self._watcher(), name="recall-watch"))
+
+    async def stop(self) -> None:
+        self._stop.set()
+        self.index.cancel.set()  # a running sync stops after its current file or batch
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self._executor is not None:
+            await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
+            self._executor = None
+        await asyncio.to_thread(self.index.close)
+
+    async def _syncer(self) -> None:
+        if self.start_delay_s > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.start_delay_s)
+        while not self._stop.is_set():
+            await self._changed.wait()
+            self._changed.clear()
+            self._dirty = False
+            self._files_pending = True  # until phase 1 is done a search syncs (waits) itself
+            try:
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._sync_all)
+            except Exception:
+                logger.exception("recall index: background sync failed; will retry on the next change")
+            self.synced.set()
+
+    def _sync_all(self) -> None:
+        try:
+            self.index.sync_files()
+        finally:
+            self._files_pending = False
+        self.index.embed_missing()
+
+    async def _watcher(self) -> None:
+        import watchfiles
+
+        workspace = self.workspace
+
+        def relevant(_change: watchfiles.Change, path: str) -> bool:
+            try:
+                rel = Path(path).relative_to(workspace).as_posix()
+            except ValueError:
+                return False
+            return source_of(rel) is not None or rel in ("state/owner_sessions.json",
+                                                         "memory/.forgotten.json")
+
+        try:
+            async for _changes in watchfiles.awatch(workspace, watch_filter=relevant,
+                                                    debounce=self.debounce_ms,
+                                                    stop_event=self._stop):
+                self.mark_dirty()
+        except Exception as exc:  # e.g. inotify limits: searches still sync lazily
+            logger.warning("recall index: file watcher stopped (%s); syncing before searches only",
+                           exc)
+            self.watch = False
+
+    async def search(self, query: str, *, scope: Scope = Scope(), k: int | None = None,
+                     sources: Collection[str] | None = None, lazy_sync: bool = True,
+                     vectors_if_ready: bool = False) -> list[Hit]:
+        """Raises ``SearchError`` for an empty query."""
+        dirty = lazy_sync and (self._dirty or self._files_pending or not self.watch
+                               or not self._tasks)
+
+        def run() -> list[Hit]:
+            if dirty:
+                self.index.sync_files()
+            return search(self.index, query, k=k or self.max_results, scope=scope,
+                          sources=sources, settings=self.settings,
+                          vectors_if_ready=vectors_if_ready)
+
+        if dirty:
+            self._dirty = False
+            self._changed.set()  # embeddings for whatever was new follow in the background
+        return await asyncio.to_thread(run)
+
+    async def recall(self, query: str, *, scope: Scope, k: int, min_score: float,
+                     timeout_s: float = 1.5) -> list[Hit]:
+        """Auto-recall hits at or above ``min_score``; [] on any problem or timeout."""
+        if not query.strip() or k <= 0:
+            return []
+        try:
+            hits = await asyncio.wait_for(
+                self.search(query, scope=scope, k=k, vectors_if_ready=True),
+                timeout_s)
+        except Exception as exc:
+            logger.warning("auto-recall skipped: %s", exc or type(exc).__name__)
+            return []
+        return [h for h in hits if h.score >= min_score]
+
+    async def status(self) -> dict:
+        return await asyncio.to_thread(self.index.status)
+
+    def status_line(self) -> str:
+        """For ``/status`` (reads a few counters from SQLite: fast, but off-loop is better)."""
+        try:
+            return self.index.status_line()
+        except Exception as exc:
+            return f"recall index: unavailable ({exc})"
+
+
+def _lower_priority() -> None:
+    """Nice the calling thread (Linux: per thread) so indexing yields to turns."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
+def make_recall_service(config: Config) -> RecallService | None:
+    """The service ``agents.defaults.memory.search`` describes; None when disabled."""
+    conf = config.agent.memory.search
+    if not conf.enabled:
+        return None
+    model = conf.embedding.model
+    _, provider = config.provider_for(model)
+    embedder, why = make_embedder(
+        model, api_key=provider.api_key.get_secret_value() if provider else None,
+        api_base=provider.api_base if provider else None)
+    index = MemoryIndex(config.workspace, embedder=embedder, sources=conf.sources,
+                        chunk_tokens=conf.chunk_tokens, chunk_overlap=conf.chunk_overlap,
+                        batch_size=conf.embedding.batch_size, keyword_only_reason=why)
+    settings = SearchSettings(vector_weight=conf.vector_weight, text_weight=conf.text_weight,
+                              half_life_days=conf.half_life_days, mmr_lambda=conf.mmr_lambda,
+                              decay_floor=conf.decay_floor)
+    return RecallService(index, settings=settings, watch=conf.watch, max_results=conf.max_results)

@@ -1,0 +1,137 @@
+"""Which workspace files the recall index reads, and how each becomes chunks.
+
+    SOUL.md, USER.md, memory/MEMORY.md          source "memory"   (evergreen, owner's)
+    memory/*.md (memory/YYYY-MM-DD.md dated)    source "notes"    (owner's)
+    memory/history.jsonl, memory/archive/*.jsonl source "history"
+    sessions/*.jsonl (and *.jsonl.old after /new)  source "session"
+
+A file that is not UTF-8 text (binary junk dropped into memory/) yields no chunks and a
+warning; it is never an error for the sync as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from memory.search.chunking import Chunk, chunk_history, chunk_markdown, chunk_transcript
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SourceFile", "chunk_file", "daily_notes_summary", "discover", "note_date", "source_of"]
+
+EVERGREEN = ("SOUL.md", "USER.md", "memory/MEMORY.md")
+_DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[-_ .].*)?\.md$")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    rel: str  # workspace-relative, "/" separated
+    source: str
+    size: int
+    mtime_ns: int
+
+
+def source_of(rel: str) -> str | None:
+    if rel in EVERGREEN:
+        return "memory"
+    parts = rel.split("/")
+    if len(parts) == 2 and parts[0] == "memory" and parts[1].endswith(".md"):
+        return "notes"
+    if rel == "memory/history.jsonl" or (
+            len(parts) == 3 and parts[:2] == ["memory", "archive"] and parts[2].endswith(".jsonl")):
+        return "history"
+    if len(parts) == 2 and parts[0] == "sessions" and parts[1].endswith((".jsonl", ".jsonl.old")):
+        return "session"
+    return None
+
+
+def discover(workspace: Path, sources: Collection[str]) -> Iterator[SourceFile]:
+    candidates: list[Path] = [workspace / name for name in EVERGREEN]
+    for folder, pattern in (("memory", "*.md"), ("memory", "history.jsonl"),
+                            ("memory/archive", "*.jsonl"), ("sessions", "*.jsonl"),
+                            ("sessions", "*.jsonl.old")):
+        try:
+            candidates.extend(sorted((workspace / folder).glob(pattern)))
+        except OSError:
+            continue
+    seen: set[str] = set()
+    for path in candidates:
+        rel = path.relative_to(workspace).as_posix()
+        source = source_of(rel)
+        if rel in seen or source is None or source not in sources:
+            continue
+        seen.add(rel)
+        try:
+            st = path.stat()
+        except OSError:
+            continue  # deleted meanwhile
+        if path.is_file():
+            yield SourceFile(rel, source, st.st_size, st.st_mtime_ns)
+
+
+def note_date(rel: str) -> str | None:
+    match = _DATED.match(rel.rsplit("/", 1)[-1])
+    return match.group(1) if match else None
+
+
+def chunk_file(rel: str, source: str, data: bytes, *, owner_sessions: Collection[str],
+               max_tokens: int, overlap: int) -> list[Chunk]:
+    """The chunks of one file's bytes (empty for junk)."""
+    if source in ("memory", "notes"):
+        if b"\x00" in data[:65536]:
+            logger.warning("recall index: %s looks binary; not indexed", rel)
+            return []
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            logger.warning("recall index: %s is not UTF-8 text; not indexed", rel)
+            return []
+        date = note_date(rel) if source == "notes" else None
+        return chunk_markdown(text, source=source, path=rel, date=date,
+                              max_tokens=max_tokens, overlap=overlap)
+    lines = data.splitlines()
+    if source == "history":
+        chunks = chunk_history(lines, path=rel)
+        return [_with_history_owner(c, owner_sessions) for c in chunks]
+    header = _header(lines[0]) if lines else None
+    key = header.get("key") if header else None
+    return chunk_transcript(lines, path=rel, owner=isinstance(key, str) and key in owner_sessions)
+
+
+def _with_history_owner(chunk: Chunk, owner_sessions: Collection[str]) -> Chunk:
+    """Entries written before provenance was recorded: derive it from the session key."""
+    if chunk.channel is not None or chunk.session_key is None:
+        return chunk
+    channel = chunk.session_key.split(":", 1)[0]
+    return replace(chunk, channel=channel, owner=chunk.session_key in owner_sessions)
+
+
+def _header(raw: bytes) -> dict | None:
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) and data.get("_type") == "metadata" else None
+
+
+def daily_notes_summary(workspace: Path, limit: int = 7) -> str:
+    """``/memory``'s list of the newest daily notes, newest first, with their first line."""
+    folder = workspace / "memory"
+    notes = sorted((p for p in folder.glob("*.md") if note_date(p.name)), reverse=True) \
+        if folder.is_dir() else []
+    lines = []
+    for path in notes[:limit]:
+        try:
+            first = next((ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+                          if ln.strip() and not ln.lstrip().startswith("#")), "")
+        except (OSError, UnicodeDecodeError):
+            first = "(unreadable)"
+        lines.append(f"- {path.name}: {first[:120]}")
+    if len(notes) > limit:
+        lines.append(f"- … and {len(notes) - limit} older note(s)")
+    return "\n".join(lines)
