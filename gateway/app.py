@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Literal
 
 from channels.base import Channel, CommandSpec
@@ -41,6 +42,7 @@ from gateway.tools.message import MessageTool
 from gateway.toolloop import ModelToolLoop
 from gateway.turn import TurnContext
 from gateway.usage import UsageLedger
+from memory.calibration import TokenCalibration
 from memory.consolidator import Consolidator
 from memory.dream import Dream
 from memory.gitstore import GitStore
@@ -73,13 +75,15 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                         timezone=agent.timezone)
     git = GitStore(workspace)
     usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget)
-    model = LiteLLMChatModel(config, usage=usage, metrics=metrics)
+    calibration = TokenCalibration(workspace / "state" / "token_calibration.json")
+    model = LiteLLMChatModel(config, usage=usage, metrics=metrics, calibration=calibration)
     owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions)
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
     tools.register(MessageTool(bus))
-    estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget)
+    estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget,
+                                scale=partial(calibration.scale, agent.model))
 
     def origin_context(session: Session) -> TurnContext:
         """The context of the session's latest turn: its channel, chat and the sender's role,
@@ -94,6 +98,10 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                            chat_type=origin.get("chat_type", "private"), workspace=workspace)
 
     async def estimate(session: Session) -> int:
+        await calibration.ensure_loaded()  # once, in a worker thread
+        # Bootstrap files are loaded by a turn's refresh; the first check after a start
+        # comes before any turn and would count a prompt without them.
+        await builder.refresh()
         return await estimator.estimate(session, origin_context(session))
 
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,

@@ -23,6 +23,7 @@ from gateway._offline import set_offline_environment
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
 from gateway.metrics import Metrics
 from gateway.usage import UsageLedger
+from memory.calibration import TokenCalibration
 from memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
@@ -108,10 +109,12 @@ class LiteLLMChatModel:
     """Implements ``memory.protocols.ChatModel`` over litellm."""
 
     def __init__(self, config: Config, *, usage: UsageLedger | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None,
+                 calibration: TokenCalibration | None = None) -> None:
         self._config = config
         self._usage = usage
         self._metrics = metrics
+        self.calibration = calibration
         self._litellm: Any = None
         self._io: _LLMThread | None = None
 
@@ -240,6 +243,7 @@ class LiteLLMChatModel:
                 raise LLMError(_user_message(exc, provider_name), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
             self._record_success(job, session_key, result.usage)
+            self._calibrate(messages, tools, result.usage)
             if (result.content or "").strip() or result.tool_calls or result.cut:
                 return result
             if not asked_again:
@@ -265,6 +269,12 @@ class LiteLLMChatModel:
         if self._io is not None:
             self._io.close()
             self._io = None
+
+    def _calibrate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                   usage: Usage) -> None:
+        """Teach the token calibration what the provider counted for this request."""
+        if self.calibration is not None and usage.prompt_tokens > 0:
+            self.calibration.observe_request(self.model, list(messages), tools, usage.prompt_tokens)
 
     def _record_failure(self, job: str) -> None:
         if self._metrics is not None:
