@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memory._atomic import atomic_write_text
+from config.fileio import atomic_write_text
 from memory.tokens import count_messages, count_tools
 
 logger = logging.getLogger(__name__)
