@@ -240,7 +240,7 @@ class LiteLLMChatModel:
                     await asyncio.sleep(delay)
                     continue
                 logger.warning("LLM %s call failed: %s: %s", job, type(exc).__name__, detail)
-                raise LLMError(_user_message(exc, provider_name), detail=detail) from exc
+                raise LLMError(_user_message(exc, provider_name, provider.api_base if provider else None), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
             self._record_success(job, session_key, result.usage)
             self._calibrate(messages, tools, result.usage)
@@ -321,14 +321,21 @@ async def _streamed(litellm: Any, kwargs: dict[str, Any], relay: Callable[[str],
     return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
 
-def _user_message(exc: BaseException, provider: str) -> str:
+# Some litellm providers report a refused connection as a 500 "InternalServerError".
+_CONNECT_FAILED = re.compile(r"connection error|cannot connect to host|connect call failed|"
+                             r"connection refused", re.IGNORECASE)
+
+
+def _user_message(exc: BaseException, provider: str = "openai", api_base: str | None = None) -> str:
     name = type(exc).__name__
     if name == "AuthenticationError":
         return f"the model provider refused the API key; check providers.{provider}.apiKey in the config"
     if name in ("Timeout",) or "timed out" in str(exc).lower():
         return "the model did not answer in time (agents.defaults.llmTimeoutS)"
-    if name == "APIConnectionError" or "connection error" in str(exc).lower():
-        return f"could not reach the model provider; check providers.{provider}.apiBase and your network"
+    if name == "APIConnectionError" or _CONNECT_FAILED.search(str(exc)):
+        where = f" at {api_base}" if api_base else ""
+        return (f"could not reach the model provider{where}; check providers.{provider}.apiBase "
+                "and your network")
     if name == "NotFoundError":
         return "the model was not found at the provider; check agents.defaults.model"
     if _is_transient(exc):
