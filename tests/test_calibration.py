@@ -48,15 +48,15 @@ def tokenizer_counting(ratio: float) -> Func:
 @asynccontextmanager
 async def running(config: Any) -> AsyncIterator[tuple[Gateway, FakeChannel]]:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
     async with gw:
         yield gw, channel
 
 
 def calibration_of(gw: Gateway) -> TokenCalibration:
-    assert gw.model.calibration is not None
-    return gw.model.calibration
+    assert gw.parts.model.calibration is not None
+    return gw.parts.model.calibration
 
 
 async def talk(gw: Gateway, ch: FakeChannel, texts: list[str]) -> None:
@@ -132,22 +132,22 @@ async def test_estimate_tracks_the_providers_count_and_survives_a_restart(
         assert calibration_of(gw).factor(MODEL) == 1.0
         await talk(gw, ch, ["hello there", "tell me about the weather", "and about cats"])
         assert calibration_of(gw).factor(MODEL) == pytest.approx(ratio, rel=0.03)
-        session = await gw.sessions.get("cli:1")
-        ctx = gw.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
-        raw = await PromptEstimator(gw.builder, gw.tools).estimate(session, ctx)
-        calibrated = await gw.consolidator._estimate(session)  # what the budget check uses
+        session = await gw.parts.sessions.get("cli:1")
+        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+        raw = await PromptEstimator(gw.parts.builder, gw.parts.tools).estimate(session, ctx)
+        calibrated = await gw.parts.consolidator._estimate(session)  # what the budget check uses
         assert calibrated == pytest.approx(raw * ratio, rel=0.03)
-        would_send = await gw.builder.build(session, ctx)
+        would_send = await gw.parts.builder.build(session, ctx)
         provider_count = ratio * (tokens.count_messages(would_send)
-                                  + tokens.count_tools(gw.tools.schemas(ctx)))
+                                  + tokens.count_tools(gw.parts.tools.schemas(ctx)))
         assert abs(calibrated - provider_count) < 0.05 * provider_count  # no longer 12-30 % low
     stored = json.loads((workspace / "state" / "token_calibration.json").read_text())
     assert stored["models"][MODEL]["ratio"] == pytest.approx(ratio, rel=0.03)
 
     requests_before = len(fake_llm.requests)
     async with running(config) as (gw, ch):  # a restart: calibrated before any model call
-        session = await gw.sessions.get("cli:1")
-        assert await gw.consolidator._estimate(session) == pytest.approx(calibrated, rel=0.01)
+        session = await gw.parts.sessions.get("cli:1")
+        assert await gw.parts.consolidator._estimate(session) == pytest.approx(calibrated, rel=0.01)
         assert calibration_of(gw).factor(MODEL) == pytest.approx(ratio, rel=0.03)
     assert len(fake_llm.requests) == requests_before
 
@@ -165,18 +165,18 @@ async def test_the_budget_holds_for_a_tokenizer_that_counts_more(
     async with running(config) as (gw, ch):
         await talk(gw, ch, ["hello there", "how are you today?"])
         assert calibration_of(gw).factor(MODEL) == pytest.approx(ratio, rel=0.03)
-        await gw.consolidator.drain()
-        session = await gw.sessions.get("cli:1")
-        ctx = gw.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
-        raw = await PromptEstimator(gw.builder, gw.tools).estimate(session, ctx)
+        await gw.parts.consolidator.drain()
+        session = await gw.parts.sessions.get("cli:1")
+        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+        raw = await PromptEstimator(gw.parts.builder, gw.parts.tools).estimate(session, ctx)
         filler_tokens = int(0.88 * budget) - raw - 40
         filler = " ".join(f"item{i % 97}" for i in range(filler_tokens))
         filler = tokens.encoding().decode(tokens.encoding().encode(filler)[:filler_tokens])
         summaries_before = sum(1 for r in fake_llm.requests if r["messages"][0]["content"] == SUMMARY_PROMPT)
         assert summaries_before == 0
         await talk(gw, ch, [filler])
-        await gw.consolidator.drain()
-        raw_after = await PromptEstimator(gw.builder, gw.tools).estimate(session, ctx)
+        await gw.parts.consolidator.drain()
+        raw_after = await PromptEstimator(gw.parts.builder, gw.parts.tools).estimate(session, ctx)
         summaries = sum(1 for r in fake_llm.requests if r["messages"][0]["content"] == SUMMARY_PROMPT)
     assert (summaries > 0) is consolidates, (raw, raw_after, budget)
     if not consolidates:

@@ -47,8 +47,8 @@ async def test_an_echoed_summary_is_archived_raw(
 
     fake_llm.default = Func(answer).fn
     gw = build_gateway(make_config())
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
     async with gw:
         await channel.say("my cat is called Miso", sender_id="local")
         await channel.wait_replies(1, timeout=60)

@@ -53,8 +53,8 @@ async def test_the_user_hears_which_entry_to_fix_when_the_provider_is_down(make_
 
     config = make_config(api_base=closed_port_url(), agents={"defaults": {"llmRetries": 0}})
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name="cli")
-    gw.channels["cli"] = channel
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
     async with gw:
         await channel.say("hello", sender_id="local")
         [reply] = await channel.wait_replies(1, timeout=60)

@@ -76,8 +76,8 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 @asynccontextmanager
 async def running(config: Config, name: str = "cli") -> AsyncIterator[tuple[Gateway, FakeChannel]]:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.bus, name=name)
-    gw.channels[name] = channel
+    channel = FakeChannel(gw.parts.bus, name=name)
+    gw.add_channel(name, channel)
     async with gw:
         yield gw, channel
 
@@ -120,7 +120,7 @@ async def test_remember_turn_makes_a_real_tool_call_that_executes(
     async with running(real_config(make_config, llama_server)) as (gw, ch):
         await ch.say("please remember that my cat is called Miso", sender_id=OWNER)
         [reply] = await ch.wait_replies(1, timeout=TURN_DEADLINE_S)
-        session = await gw.sessions.get("cli:1")
+        session = await gw.parts.sessions.get("cli:1")
         messages = list(session.messages)
     why = evidence(gw, llama_server, messages)
     calls, results = turn_calls(messages)
@@ -142,7 +142,7 @@ async def test_plain_turn_answers(llama_server: LlamaServer, make_config: Callab
     async with running(real_config(make_config, llama_server)) as (gw, ch):
         await ch.say("hello! how are you today?", sender_id=OWNER)
         [reply] = await ch.wait_replies(1, timeout=TURN_DEADLINE_S)
-        session = await gw.sessions.get("cli:1")
+        session = await gw.parts.sessions.get("cli:1")
         messages = list(session.messages)
     why = evidence(gw, llama_server, messages)
     assert reply.text.strip() and reply.text.strip() != PLACEHOLDER, f"reply {reply.text!r}{why}"
@@ -159,7 +159,7 @@ async def test_guest_turn_without_tools_gets_the_models_text(
     async with running(config, name="webhook") as (gw, ch):
         await ch.say("hello! what is a cat?", sender_id="stranger")
         [reply] = await ch.wait_replies(1, timeout=TURN_DEADLINE_S)
-        session = await gw.sessions.get("webhook:1")
+        session = await gw.parts.sessions.get("webhook:1")
         messages = list(session.messages)
     why = evidence(gw, llama_server, messages)
     assert reply.kind == "text", f"{reply!r}{why}"
@@ -174,15 +174,15 @@ async def test_new_archives_the_conversation(
     async with running(config, name="webhook") as (gw, ch):
         await ch.say("my cat is called Miso and she is three years old", sender_id="stranger")
         await ch.wait_replies(1, timeout=TURN_DEADLINE_S)
-        session = await gw.sessions.get("webhook:1")
+        session = await gw.parts.sessions.get("webhook:1")
         before = list(session.messages)
-        await gw.store.refresh()
-        entries_before = len(await gw.store.read_unprocessed(since=0, limit=10_000))
+        await gw.parts.store.refresh()
+        entries_before = len(await gw.parts.store.read_unprocessed(since=0, limit=10_000))
         await ch.say("/new", sender_id="stranger")
         replies = await ch.wait_replies(2, timeout=TURN_DEADLINE_S)
-        fresh = await gw.sessions.get("webhook:1")
-        await gw.store.refresh()
-        entries = await gw.store.read_unprocessed(since=0, limit=10_000)
+        fresh = await gw.parts.sessions.get("webhook:1")
+        await gw.parts.store.refresh()
+        entries = await gw.parts.store.read_unprocessed(since=0, limit=10_000)
     why = evidence(gw, llama_server, before)
     assert replies[-1].kind == "text", f"/new failed: {replies[-1]!r}{why}"
     assert fresh.messages == [] and fresh.last_consolidated == 0, why
@@ -222,23 +222,23 @@ async def test_dream_on_a_4k_window_processes_every_entry_exactly_once(
     ``/dream`` must finish without error and move ``.dream_cursor`` exactly over what it
     processed, and repeated ``/dream`` must cover every entry once."""
     async with running(real_config(make_config, llama_server)) as (gw, ch):
-        cursors = [await gw.store.append_history(_history_entry(i), session_key="cli:1")
+        cursors = [await gw.parts.store.append_history(_history_entry(i), session_key="cli:1")
                    for i in range(24)]
         reports: list[DreamReport] = []
-        real_run = gw.dream.run
+        real_run = gw.parts.dream.run
 
         async def recording_run(**kwargs: Any) -> DreamReport:
             report = await real_run(**kwargs)
             reports.append(report)
             return report
 
-        gw.dream.run = recording_run  # type: ignore[method-assign]
+        gw.parts.dream.run = recording_run  # type: ignore[method-assign]
         cursor_after: list[int] = []
         for n in range(1, 9):
             await ch.say("/dream", sender_id=OWNER)
             await ch.wait_replies(n, timeout=TURN_DEADLINE_S)
-            await gw.store.refresh()
-            cursor_after.append(gw.store.dream_cursor())
+            await gw.parts.store.refresh()
+            cursor_after.append(gw.parts.store.dream_cursor())
             if reports[-1].processed is None or cursor_after[-1] >= cursors[-1]:
                 break
     log = [f"{r.processed} error={r.error!r} stop={r.stop_reason!r}" for r in reports]
