@@ -82,7 +82,7 @@ def test_ratio_is_a_mean_first_then_a_moving_average_and_clamped() -> None:
 
     wild = TokenCalibration(None)
     assert wild.observe(MODEL, 1000, 10**9) == MAX_RATIO
-    assert wild.observe(MODEL, 1000, 1) <= MAX_RATIO
+    assert (wild.observe(MODEL, 1000, 1) or 0) <= MAX_RATIO
     for _ in range(30):
         wild.observe(MODEL, 1000, 1)
     assert wild.factor(MODEL) == pytest.approx(MIN_RATIO, abs=0.01)
@@ -194,5 +194,5 @@ async def test_calibration_is_learned_in_the_background_and_never_breaks_a_call(
         await ch.say("hello", **OWNER)
         [reply] = await ch.wait_replies(1, timeout=60)
         await asyncio.wait_for(calibration_of(gw).settled(), 10)
-        assert reply.text == "ok"
+        assert getattr(reply, "text", None) == "ok"
         assert calibration_of(gw).factor(MODEL) == pytest.approx(1.3, rel=0.03)
