@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.real_model, pytest.mark.timeout(900)]
 
 OWNER = "local"  # the cli channel's default owner
 TURN_DEADLINE_S = 480.0  # generous: a turn on 2 busy cores; what matters is that it ends
-MAX_TOOL_ITERATIONS = 8
+MAX_TOOL_ITERATIONS = 5  # enough to see the guard act (it stops a repeat at the 3rd step)
 # The repeated-call guard runs an identical call (same tool, same arguments) twice; the
 # third is not run and ends the turn. So no call appears in more than this many model steps.
 MAX_IDENTICAL_STEPS = 3
@@ -53,10 +53,10 @@ def real_config(make_config: Callable[..., Config], server: LlamaServer, **overr
             "maxCompletionTokens": 256,
             "safetyBuffer": 256,
             "maxToolIterations": MAX_TOOL_ITERATIONS,
-            "llmTimeoutS": 180,
+            "llmTimeoutS": 300,
             "llmRetries": 1,
             "llmRetryBaseDelayS": 0.2,
-            "dream": {"maxIterations": 3},
+            "dream": {"maxIterations": 2},
         }},
         "providers": {"openai": {"apiKey": "", "apiBase": server.base_url}},
     }
@@ -204,7 +204,7 @@ async def test_new_archives_the_conversation(
 
 
 def _history_entry(i: int) -> str:
-    """A plausible, varied consolidation summary of ~220 tokens (cl100k)."""
+    """A plausible, varied consolidation summary of ~200 tokens (cl100k)."""
     people = ["Ana", "Bruno", "Chen", "Dara", "Emeka", "Fatima", "Goran", "Hana"]
     topics = ["the garden shed", "the tax return", "a trip to Lisbon", "the bakery order",
               "the bicycle repair", "a piano lesson", "the roof leak", "the book club"]
@@ -229,12 +229,13 @@ def _history_entry(i: int) -> str:
 async def test_dream_on_a_4k_window_processes_every_entry_exactly_once(
     llama_server: LlamaServer, make_config: Callable[..., Config], workspace: Path
 ) -> None:
-    """24 entries of ~220 tokens: more than the 4k window holds in one batch. Every
+    """20 entries (Dream's default batch size) of ~200 tokens: more than the 4k window holds
+    in one batch, which is how Dream used to skip entries forever. Every
     ``/dream`` must finish without error and move ``.dream_cursor`` exactly over what it
     processed, and repeated ``/dream`` must cover every entry once."""
     async with running(real_config(make_config, llama_server)) as (gw, ch):
         cursors = [await gw.parts.store.append_history(_history_entry(i), session_key="cli:1")
-                   for i in range(24)]
+                   for i in range(20)]
         reports: list[DreamReport] = []
         real_run = gw.parts.dream.run
 
