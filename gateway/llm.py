@@ -270,6 +270,11 @@ class LiteLLMChatModel:
             self._io.close()
             self._io = None
 
+    async def settle(self) -> None:
+        """Let background work started by calls (token calibration) finish; before ``close``."""
+        if self.calibration is not None:
+            await self.calibration.settled()
+
     def _calibrate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                    usage: Usage) -> None:
         """Teach the token calibration what the provider counted for this request."""

@@ -143,6 +143,7 @@ class Gateway:
             await asyncio.to_thread(p.git.init)
             await p.model.start()
             stack.callback(p.model.close)
+            stack.push_async_callback(p.model.settle)  # token calibration still counting
             await p.bus.start()
             stack.push_async_callback(p.bus.stop)
             for name, channel in list(self._channels.items()):
