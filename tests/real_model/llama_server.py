@@ -74,12 +74,11 @@ class LlamaServer:
 
     def start(self, *, ready_timeout_s: float = 180.0) -> LlamaServer:
         self.port = _free_port()
-        threads = max(os.cpu_count() or 1, 1)
         command = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf),
                    "--chat_format", "chatml-function-calling", "--n_ctx", str(self.n_ctx),
-                   "--host", "127.0.0.1", "--port", str(self.port),
-                   # The server's default is half the cores: on a 2-core CI machine, one.
-                   "--n_threads", str(threads), "--n_threads_batch", str(threads)]
+                   "--host", "127.0.0.1", "--port", str(self.port)]
+        # Threads stay at the server's default (half the cores): more threads spin-wait and
+        # slow everything down badly when the machine is busy with other work.
         env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
