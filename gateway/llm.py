@@ -240,7 +240,8 @@ class LiteLLMChatModel:
                     await asyncio.sleep(delay)
                     continue
                 logger.warning("LLM %s call failed: %s: %s", job, type(exc).__name__, detail)
-                raise LLMError(_user_message(exc, provider_name, provider.api_base if provider else None), detail=detail) from exc
+                api_base = provider.api_base if provider is not None else None
+                raise LLMError(_user_message(exc, provider_name, api_base), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
             self._record_success(job, session_key, result.usage)
             self._calibrate(messages, tools, result.usage)
