@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Literal
 
 from channels.base import Channel, CommandSpec
@@ -49,6 +50,7 @@ from gateway.toolloop import ModelToolLoop
 from gateway.tools.web import web_tools
 from gateway.turn import TurnContext
 from gateway.usage import UsageLedger
+from memory.calibration import TokenCalibration
 from memory.consolidator import Consolidator
 from memory.dream import Dream
 from memory.gitstore import GitStore
@@ -83,7 +85,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     git = GitStore(workspace)
     usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget)
     chain = ModelChain(config, metrics=metrics, sessions=SessionModels(workspace / "state" / "models.json"))
-    model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain)
+    calibration = TokenCalibration(workspace / "state" / "token_calibration.json")
+    model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain, calibration=calibration)
     owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))
@@ -92,7 +95,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     tools.register(MessageTool(bus))
     for web_tool in web_tools(config.tools.web):
         tools.register(web_tool)
-    estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget)
+    estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget,
+                                scale=partial(calibration.scale, agent.model))
 
     def origin_context(session: Session) -> TurnContext:
         """The context of the session's latest turn: its channel, chat and the sender's role,
@@ -107,6 +111,10 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                            chat_type=origin.get("chat_type", "private"), workspace=workspace)
 
     async def estimate(session: Session) -> int:
+        await calibration.ensure_loaded()  # once, in a worker thread
+        # Bootstrap files are loaded by a turn's refresh; the first check after a start
+        # comes before any turn and would count a prompt without them.
+        await builder.refresh()
         return await estimator.estimate(session, origin_context(session))
 
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,

@@ -24,6 +24,7 @@ from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
 from gateway.fallback import ModelChain
 from gateway.metrics import Metrics
 from gateway.usage import UsageLedger
+from memory.calibration import TokenCalibration
 from memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
@@ -119,11 +120,13 @@ class LiteLLMChatModel:
     """Implements ``memory.protocols.ChatModel`` over litellm."""
 
     def __init__(self, config: Config, *, usage: UsageLedger | None = None,
-                 metrics: Metrics | None = None, chain: ModelChain | None = None) -> None:
+                 metrics: Metrics | None = None, chain: ModelChain | None = None,
+                 calibration: TokenCalibration | None = None) -> None:
         self._config = config
         self._chain = chain  # fallbackModels / modelPresets (gateway/fallback.py)
         self._usage = usage
         self._metrics = metrics
+        self.calibration = calibration
         self._litellm: Any = None
         self._io: _LLMThread | None = None
 
@@ -254,9 +257,11 @@ class LiteLLMChatModel:
                     await asyncio.sleep(delay)
                     continue
                 logger.warning("LLM %s call failed: %s: %s", job, type(exc).__name__, detail)
-                raise LLMError(_user_message(exc, provider_name), detail=detail) from exc
+                api_base = provider.api_base if provider is not None else None
+                raise LLMError(_user_message(exc, provider_name, api_base), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
             self._record_success(job, session_key, result.usage, getattr(client, "answered_by", None))
+            self._calibrate(messages, tools, result.usage)
             if (result.content or "").strip() or result.tool_calls or result.cut:
                 return result
             if not asked_again:
@@ -282,6 +287,17 @@ class LiteLLMChatModel:
         if self._io is not None:
             self._io.close()
             self._io = None
+
+    async def settle(self) -> None:
+        """Let background work started by calls (token calibration) finish; before ``close``."""
+        if self.calibration is not None:
+            await self.calibration.settled()
+
+    def _calibrate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                   usage: Usage) -> None:
+        """Teach the token calibration what the provider counted for this request."""
+        if self.calibration is not None and usage.prompt_tokens > 0:
+            self.calibration.observe_request(self.model, list(messages), tools, usage.prompt_tokens)
 
     def _record_failure(self, job: str) -> None:
         if self._metrics is not None:
@@ -329,14 +345,21 @@ async def _streamed(litellm: Any, kwargs: dict[str, Any], relay: Callable[[str],
     return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
 
-def _user_message(exc: BaseException, provider: str) -> str:
+# Some litellm providers report a refused connection as a 500 "InternalServerError".
+_CONNECT_FAILED = re.compile(r"connection error|cannot connect to host|connect call failed|"
+                             r"connection refused", re.IGNORECASE)
+
+
+def _user_message(exc: BaseException, provider: str = "openai", api_base: str | None = None) -> str:
     name = type(exc).__name__
     if name == "AuthenticationError":
         return f"the model provider refused the API key; check providers.{provider}.apiKey in the config"
     if name in ("Timeout",) or "timed out" in str(exc).lower():
         return "the model did not answer in time (agents.defaults.llmTimeoutS)"
-    if name == "APIConnectionError" or "connection error" in str(exc).lower():
-        return f"could not reach the model provider; check providers.{provider}.apiBase and your network"
+    if name == "APIConnectionError" or _CONNECT_FAILED.search(str(exc)):
+        where = f" at {api_base}" if api_base else ""
+        return (f"could not reach the model provider{where}; check providers.{provider}.apiBase "
+                "and your network")
     if name == "NotFoundError":
         return "the model was not found at the provider; check agents.defaults.model"
     if _is_transient(exc):

@@ -176,10 +176,13 @@ class PromptEstimator:
 
     RUNTIME_BLOCK_TOKENS = 60
 
-    def __init__(self, builder: ContextBuilder, tools: ToolRegistry, *, budget: int | None = None) -> None:
+    def __init__(self, builder: ContextBuilder, tools: ToolRegistry, *, budget: int | None = None,
+                 scale: Callable[[int], int] | None = None) -> None:
         self.builder = builder
         self.tools = tools
         self.budget = budget
+        # cl100k count -> the provider's tokens (memory.calibration); identity when None.
+        self.scale: Callable[[int], int] = scale or (lambda n: n)
         self._tool_bytes: dict[bool, int] = {}
         self._system_counts: dict[int, int] = {}
         self._tool_counts: dict[bool, int] = {}  # tool schemas are fixed once the gateway is wired
@@ -193,7 +196,7 @@ class PromptEstimator:
         """
         system = await self.builder.system_prompt(ctx)
         if self.budget is not None:
-            bound = self._byte_bound(system, session, ctx)
+            bound = self.scale(self._byte_bound(system, session, ctx))
             if bound < self.budget:
                 return bound
         key = hash(system)
@@ -208,7 +211,7 @@ class PromptEstimator:
         total = system_tokens + tool_tokens + self.RUNTIME_BLOCK_TOKENS
         for msg in session.active():
             total += tokens.cached_message_tokens(msg)
-        return total
+        return self.scale(total)
 
     def _byte_bound(self, system: str, session: Session, ctx: TurnContext) -> int:
         tool_bytes = self._tool_bytes.get(ctx.is_owner)

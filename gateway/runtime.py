@@ -151,6 +151,7 @@ class Gateway:
                 await p.committer.commit_manual_edits()  # hand edits made while we were down
             await p.model.start()
             stack.callback(p.model.close)
+            stack.push_async_callback(p.model.settle)  # token calibration still counting
             await p.bus.start()
             stack.push_async_callback(p.bus.stop)
             for name, channel in list(self._channels.items()):

@@ -9,13 +9,17 @@ transcript still sits in the session file: history only needs enough to remember
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import re
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from memory.tokens import count_text, encoding
+
+logger = logging.getLogger(__name__)
 
 RAW_CAP_CHARS = 4000
 TOOL_RESULT_CHARS = 1500  # tool output is mostly re-derivable; keep only its gist
@@ -127,8 +131,8 @@ _FENCE = re.compile(r"^\s*```")
 def parse_summary(answer: str | None) -> str | None:
     """The bullets of a summariser answer; ``""`` for "(nothing)", None for garbage.
 
-    Garbage (empty, prose, a refusal) makes the caller fall back to a raw entry: a
-    summary that is not bullets cannot be trusted to hold the facts.
+    Garbage (empty, prose, a refusal, bullets that only repeat the instructions) makes
+    the caller fall back to a raw entry: such a summary cannot be trusted to hold the facts.
     """
     if answer is None:
         return None
@@ -146,7 +150,52 @@ def parse_summary(answer: str | None) -> str | None:
             continue
         indent = "  " if match.group(1) else ""
         bullets.append(f"{indent}- {match.group(2).strip()}")
-    return "\n".join(bullets) if bullets else None
+    if not bullets:
+        return None
+    if echoes_instructions(bullets):
+        logger.warning("the summary only repeats its instructions (%d bullets); not a summary",
+                       len(bullets))
+        return None
+    return "\n".join(bullets)
+
+
+ECHO_MIN_WORDS = 4  # shorter bullets ("- Miso", "- 5 cats") say too little to judge
+ECHO_SIMILARITY = 0.85
+
+
+def _normalise(text: str) -> str:
+    text = _BULLET.sub(r"\2", text)
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+@lru_cache(maxsize=1)
+def _instruction_lines() -> tuple[str, tuple[str, ...]]:
+    """The instructions, normalised: whole, and as lines and sentences to compare against."""
+    pieces = [p for line in SYSTEM_PROMPT.splitlines() for p in re.split(r"(?<=[.:])\s+", line)]
+    return _normalise(SYSTEM_PROMPT), tuple(n for n in map(_normalise, pieces) if n)
+
+
+def echoes_instructions(bullets: Sequence[str]) -> bool:
+    """True when most bullets are the summariser's own instructions, not facts.
+
+    Small models sometimes answer by repeating the prompt's rules as bullets ("- Keep
+    names, numbers, dates ..."), which parses as a well-formed summary and would be filed
+    as memory. A bullet counts as echoed when it is part of the instructions verbatim or
+    nearly so; the transcript is not consulted, so a fact quoted from it still counts.
+    """
+    whole, pieces = _instruction_lines()
+    judged = echoed = 0
+    for bullet in bullets:
+        text = _normalise(bullet)
+        if len(text.split()) < ECHO_MIN_WORDS:
+            continue
+        judged += 1
+        if text in whole or any(
+            difflib.SequenceMatcher(None, text, piece, autojunk=False).ratio() >= ECHO_SIMILARITY
+            for piece in pieces
+        ):
+            echoed += 1
+    return judged > 0 and echoed * 2 > judged
 
 
 def raw_entry(messages: Sequence[dict[str, Any]], *, first: int, last: int,

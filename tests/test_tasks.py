@@ -20,7 +20,7 @@ from gateway.cli import build_app
 from scheduler import ReminderStore, SchedulerService
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls
-from tests.test_reminders import local_iso, rows, wait_for
+from tests.test_reminders import local_iso, rows
 
 TZ = "Europe/Berlin"
 

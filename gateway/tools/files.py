@@ -111,6 +111,7 @@ class WriteFile(_FileTool):
         return await asyncio.to_thread(self._write, ctx, params)
 
     def _write(self, ctx: TurnContext, params: Params) -> str:
+        check_new_name(params.path)
         path, shown = self._resolve(ctx, params.path, "write")
         if path.is_dir():
             raise ToolError(f"{shown} is a directory; give a file path")
@@ -168,7 +169,8 @@ class ListDir(_FileTool):
         return await asyncio.to_thread(self._list, ctx, params)
 
     def _list(self, ctx: TurnContext, params: Params) -> str:
-        path, shown = self._resolve(ctx, params.path, "list")
+        # "" is what models send for "no particular folder": the default, the workspace.
+        path, shown = self._resolve(ctx, params.path if params.path.strip() else ".", "list")
         if not path.exists():
             raise ToolError(f"{shown} does not exist")
         if not path.is_dir():
@@ -228,3 +230,20 @@ def _size(entry: os.DirEntry[str]) -> str:
             return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return "?"
+
+
+def check_new_name(raw: str) -> None:
+    """Refuse names a person could not type back or see: control characters (a newline or
+    an escape in a file name breaks listings, shells and git) and backslashes (a Windows
+    separator here would become part of one odd file name, not a folder)."""
+    for char in raw:
+        if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:  # C0, DEL and C1 controls
+            raise ToolError(
+                f"path {raw!r} contains a control character (U+{ord(char):04X}); file and "
+                "folder names must be printable"
+            )
+    if "\\" in raw:
+        raise ToolError(
+            f"path {raw!r} contains a backslash; separate folders with '/', e.g. "
+            f"{raw.replace(chr(92), '/')!r}"
+        )
