@@ -190,11 +190,12 @@ async def test_editing_a_memory_file_commits_it_and_a_stale_etag_is_refused(conf
     assert no_csrf.status_code == 403 and cross.status_code == 403
     assert saved.status_code == 200, saved.text
     assert stale.status_code == 409 and "changed" in stale.json()["detail"]
-    assert outside.status_code == 400 and daily.status_code == 200 and daily.json()["commit"] is None
+    assert outside.status_code == 400 and daily.status_code == 200 and daily.json()["commit"]
     ws = config.workspace
     assert (ws / "USER.md").read_text(encoding="utf-8") == text
     assert (ws / "memory" / "2026-11-23.md").read_text() == "# notes\n"
-    head = GitStore(ws).log(1)[0]
+    note, head = GitStore(ws).log(2)
+    assert note.sha == daily.json()["commit"] and note.message == "manual: memory/2026-11-23.md"
     assert head.sha == saved.json()["commit"] and head.message == "manual: USER.md" and head.files == ("USER.md",)
     assert [(h["path"], h["line"]) for h in found["hits"]] == [("USER.md", 5)]
 

@@ -96,7 +96,7 @@ def _list(workspace: Path) -> list[MemoryFileInfo]:
     for full in daily:
         rel = f"memory/{full.name}"
         if DAILY.match(rel):
-            files.append(MemoryFileInfo(path=rel, kind="daily", size=full.stat().st_size, versioned=False))
+            files.append(MemoryFileInfo(path=rel, kind="daily", size=full.stat().st_size, versioned=True))
     return files
 
 
@@ -153,12 +153,10 @@ def router(ctx: ConsoleContext) -> APIRouter:
                 raise HTTPException(409, f"{path} changed since you opened it; reload it and redo your edit")
             text = body.text if body.text.endswith("\n") or not body.text else body.text + "\n"
             await asyncio.to_thread(atomic_write_text, workspace / path, text)
-            commit = None
-            if path in CORE:
-                try:
-                    commit = await ctx.parts.git.acommit_manual_edits()
-                except GitStoreError as exc:
-                    raise HTTPException(503, f"saved, but not committed: {exc}") from None
+            try:  # the memory files and the daily notes are all versioned
+                commit = await ctx.parts.git.acommit_manual_edits()
+            except GitStoreError as exc:
+                raise HTTPException(503, f"saved, but not committed: {exc}") from None
             return Saved(path=path, etag=etag_of(text.encode("utf-8")), commit=commit)
 
     @api.get("/search", response_model=SearchResult, summary="Search memory and history")
