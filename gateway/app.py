@@ -171,11 +171,6 @@ def _channels_for(mode: Mode, config: Config, bus: MessageBus,
         channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
         # The terminal channel behind the local API: `lucid agent` beside a running daemon.
         channels["cli"] = CliChannel(bus)
-        from gateway.openai_api import create_openai_channel
-
-        openai_channel = create_openai_channel(config, bus)  # POST /v1/chat/completions
-        if openai_channel is not None:
-            channels["openai"] = openai_channel
         return channels
     if mode == "agent":
         return {"cli": CliChannel(bus, on_unsolicited=on_unsolicited)}

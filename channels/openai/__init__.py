@@ -239,3 +239,11 @@ def create_openai_channel(config: Config, bus: MessageBus) -> OpenAIChannel | No
         return None
     token = cfg.token.get_secret_value() or config.channels.webhook.token.get_secret_value()
     return OpenAIChannel(cfg, bus, token=token)
+
+
+def build(config: Config, bus: MessageBus, *, workspace: object = None, commands: object = ()) -> OpenAIChannel:
+    """The registry's factory (``channels/registry.py``): the channel is built only when enabled."""
+    channel = create_openai_channel(config, bus)
+    if channel is None:
+        raise ValueError("channels.openai is disabled")
+    return channel
