@@ -32,12 +32,32 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class DeliveryUncertain(LucidError):
-    """A send timed out and was not retried; the message may or may not have arrived."""
+class DeliveryRetry(LucidError):
+    """A transient failure the outbox retries: after ``after_s`` (a 429's retry_after) or, when
+    None, after its own exponential backoff. ``parts_done`` counts the parts of a split reply the
+    platform already accepted, so a retry starts at the next part."""
+
+    def __init__(self, message: str, *, after_s: float | None = None, parts_done: int = 0) -> None:
+        super().__init__(message)
+        self.after_s = after_s
+        self.parts_done = parts_done
+
+
+class DeliveryUncertain(DeliveryRetry):
+    """A send timed out; it may or may not have arrived. The limiter does not resend it at
+    once; the outbox retries it later (at-least-once: a duplicate beats a lost reply)."""
 
 
 class DeliveryFailed(LucidError):
-    """A send kept failing (or asked for a wait longer than we accept) and was given up."""
+    """A send was given up. ``permanent``: the platform refused it for good (chat not found,
+    bot blocked, invalid payload) — the outbox dead-letters it; otherwise it is retried."""
+
+    def __init__(self, message: str, *, permanent: bool = False, parts_done: int = 0,
+                 after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        self.parts_done = parts_done
+        self.after_s = after_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +144,7 @@ class OutboundLimiter:
                 verdict = self._classify(exc)
                 if verdict.action == "uncertain":
                     logger.warning(
-                        "%s: %s to %s timed out; not resending (it may have been delivered)",
+                        "%s: %s to %s timed out; not resending at once (it may have been delivered)",
                         self.name, what, key,
                     )
                     raise DeliveryUncertain(f"{what} timed out") from exc
@@ -135,7 +155,8 @@ class OutboundLimiter:
                 if verdict.action == "wait":
                     if verdict.delay > self._max_wait_s:
                         raise DeliveryFailed(
-                            f"{what}: the platform asked to wait {verdict.delay:.0f}s; giving up"
+                            f"{what}: the platform asked to wait {verdict.delay:.0f}s; giving up for now",
+                            after_s=verdict.delay,
                         ) from exc
                     logger.info("%s: rate limited; waiting %.1fs before retrying", self.name, verdict.delay)
                     self.waits.append(verdict.delay)

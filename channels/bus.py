@@ -6,9 +6,12 @@ enqueues on a bounded queue. A full queue applies back-pressure (``publish_inbou
 or, for callers that must answer at once, ``BusFull`` after ``timeout`` — in which case the
 message was *not* accepted (it is retracted from the journal): answer 503 / don't ack.
 
-Outbound: channels ``subscribe`` a send coroutine by channel name; ``publish_outbound``
-queues the message on that channel's own queue and task. A failing send is logged and
-never kills the dispatcher.
+Outbound: channels ``subscribe`` a send coroutine by channel name. ``publish_outbound``
+records every final item (text, error) in the durable ``Outbox`` (when one is configured)
+*before* any send attempt, then puts it on its chat's delivery lane
+(``channels.delivery``): in order per chat, retried on transient failures until its
+deadline, dead-lettered on a permanent refusal, resent after a restart if it was never
+marked delivered. A failing send never kills a lane.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from channels.delivery import ChannelRoute, DeliveryStats
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundMessage
+from channels.outbox import Outbox, is_durable
 from config.errors import LucidError
 
 logger = logging.getLogger(__name__)
@@ -47,9 +52,14 @@ class Delivery:
 
 
 class MessageBus:
-    def __init__(self, *, maxsize: int = 1000, inbox: InboxJournal | None = None) -> None:
+    def __init__(self, *, maxsize: int = 1000, inbox: InboxJournal | None = None,
+                 outbox: Outbox | None = None, retry_backoff_s: float = 1.0) -> None:
         self._inbound: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=maxsize)
-        self._routes: dict[str, tuple[asyncio.Queue[OutboundMessage], asyncio.Task[None]]] = {}
+        self._routes: dict[str, ChannelRoute] = {}
+        self._cancelled: set[asyncio.Task[None]] = set()
+        self.outbox = outbox
+        self.delivery = DeliveryStats()
+        self._retry_backoff_s = retry_backoff_s
         self._replay: deque[Delivery] = deque()
         self._observers: list[OutboundObserver] = []
         self._inbox = inbox
@@ -78,6 +88,10 @@ class MessageBus:
             self.unsubscribe(channel)
         if self._inbox is not None:
             await asyncio.to_thread(self._inbox.close)
+        if self._cancelled:
+            await asyncio.gather(*self._cancelled, return_exceptions=True)
+        if self.outbox is not None:
+            await asyncio.to_thread(self.outbox.close)
 
     def close_intake(self) -> None:
         """Refuse new inbound messages (graceful shutdown); queued ones still drain."""
@@ -131,23 +145,25 @@ class MessageBus:
 
     # -- outbound ------------------------------------------------------------------------
     def subscribe(self, channel: str, handler: OutboundHandler) -> None:
-        """Route ``channel``'s outbound messages to ``handler``, in order, on a task of its own.
+        """Route ``channel``'s outbound messages to ``handler``, per chat, in order.
 
-        Each channel has its own queue and task, so a slow or rate-limited platform never
-        delays replies on another one.
+        Each chat has its own lane, so a slow or rate-limited chat never delays replies to
+        another one. Undelivered items of ``channel`` in the outbox are resent first.
         """
         self.unsubscribe(channel)
-        queue: asyncio.Queue[OutboundMessage] = asyncio.Queue()
-        task = asyncio.create_task(self._dispatch(channel, queue, handler), name=f"bus-out-{channel}")
-        self._routes[channel] = (queue, task)
+        self._routes[channel] = ChannelRoute(channel, handler, self.outbox, self.delivery,
+                                             backoff_s=self._retry_backoff_s)
 
     def has_route(self, channel: str) -> bool:
         return channel in self._routes
 
     def unsubscribe(self, channel: str) -> None:
+        """Stop delivering to ``channel``; what is undelivered stays in the outbox."""
         route = self._routes.pop(channel, None)
         if route is not None:
-            route[1].cancel()
+            for task in route.cancel():
+                self._cancelled.add(task)
+                task.add_done_callback(self._cancelled.discard)
 
     def observe(self, observer: OutboundObserver) -> None:
         """Synchronous observers see every outbound message (webhook waiters, metrics)."""
@@ -164,22 +180,21 @@ class MessageBus:
             if msg.kind in ("text", "error"):
                 logger.warning("no channel %r to deliver a reply to", msg.target.channel)
             return
-        route[0].put_nowait(msg)
+        item = None
+        if self.outbox is not None and is_durable(msg):
+            item = await asyncio.to_thread(self.outbox.record, msg)  # type: ignore[arg-type]
+        # Looked up again: the channel may have been replaced while the record was written.
+        route = self._routes.get(msg.target.channel)
+        if route is not None:  # else the channel stopped meanwhile: the outbox keeps the item
+            route.put(msg, item)
 
     async def flush_outbound(self) -> None:
-        """Wait until every queued outbound message has been handed to its channel."""
-        for queue, task in list(self._routes.values()):
-            if not task.done():
-                await queue.join()
+        """Wait until every lane has sent what it can now (items in a backoff stay durable)."""
+        for route in list(self._routes.values()):
+            await route.settle()
 
-    async def _dispatch(
-        self, channel: str, queue: asyncio.Queue[OutboundMessage], handler: OutboundHandler
-    ) -> None:
-        while True:
-            msg = await queue.get()
-            try:
-                await handler(msg)
-            except Exception:
-                logger.exception("channel %s failed to deliver a %s message", channel, msg.kind)
-            finally:
-                queue.task_done()
+    async def dead_letters(self) -> int:
+        """Dead-lettered items in the outbox (``/status``); this process's count without one."""
+        if self.outbox is None:
+            return self.delivery.dead
+        return (await asyncio.to_thread(self.outbox.counts))["dead"]

@@ -87,6 +87,8 @@ class OutboundText:
     kind: Literal["text"] = "text"
     # Fixed text (a refusal from the config), delivered as written rather than as Markdown.
     plain: bool = False
+    # Parts of a split reply the platform already accepted (set by the outbox on a retry).
+    skip_parts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,7 @@ class OutboundError:
     text: str
     in_reply_to: str | None = None
     kind: Literal["error"] = "error"
+    skip_parts: int = 0
 
 
 OutboundMessage = OutboundText | OutboundTyping | OutboundProgress | OutboundError

@@ -214,6 +214,8 @@ class TelegramConfig(Section):
     streaming: bool = False
     poll_timeout_s: int = Field(30, ge=0, le=300)
     watchdog_s: float = Field(180, gt=0)
+    # How long the outbox keeps retrying a reply Telegram does not accept (5xx, outage).
+    delivery_deadline_h: float = Field(24, gt=0)
 
 
 class SlackConfig(Section):
@@ -228,6 +230,7 @@ class SlackConfig(Section):
     refusal: str | None = "Sorry, I only talk to people my owner has allowed."
     pairing: bool = False
     watchdog_s: float = Field(300, gt=0)
+    delivery_deadline_h: float = Field(24, gt=0)
 
 
 class WebhookConfig(Section):
@@ -242,6 +245,7 @@ class WebhookConfig(Section):
     callback_timeout_s: float = Field(10, gt=0)
     callback_max_attempts: int = Field(6, ge=1)
     callback_backoff_s: float = Field(5.0, ge=0)
+    delivery_deadline_h: float = Field(24, gt=0)
 
 
 class OpenAIApiConfig(Section):

@@ -24,6 +24,7 @@ from channels.bus import MessageBus
 from channels.cli import CliChannel
 from channels.gate import role_of
 from channels.inbox import InboxJournal
+from channels.outbox import Outbox
 from channels.messages import OutboundProgress
 from config.schema import Config
 from gateway.builtin_commands import register_builtin_commands
@@ -78,7 +79,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     agent = config.agent
     background_jobs = mode in ("daemon", "embedded")
     metrics = Metrics()
-    bus = MessageBus(inbox=InboxJournal(workspace / (DAEMON_INBOX if background_jobs else CLI_INBOX)))
+    bus = MessageBus(inbox=InboxJournal(workspace / (DAEMON_INBOX if background_jobs else CLI_INBOX)),
+                     outbox=_outbox(config) if background_jobs else None)
     sessions = SessionStore(workspace / "sessions")
     store = MemoryStore(workspace, max_history_entries=agent.memory.max_history_entries,
                         timezone=agent.timezone)
@@ -159,6 +161,14 @@ def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry) -
         tools.register(MemorySearch(recall))
         tools.register(MemoryGet(config.workspace))
     return recall
+
+
+def _outbox(config: Config) -> Outbox:
+    """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded)."""
+    ch = config.channels
+    deadlines = {name: section.delivery_deadline_h * 3600.0
+                 for name, section in (("telegram", ch.telegram), ("slack", ch.slack), ("webhook", ch.webhook))}
+    return Outbox(config.workspace / "state" / "outbox.sqlite", deadlines_s=deadlines)
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,

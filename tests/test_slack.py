@@ -23,6 +23,7 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
+from channels._ratelimit import DeliveryFailed, DeliveryUncertain
 from channels.bus import MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundError, OutboundText, OutboundTyping, Target
@@ -521,17 +522,22 @@ async def test_timed_out_post_is_not_resent(
 ) -> None:
     channel = await make_channel(api_timeout_s=0.3)
     slack_api.delay_next("chat.postMessage", 1.0)
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING), pytest.raises(DeliveryUncertain):
+        # Not resent at once; the outbox (which owns retries) is told it is uncertain.
         await channel.send(OutboundText(Target("slack", "D_ALICE"), "maybe delivered"))
     await asyncio.sleep(1.0)
     assert len(slack_api.calls_to("chat.postMessage")) == 1
     assert "not resending" in caplog.text
 
 
-async def test_api_errors_do_not_escape_send(make_channel: Callable[..., Any], slack_api: FakeSlackAPI) -> None:
+async def test_a_permanent_refusal_is_a_typed_permanent_failure(
+    make_channel: Callable[..., Any], slack_api: FakeSlackAPI
+) -> None:
     channel = await make_channel()
     slack_api.fail_next("chat.postMessage", status=200, error="channel_not_found", retry_after=None)
-    await channel.send(OutboundText(Target("slack", "C_GONE"), "hello"))  # logged, not raised
+    with pytest.raises(DeliveryFailed) as failed:  # the outbox dead-letters it
+        await channel.send(OutboundText(Target("slack", "C_GONE"), "hello"))
+    assert failed.value.permanent
     assert len(slack_api.calls_to("chat.postMessage")) == 1
 
 

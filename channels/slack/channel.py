@@ -31,7 +31,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels._ratelimit import OutboundLimiter
+from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter
 from channels.base import ChannelUnavailable
 from channels.bus import BusFull, MessageBus
 from channels.gate import AccessGate, AccessRequest
@@ -260,12 +260,23 @@ class SlackChannel:
             return  # Slack replies are posted whole; no preview edits
         text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
         plain = isinstance(msg, OutboundText) and msg.plain  # a refusal: as written
+        done = msg.skip_parts
         try:
-            for chunk in split_message(text if plain else to_mrkdwn(text)):
+            for i, chunk in enumerate(split_message(text if plain else to_mrkdwn(text))):
+                if i < done:
+                    continue  # accepted by Slack before a retry
                 await self._post(target.chat_id, chunk, target.thread_id)
-        except (LucidError, SlackApiError, aiohttp.ClientError) as exc:
-            # Later chunks are not sent: a gap in the middle would read worse than a stop.
-            logger.warning("could not deliver a Slack reply to %s: %s", target.chat_id, redact(str(exc)))
+                done = i + 1
+        except (DeliveryRetry, DeliveryFailed) as exc:
+            exc.parts_done = done
+            raise
+        except SlackApiError as exc:
+            # Slack answered: anything but a rate limit or a 5xx (handled by the limiter) is
+            # a refusal for good (channel_not_found, not_in_channel, invalid_blocks...).
+            logger.warning("Slack refused a reply to %s: %s", target.chat_id, redact(str(exc)))
+            raise DeliveryFailed(redact(str(exc)), permanent=True, parts_done=done) from exc
+        except (LucidError, aiohttp.ClientError) as exc:
+            raise DeliveryRetry(redact(f"{type(exc).__name__}: {exc}"), parts_done=done) from exc
         finally:
             await self._react(target, add=False)
 

@@ -29,7 +29,7 @@ from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
-from channels._ratelimit import OutboundLimiter
+from channels._ratelimit import DeliveryRetry, OutboundLimiter
 from channels._redact import TokenRedactor, logger_family
 from channels.base import CommandSpec
 from channels.bus import MessageBus
@@ -332,7 +332,7 @@ class TelegramChannel:
             try:  # still connecting (Telegram was unreachable at start): hold the reply a while
                 await asyncio.wait_for(self._ready.wait(), self._send_wait_s)
             except TimeoutError:
-                logger.warning("Telegram is not connected; a %s message for chat %s was dropped",
-                               msg.kind, msg.target.chat_id)
+                if msg.kind in ("text", "error"):  # kept in the outbox and retried
+                    raise DeliveryRetry("Telegram is not connected yet") from None
                 return
         await self._sender.send(msg)

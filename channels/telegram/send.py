@@ -19,9 +19,9 @@ import httpx
 
 from telegram import Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
+from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
 from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
 from channels.telegram.format import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
 from config.errors import LucidError
@@ -90,7 +90,8 @@ class TelegramSender:
                 await self._preview(msg.target, msg.text)
             return
         self._stop_typing(msg.target)
-        await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain)
+        await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain,
+                            skip_parts=msg.skip_parts)
 
     def cancel_typing(self) -> None:
         """Stop every typing-indicator loop (the channel is stopping)."""
@@ -98,23 +99,34 @@ class TelegramSender:
             task.cancel()
         self._typing.clear()
 
-    async def _deliver(self, target: Target, text: str, *, plain: bool = False) -> None:
-        """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written."""
+    async def _deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0) -> None:
+        """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written.
+
+        Raises the outbox's typed errors (``channels._ratelimit``) with the number of parts
+        Telegram accepted: ``DeliveryFailed(permanent=True)`` for a refusal for good (chat not
+        found, bot blocked or kicked), ``DeliveryRetry``/``DeliveryFailed`` for what may pass.
+        """
         chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else render(text, MAX_MESSAGE_CHARS)
         preview = None if plain else self._previews.pop(_preview_key(target), None)
         for i, chunk in enumerate(chunks):
+            if i < skip_parts:
+                continue
             try:
                 if i == 0 and preview is not None and await self._edit(target, preview, chunk):
                     continue
                 await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, html=not plain)
-            except DeliveryUncertain:
-                continue  # logged by the limiter; resending could double-post
-            except (TelegramError, DeliveryFailed) as exc:
-                logger.error(
-                    "could not deliver a reply to Telegram chat %s (part %d of %d): %s",
-                    target.chat_id, i + 1, len(chunks), exc,
-                )
-                return
+            except DeliveryRetry as exc:
+                exc.parts_done = i
+                raise
+            except DeliveryFailed as exc:
+                exc.parts_done = i
+                raise
+            except (BadRequest, Forbidden) as exc:
+                logger.error("Telegram refused a reply to chat %s (part %d of %d): %s",
+                             target.chat_id, i + 1, len(chunks), exc)
+                raise DeliveryFailed(str(exc), permanent=True, parts_done=i) from exc
+            except TelegramError as exc:
+                raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
 
     async def send_chunk(
         self, target: Target, text: str, reply_to: str | None, *, html: bool = True

@@ -1,0 +1,194 @@
+"""The durable outbox: every final outbound item is on disk before its first send attempt.
+
+One SQLite file (``state/outbox.sqlite``, WAL, ``synchronous=FULL``) for every channel. A
+reply, error reply, reminder, refusal, pairing message or command answer is *recorded* here
+by the bus before a channel sees it, and *marked delivered* only after the channel's ``send``
+returned (the platform accepted it). What is still pending at a restart is sent again, in
+per-chat order (``pending`` is ordered by id). Streaming previews and typing indicators are
+not recorded: they are best-effort.
+
+The one window this cannot close: the process dies after the platform answered 200 and before
+``delivered`` is committed. That item is sent again at the next start (a duplicate). A send
+that timed out after the platform performed it is retried too (at-least-once, never
+at-most-once: a reply the transcript says was given must reach the user).
+
+Items that keep failing transiently are retried with backoff until their deadline
+(``channels.<name>.deliveryDeadlineH``); permanent refusals (chat not found, bot blocked,
+invalid payload) and expired items become dead letters, counted for ``/status``.
+
+Every method is one short transaction behind a lock; callers run them with
+``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from channels.messages import OutboundError, OutboundMessage, OutboundText, Target
+
+DURABLE_KINDS = frozenset({"text", "error"})
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel     TEXT NOT NULL,
+    chat        TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'pending',   -- pending | delivered | dead
+    created_at  REAL NOT NULL,
+    deadline_at REAL NOT NULL,
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    parts_done  INTEGER NOT NULL DEFAULT 0,
+    last_error  TEXT
+);
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(state, channel, id);
+"""
+
+# Delivered rows are kept this long (for `lucid status` and debugging), then purged.
+KEEP_DELIVERED_S = 7 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    id: int
+    msg: OutboundText | OutboundError
+    deadline_at: float
+    attempts: int
+    parts_done: int
+
+
+def chat_key(target: Target) -> str:
+    return f"{target.chat_id}:{target.thread_id or ''}"
+
+
+def encode(msg: OutboundText | OutboundError) -> str:
+    t = msg.target
+    data: dict[str, Any] = {
+        "kind": msg.kind, "text": msg.text, "in_reply_to": msg.in_reply_to,
+        "target": {"channel": t.channel, "chat_id": t.chat_id, "thread_id": t.thread_id,
+                   "reply_to": t.reply_to},
+    }
+    if isinstance(msg, OutboundText):
+        data["plain"] = msg.plain
+    return json.dumps(data, ensure_ascii=False)
+
+
+def decode(payload: str) -> OutboundText | OutboundError:
+    data = json.loads(payload)
+    target = Target(**data["target"])
+    if data["kind"] == "error":
+        return OutboundError(target, data["text"], in_reply_to=data.get("in_reply_to"))
+    return OutboundText(target, data["text"], in_reply_to=data.get("in_reply_to"),
+                        plain=bool(data.get("plain", False)))
+
+
+class Outbox:
+    """The SQLite store behind the bus's delivery lanes."""
+
+    def __init__(self, path: Path, *, deadlines_s: dict[str, float] | None = None,
+                 default_deadline_s: float = 24 * 3600.0) -> None:
+        self.path = path
+        self._deadlines = dict(deadlines_s or {})
+        self._default_deadline = default_deadline_s
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def deadline_s(self, channel: str) -> float:
+        return self._deadlines.get(channel, self._default_deadline)
+
+    # -- writes ---------------------------------------------------------------------------
+    def record(self, msg: OutboundText | OutboundError) -> Item:
+        now = time.time()
+        deadline = now + self.deadline_s(msg.target.channel)
+        with self._lock:
+            cur = self._conn().execute(
+                "INSERT INTO outbox(channel, chat, payload, created_at, deadline_at) VALUES (?,?,?,?,?)",
+                (msg.target.channel, chat_key(msg.target), encode(msg), now, deadline))
+            item_id = cur.lastrowid
+        assert item_id is not None
+        return Item(item_id, msg, deadline, 0, 0)
+
+    def delivered(self, item_id: int) -> None:
+        with self._lock:
+            self._conn().execute(
+                "UPDATE outbox SET state='delivered', attempts=attempts+1 WHERE id=? AND state='pending'",
+                (item_id,))
+
+    def failed_attempt(self, item_id: int, error: str, parts_done: int) -> None:
+        with self._lock:
+            self._conn().execute(
+                "UPDATE outbox SET attempts=attempts+1, last_error=?, parts_done=MAX(parts_done, ?) "
+                "WHERE id=?", (error[:500], parts_done, item_id))
+
+    def dead(self, item_id: int, error: str) -> None:
+        with self._lock:
+            self._conn().execute(
+                "UPDATE outbox SET state='dead', attempts=attempts+1, last_error=? WHERE id=?",
+                (error[:500], item_id))
+
+    def purge(self, now: float | None = None) -> int:
+        cutoff = (now or time.time()) - KEEP_DELIVERED_S
+        with self._lock:
+            cur = self._conn().execute(
+                "DELETE FROM outbox WHERE state='delivered' AND created_at < ?", (cutoff,))
+            return cur.rowcount
+
+    # -- reads ----------------------------------------------------------------------------
+    def pending(self, channel: str) -> list[Item]:
+        """Undelivered items of ``channel``, oldest first (per-chat order is id order)."""
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT id, payload, deadline_at, attempts, parts_done FROM outbox "
+                "WHERE state='pending' AND channel=? ORDER BY id", (channel,)).fetchall()
+        return [Item(r[0], decode(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Rows by state: ``pending``, ``delivered``, ``dead``."""
+        with self._lock:
+            rows = self._conn().execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall()
+        out = {"pending": 0, "delivered": 0, "dead": 0}
+        out.update({r[0]: r[1] for r in rows})
+        return out
+
+
+def is_durable(msg: OutboundMessage) -> bool:
+    return msg.kind in DURABLE_KINDS
+
+
+def read_counts(workspace: Path) -> dict[str, int] | None:
+    """``lucid status``: the outbox's counts without opening it for writing (None: no outbox yet)."""
+    path = workspace / "state" / "outbox.sqlite"
+    if not path.exists():
+        return None
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT state, COUNT(*) FROM outbox GROUP BY state").fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    out = {"pending": 0, "delivered": 0, "dead": 0}
+    out.update({r[0]: r[1] for r in rows})
+    return out
