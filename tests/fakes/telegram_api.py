@@ -94,6 +94,11 @@ class FakeTelegramAPI:
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat, id) -> sent message
         self.faults: dict[str, collections.deque[Fault]] = collections.defaultdict(collections.deque)
         self.hang_get_updates = False
+        # A switchable outage of the send methods (chaos): "500", "429" or "hang", or None.
+        self.outage: str | None = None
+        self.outage_methods: frozenset[str] = frozenset({"sendMessage", "editMessageText"})
+        self.outage_retry_after = 1
+        self._outage_over = asyncio.Event()
         self.on_call: list[Callable[[Call], None]] = []  # observers run as each call arrives
         self._next_update = 1000
         self._next_message = 5000
@@ -132,6 +137,20 @@ class FakeTelegramAPI:
              times: int = 1, delay_s: float = 0.0) -> None:
         for _ in range(times):
             self.faults[method].append(Fault(status, description, retry_after, delay_s))
+
+    def set_outage(self, mode: str | None, *, retry_after: int = 1) -> None:
+        """Switch an outage on ("500", "429" with ``retry_after``, "hang") or off (None).
+
+        During an outage the send methods are *not performed*; a hanging call is answered
+        (with a 500) only when the outage ends, so the client times out first.
+        """
+        if mode not in (None, "500", "429", "hang"):
+            raise ValueError(f"unknown outage mode {mode!r}")
+        self.outage, self.outage_retry_after = mode, retry_after
+        if mode is None:
+            self._outage_over.set()
+        else:
+            self._outage_over = asyncio.Event()
 
     def delay(self, method: str, seconds: float, *, times: int = 1) -> None:
         """Perform the next call(s) but answer only after ``seconds`` (the client times out)."""
@@ -222,6 +241,14 @@ class FakeTelegramAPI:
         for observer in self.on_call:
             observer(call)
         self._notify()
+        if self.outage is not None and method in self.outage_methods:
+            if self.outage == "hang":
+                await self._outage_over.wait()
+                return _error(500, "Internal Server Error")
+            if self.outage == "429":
+                return _error(429, f"Too Many Requests: retry after {self.outage_retry_after}",
+                              self.outage_retry_after)
+            return _error(500, "Internal Server Error")
         fault = self.faults[method].popleft() if self.faults[method] else None
         if fault is not None and fault.status != 200:
             await asyncio.sleep(fault.delay_s)

@@ -1,0 +1,201 @@
+"""The durable outbox: real TelegramChannel + bus + SQLite outbox against the fake Bot API.
+
+What is proven here: a final reply is on disk before the first send; an outage does not lose
+it (restart resends it, exactly once); a 429 longer than the limiter accepts is waited out by
+the outbox; a permanent refusal is dead-lettered once; a deadline ends retries; per-chat order
+holds; a refusal to a stranger that meets a long flood wait never stalls intake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from channels._ratelimit import OutboundLimiter
+from channels.bus import MessageBus
+from channels.inbox import InboxJournal
+from channels.messages import OutboundText, Target
+from channels.outbox import Outbox, read_counts
+from channels.telegram import TelegramChannel
+from channels.telegram.send import classify
+from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
+
+OWNER = 4242
+
+
+@pytest_asyncio.fixture
+async def tg() -> AsyncIterator[FakeTelegramAPI]:
+    async with FakeTelegramAPI() as fake:
+        yield fake
+
+
+def limiter(max_wait_s: float = 300.0) -> OutboundLimiter:
+    return OutboundLimiter("telegram", classify, rate_per_s=1000, burst=1000, per_key_rate_per_s=1000,
+                           per_key_burst=1000, backoff_s=0.02, max_wait_s=max_wait_s)
+
+
+class Rig:
+    """One 'process': a bus with the workspace's outbox and a started Telegram channel."""
+
+    def __init__(self, workspace: Path, tg: FakeTelegramAPI, make_config: Any) -> None:
+        self.workspace, self.tg, self.make_config = workspace, tg, make_config
+        self.bus: MessageBus | None = None
+        self.channel: TelegramChannel | None = None
+
+    async def up(self, *, deadline_s: float = 3600.0, max_wait_s: float = 300.0,
+                 cfg: dict[str, Any] | None = None) -> MessageBus:
+        outbox = Outbox(self.workspace / "state" / "outbox.sqlite", deadlines_s={"telegram": deadline_s})
+        self.bus = MessageBus(inbox=InboxJournal(self.workspace / "inbox.jsonl"), outbox=outbox,
+                              retry_backoff_s=0.05)
+        await self.bus.start()
+        section = {"enabled": True, "token": TOKEN, "apiBase": self.tg.base_url, "allowFrom": [str(OWNER)],
+                   "owners": [str(OWNER)], "pollTimeoutS": 1, **(cfg or {})}
+        config = self.make_config(channels={"telegram": section})
+        self.channel = TelegramChannel(config.channels.telegram, self.bus, workspace=self.workspace,
+                                       limiter=limiter(max_wait_s), retry_base_s=0.02, request_timeout_s=3.0)
+        await self.channel.start()
+        return self.bus
+
+    async def down(self) -> None:
+        """Stop like a crash as far as the outbox can tell: pending items are left pending."""
+        assert self.bus is not None and self.channel is not None
+        self.bus.unsubscribe("telegram")
+        await self.channel.stop()
+        await self.bus.stop()
+
+    def counts(self) -> dict[str, int]:
+        counts = read_counts(self.workspace)
+        assert counts is not None
+        return counts
+
+
+@pytest_asyncio.fixture
+async def rig(workspace: Path, tg: FakeTelegramAPI, make_config: Any) -> AsyncIterator[Rig]:
+    r = Rig(workspace, tg, make_config)
+    yield r
+    if r.bus is not None and r.bus.has_route("telegram"):
+        await r.down()
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def sent_texts(tg: FakeTelegramAPI) -> list[str]:
+    return [m["text"] for m in tg.messages.values()]
+
+
+def reply(text: str, chat: int = OWNER) -> OutboundText:
+    return OutboundText(Target("telegram", str(chat)), text, plain=True)
+
+
+async def test_a_reply_during_an_outage_survives_a_restart_and_arrives_exactly_once(rig: Rig, tg: FakeTelegramAPI) -> None:
+    bus = await rig.up()
+    tg.set_outage("500")
+    await bus.publish_outbound(reply("the answer is 42"))
+    assert rig.counts()["pending"] == 1  # on disk before it could be sent
+    await until(lambda: len(tg.calls_to("sendMessage")) >= 5)  # retried through the outage
+    await rig.down()  # the process goes away mid-outage
+    tg.set_outage(None)
+    bus = await rig.up()
+    await until(lambda: rig.counts()["delivered"] == 1)
+    await bus.flush_outbound()
+    assert sent_texts(tg) == ["the answer is 42"]
+    assert rig.counts() == {"pending": 0, "delivered": 1, "dead": 0}
+
+
+async def test_a_delivered_reply_is_never_resent_after_a_restart(rig: Rig, tg: FakeTelegramAPI) -> None:
+    bus = await rig.up()
+    await bus.publish_outbound(reply("once"))
+    await until(lambda: rig.counts()["delivered"] == 1)
+    await rig.down()
+    bus = await rig.up()
+    await bus.publish_outbound(reply("twice?"))
+    await until(lambda: rig.counts()["delivered"] == 2)
+    assert sent_texts(tg) == ["once", "twice?"]
+
+
+async def test_a_long_flood_wait_is_waited_out_by_the_outbox(rig: Rig, tg: FakeTelegramAPI) -> None:
+    bus = await rig.up(max_wait_s=0.1)  # the limiter gives up at once; the outbox waits retry_after
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
+    started = time.monotonic()
+    await bus.publish_outbound(reply("patience"))
+    await until(lambda: rig.counts()["delivered"] == 1)
+    first, second = tg.calls_to("sendMessage")
+    assert second.at - first.at >= 1.0 and time.monotonic() - started >= 1.0
+    assert sent_texts(tg) == ["patience"]
+
+
+async def test_a_permanent_refusal_is_dead_lettered_once(rig: Rig, tg: FakeTelegramAPI,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    bus = await rig.up()
+    tg.fail("sendMessage", 400, "Bad Request: chat not found")
+    with caplog.at_level(logging.WARNING):
+        await bus.publish_outbound(reply("to nowhere", chat=999))
+        await until(lambda: rig.counts()["dead"] == 1)
+    assert len(tg.calls_to("sendMessage")) == 1
+    assert await bus.dead_letters() == 1 and bus.delivery.dead == 1
+    assert [r for r in caplog.records if "dead-lettered" in r.getMessage()].__len__() == 1
+    await rig.down()
+    await rig.up()
+    await rig.bus.flush_outbound()  # type: ignore[union-attr]
+    assert len(tg.calls_to("sendMessage")) == 1  # a dead letter is not retried at the next start
+
+
+async def test_retries_end_at_the_deadline(rig: Rig, tg: FakeTelegramAPI) -> None:
+    bus = await rig.up(deadline_s=0.5)
+    tg.set_outage("500")
+    await bus.publish_outbound(reply("too late"))
+    await until(lambda: rig.counts()["dead"] == 1)
+    assert tg.messages == {}
+
+
+async def test_per_chat_order_holds_across_retries(rig: Rig, tg: FakeTelegramAPI) -> None:
+    bus = await rig.up()
+    tg.fail("sendMessage", 500, "Internal Server Error", times=6)  # more than the limiter's attempts
+    for i in range(3):
+        await bus.publish_outbound(reply(f"part {i}"))
+    await until(lambda: rig.counts()["delivered"] == 3)
+    assert sent_texts(tg) == ["part 0", "part 1", "part 2"]
+
+
+async def test_a_split_reply_resumes_at_the_part_not_yet_accepted(rig: Rig, tg: FakeTelegramAPI) -> None:
+    bus = await rig.up()
+    long = "A" * 4000 + "\n\n" + "B" * 3000  # two Telegram messages
+    seen: list[int] = []
+
+    def fail_second(call: Any) -> None:
+        if call.method == "sendMessage":
+            seen.append(1)
+            if len(seen) == 2:  # the second part meets an outage long enough to exhaust the limiter
+                tg.fail("sendMessage", 500, "Internal Server Error", times=5)
+
+    tg.on_call.append(fail_second)
+    await bus.publish_outbound(reply(long))
+    await until(lambda: rig.counts()["delivered"] == 1)
+    texts = sent_texts(tg)
+    assert len(texts) == 2 and texts[0].startswith("A") and texts[1].startswith("B")
+
+
+async def test_a_refusal_waiting_out_a_flood_limit_is_durable_and_never_stalls_intake(
+        rig: Rig, tg: FakeTelegramAPI) -> None:
+    bus = await rig.up(max_wait_s=1000)
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 250", retry_after=250)
+    tg.push_message(chat_id=666, text="let me in", message_id=9001)
+    await tg.wait_for("sendMessage", 1)
+    await until(lambda: rig.counts()["pending"] == 1)  # the refusal is in the outbox
+    tg.push_message(chat_id=OWNER, text="still there?")
+    delivery = await asyncio.wait_for(bus.consume_inbound(), 30)
+    assert delivery.msg.text == "still there?"
+    await bus.ack(delivery)
