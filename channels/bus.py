@@ -193,6 +193,12 @@ class MessageBus:
         for route in list(self._routes.values()):
             await route.settle()
 
+    async def outbox_counts(self) -> dict[str, int] | None:
+        """``pending``/``delivered``/``dead`` rows of the outbox, or None without one."""
+        if self.outbox is None:
+            return None
+        return await asyncio.to_thread(self.outbox.counts)
+
     async def dead_letters(self) -> int:
         """Dead-lettered items in the outbox (``/status``); this process's count without one."""
         if self.outbox is None:

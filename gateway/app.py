@@ -81,6 +81,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     metrics = Metrics()
     bus = MessageBus(inbox=InboxJournal(workspace / (DAEMON_INBOX if background_jobs else CLI_INBOX)),
                      outbox=_outbox(config) if background_jobs else None)
+    bus.delivery.on_dead.append(metrics.dead_letter)
     sessions = SessionStore(workspace / "sessions")
     store = MemoryStore(workspace, max_history_entries=agent.memory.max_history_entries,
                         timezone=agent.timezone)

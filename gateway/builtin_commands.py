@@ -55,6 +55,8 @@ def register_builtin_commands(gw: GatewayParts) -> None:
             lines.append(mcp_line)
         if gw.recall is not None:
             lines.append(await asyncio.to_thread(gw.recall.status_line))
+        if (outbox := await gw.bus.outbox_counts()) is not None:
+            lines.append(f"outbox: {outbox['pending']} pending, {outbox['dead']} dead-lettered")
         return "\n".join(lines)
 
     async def compact(ctx: TurnContext, args: str) -> str:

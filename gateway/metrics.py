@@ -60,6 +60,8 @@ class Metrics:
         Info("lucid_build", "lucidgate build", registry=r).info(
             {"version": _version(), "python": platform.python_version()})
         self.last_llm: LastCall | None = None
+        self._dead = Counter("lucid_outbox_dead_letters", "Outbound items given up, by channel", ["channel"],
+                             registry=r)
 
     def message_in(self, channel: str) -> None:
         self._in.labels(channel).inc()
@@ -73,6 +75,8 @@ class Metrics:
         if getattr(msg, "kind", None) == "error":
             channel = getattr(getattr(msg, "target", None), "channel", "unknown")
             self._out.labels(channel).inc()
+    def dead_letter(self, channel: str) -> None:
+        self._dead.labels(channel).inc()
 
     def observe_turn(self, seconds: float) -> None:
         self._turn.observe(seconds)

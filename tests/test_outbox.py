@@ -199,3 +199,21 @@ async def test_a_refusal_waiting_out_a_flood_limit_is_durable_and_never_stalls_i
     delivery = await asyncio.wait_for(bus.consume_inbound(), 30)
     assert delivery.msg.text == "still there?"
     await bus.ack(delivery)
+
+
+def test_lucid_status_counts_pending_and_dead_letters(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gateway.cli import build_app
+    from tests.test_cli import write_config
+
+    workspace = tmp_path / "ws"
+    config_path = write_config(tmp_path / "config.json", workspace, None)
+    outbox = Outbox(workspace / "state" / "outbox.sqlite")
+    dead = outbox.record(reply("gone"))
+    outbox.dead(dead.id, "chat not found")
+    outbox.record(reply("waiting"))
+    outbox.close()
+    result = CliRunner().invoke(build_app(), ["status", "-c", str(config_path)])
+    assert result.exit_code == 0, result.output
+    assert "outbox:    1 pending, 1 dead-lettered" in result.output

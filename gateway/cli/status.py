@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from channels.outbox import read_counts
 from config import Config, resolve_config_path
 from gateway.cli import recall
 from gateway.cli._common import ConfigOption, console, load_or_exit, provider_help
@@ -27,6 +28,9 @@ def status(config_path: ConfigOption = None) -> None:
     console.print(f"exec:      sandbox {_sandbox_line(config)}")
     console.print(f"recall:    {recall.status_line(config)}", markup=False, highlight=False)
     console.print(f"gateway:   {_gateway_state(config)}")
+    outbox = read_counts(config.workspace)
+    console.print("outbox:    " + ("empty" if outbox is None else
+                                   f"{outbox['pending']} pending, {outbox['dead']} dead-lettered"))
     if provider_help(config):  # scripts: non-zero until a model is configured
         raise typer.Exit(1)
 
