@@ -7,7 +7,10 @@ pending at a restart is resumed. Each POST is signed:
     X-Lucid-Signature: sha256=<hex HMAC-SHA256(callbackSecret, f"{timestamp}.{body}")>
     X-Lucid-Delivery:  <delivery id, the same on every retry — receivers dedupe on it>
 
-A non-2xx answer, a timeout or a connection error is retried with exponential backoff;
+The destination is resolved once per attempt and checked (``channels._netguard``), and
+the POST connects to that checked address with the Host header and SNI kept, so a name
+that answers a public address to the check and 127.0.0.1 to the client (DNS rebinding)
+reaches nothing private. A non-2xx answer, a timeout or a connection error is retried with exponential backoff;
 after ``callbackMaxAttempts`` the delivery is given up with one warning. Redirects are not
 followed (they would bypass the address check), and the destination is checked again at
 delivery time, not only when the request was accepted.
@@ -18,41 +21,32 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import ipaddress
 import logging
 import random
-import socket
 import time
 from collections.abc import Collection
 from urllib.parse import urlsplit
 
 import httpx
 
+from channels._netguard import (
+    RESOLVE_TIMEOUT_S,
+    Destination,
+    Refused,
+    Resolver,
+    Unresolved,
+    pin,
+    resolve_checked,
+)
 from channels.webhook.store import Delivery, WebhookStore
 
 logger = logging.getLogger(__name__)
 
-MAX_URL_LENGTH = 2048
-RESOLVE_TIMEOUT_S = 5.0
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
     mac = hmac.new(secret.encode("utf-8"), timestamp.encode("ascii") + b"." + body, hashlib.sha256)
     return "sha256=" + mac.hexdigest()
-
-
-def _ip_refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_loopback:
-        return "a loopback address"
-    if ip.is_link_local:
-        return "a link-local address"
-    if ip.is_private:
-        return "a private address"
-    if ip.is_multicast or ip.is_unspecified or ip.is_reserved or not ip.is_global:
-        return "not a public address"
-    return None
 
 
 def url_host(url: str) -> str:
@@ -66,46 +60,19 @@ def url_host(url: str) -> str:
 UNRESOLVED = "cannot be resolved"
 
 
-async def check_callback_url(url: str, allow_hosts: Collection[str]) -> str | None:
-    """Why ``url`` may not receive callbacks, or None when it may.
+async def check_callback_url(url: str, allow_hosts: Collection[str], *,
+                             resolver: Resolver | None = None) -> str | None:
+    """Why ``url`` may not receive callbacks, or None when it may (``channels._netguard``).
 
     Private, loopback and link-local destinations are refused (every address the name
     resolves to is checked) unless the host is listed in ``callbackAllowHosts``.
     """
-    if len(url) > MAX_URL_LENGTH:
-        return f"callback_url is longer than {MAX_URL_LENGTH} characters"
     try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        return f"callback_url is not a valid URL ({exc})"
-    if parts.scheme not in ("http", "https"):
-        return "callback_url must be an http:// or https:// URL"
-    host = parts.hostname
-    if not host:
-        return "callback_url has no host"
-    if parts.username is not None or parts.password is not None:
-        return "callback_url must not contain credentials; use the signature to authenticate"
-    if host.lower() in {h.lower() for h in allow_hosts}:
-        return None
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        ip = None
-    if ip is not None:
-        reason = _ip_refusal(ip)
-        return None if reason is None else f"callback_url host {host} is {reason} (see callbackAllowHosts)"
-    port = port or (443 if parts.scheme == "https" else 80)
-    try:
-        infos = await asyncio.wait_for(
-            asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM),
-            RESOLVE_TIMEOUT_S)
-    except (OSError, TimeoutError) as exc:
-        return f"callback_url host {host} {UNRESOLVED} ({type(exc).__name__})"
-    for info in infos:
-        reason = _ip_refusal(ipaddress.ip_address(info[4][0]))
-        if reason is not None:
-            return f"callback_url host {host} resolves to {reason} (see callbackAllowHosts)"
+        await resolve_checked(url, allow_hosts, resolver=resolver)
+    except Refused as exc:
+        return f"callback_url: {exc} (see callbackAllowHosts)"
+    except Unresolved as exc:
+        return f"callback_url: {exc}"
     return None
 
 
@@ -114,8 +81,9 @@ class CallbackSender:
 
     def __init__(self, store: WebhookStore, *, secret: str, allow_hosts: Collection[str],
                  timeout_s: float, max_attempts: int, backoff_s: float, max_backoff_s: float = 600.0,
-                 concurrency: int = 8) -> None:
+                 concurrency: int = 8, resolver: Resolver | None = None) -> None:
         self.store = store
+        self._resolver = resolver
         self._secret = secret
         self._allow_hosts = list(allow_hosts)
         self._timeout_s = timeout_s
@@ -204,13 +172,18 @@ class CallbackSender:
 
     async def _attempt(self, d: Delivery) -> None:
         where = url_host(d.url)
-        reason = await check_callback_url(d.url, self._allow_hosts)
-        if reason is not None and UNRESOLVED not in reason:
-            await asyncio.to_thread(self.store.attempt_failed, d.delivery_id, reason, None)
+        # Resolved and checked once, here; the POST goes to that very address (no rebinding).
+        try:
+            dest = await resolve_checked(d.url, self._allow_hosts, resolver=self._resolver)
+        except Refused as exc:
+            await asyncio.to_thread(self.store.attempt_failed, d.delivery_id, str(exc), None)
             self.given_up += 1
-            logger.warning("webhook: callback %s to %s refused: %s", d.delivery_id, where, reason)
+            logger.warning("webhook: callback %s to %s refused: %s", d.delivery_id, where, exc)
             return
-        error = reason or await self._post(d)
+        except Unresolved as exc:
+            await self._retry_or_give_up(d, str(exc), where)
+            return
+        error = await self._post(d, dest)
         if error is None:
             await asyncio.to_thread(self.store.delivered, d.delivery_id)
             self.delivered += 1
@@ -218,8 +191,8 @@ class CallbackSender:
             return
         await self._retry_or_give_up(d, error, where)
 
-    async def _post(self, d: Delivery) -> str | None:
-        """POST the signed body; None on a 2xx, else what went wrong."""
+    async def _post(self, d: Delivery, dest: Destination) -> str | None:
+        """POST the signed body to the pinned address; None on a 2xx, else what went wrong."""
         body = d.body.encode("utf-8")
         timestamp = str(int(time.time()))
         headers = {
@@ -231,7 +204,8 @@ class CallbackSender:
         }
         assert self._client is not None
         try:
-            response = await self._client.post(d.url, content=body, headers=headers)
+            request = pin(self._client.build_request("POST", d.url, content=body, headers=headers), dest)
+            response = await self._client.send(request, follow_redirects=False)
             return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
