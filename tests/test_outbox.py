@@ -208,7 +208,7 @@ def test_lucid_status_counts_pending_and_dead_letters(tmp_path: Path) -> None:
     from tests.test_cli import write_config
 
     workspace = tmp_path / "ws"
-    config_path = write_config(tmp_path / "config.json", workspace, None)
+    config_path = write_config(tmp_path / "config.json", workspace, "http://127.0.0.1:9/v1")
     outbox = Outbox(workspace / "state" / "outbox.sqlite")
     dead = outbox.record(reply("gone"))
     outbox.dead(dead.id, "chat not found")

@@ -207,8 +207,10 @@ class CallbackSender:
             request = pin(self._client.build_request("POST", d.url, content=body, headers=headers), dest)
             response = await self._client.send(request, follow_redirects=False)
             return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, OSError) as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        except Exception as exc:  # e.g. an ExceptionGroup out of the connection pool: retried
+            return f"{type(exc).__name__}: {exc!r}"
 
     async def _retry_or_give_up(self, d: Delivery, error: str, where: str) -> None:
         attempts = d.attempts + 1
