@@ -169,9 +169,20 @@ def router(ctx: ConsoleContext) -> APIRouter:
                 logger.warning("recall search failed (%s); using grep", exc)
             else:
                 return SearchResult(query=q, engine="recall", hits=[
-                    SearchHit(path=str(h.path), line=int(h.start_line or 0), text=str(h.snippet)[:400],
+                    SearchHit(path=str(h.path), line=_line_of(q, str(h.snippet), int(h.start_line or 0)),
+                              text=str(h.snippet)[:400],
                               score=float(h.score), session_key=h.session_key) for h in found])
         hits = await asyncio.to_thread(grep, workspace, q)
         return SearchResult(query=q, engine="grep", hits=hits)
 
     return api
+
+
+def _line_of(query: str, snippet: str, start: int) -> int:
+    """The line of a chunk that holds the words searched for, so the editor opens right there;
+    the chunk's first line when none does (a match by meaning)."""
+    needle = query.casefold()
+    for offset, line in enumerate(snippet.splitlines()):
+        if needle in line.casefold():
+            return start + offset
+    return start
