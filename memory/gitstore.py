@@ -104,7 +104,7 @@ class GitStore:
             return True
 
     def restore(self, sha: str) -> str:
-        """A NEW commit bringing the tracked files back to their state before ``sha``."""
+        """A NEW commit bringing the files ``sha`` changed back to their state before it."""
         with self._locked(), self._repo() as repo:
             target = self._resolve(repo, sha)
             parents = repo.git.rev_list("--parents", "-n", "1", target).split()[1:]
@@ -114,8 +114,11 @@ class GitStore:
                 )
             self._commit(repo, None)  # keep unsaved hand edits in history before overwriting
             before = parents[0]
-            changed = [f for f in _lines(repo.git.diff("--name-only", before, "HEAD"))
-                       if is_tracked(f)]
+            # Only the files this commit changed go back; what later commits added or changed
+            # elsewhere (a new skill, another file) is left alone.
+            touched = [f for f in _lines(repo.git.diff("--name-only", before, target)) if is_tracked(f)]
+            differs = set(_lines(repo.git.diff("--name-only", before, "HEAD", "--", *touched))) if touched else set()
+            changed = [f for f in touched if f in differs]
             if not changed:
                 raise GitStoreError(
                     f"nothing to restore: the memory files already match the state before "

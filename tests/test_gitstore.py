@@ -117,6 +117,23 @@ def test_restore_brings_back_the_state_before_a_commit(ws: Path) -> None:
         store.restore(bad)
 
 
+def test_restore_touches_only_what_the_commit_changed(ws: Path) -> None:
+    store = GitStore(ws)
+    store.init()
+    (ws / "USER.md").write_text("# User\n- Name: Ana\n- Drinks coffee\n")
+    bad = store.commit("dream: bad")
+    assert bad is not None
+    (ws / "skills" / "later").mkdir(parents=True)
+    (ws / "skills" / "later" / "SKILL.md").write_text("---\nname: later\n---\n")
+    (ws / "memory" / "MEMORY.md").write_text("# Memory\n- a later fact\n")
+    assert store.commit("dream: later") is not None
+    store.restore(bad)
+    assert (ws / "USER.md").read_text() == "# User\n- Name: Ana\n- Drinks tea\n"
+    assert (ws / "skills" / "later" / "SKILL.md").exists()  # added after: kept
+    assert "a later fact" in (ws / "memory" / "MEMORY.md").read_text()
+    assert store.log(1)[0].files == ("USER.md",)
+
+
 @pytest.mark.parametrize("sha", ["deadbeef", "--output=/tmp/pwned", "HEAD", "", "zz"])
 def test_restore_and_diff_refuse_unknown_commits(ws: Path, sha: str) -> None:
     store = GitStore(ws)
