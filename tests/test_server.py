@@ -236,7 +236,7 @@ def test_disabled_platforms_are_never_imported(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"built": ["webhook"], "loaded": []}
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"built": ["openai", "webhook"], "loaded": []}
 
 
 # ----------------------------------------------------------------------------- logging
