@@ -221,7 +221,10 @@ async def test_first_run_without_a_model_starts_and_a_second_gateway_is_refused(
         second = await GatewayProcess(config_path, env).start()
         assert await asyncio.wait_for(second.proc.wait(), 30) == 1  # type: ignore[union-attr]
         await second.stop()
-        assert "already running" in second.output and str(os.getpid()) not in second.output
+        # It names the gateway holding the lock, never this test process (a whole-number match:
+        # pid 724 must not be found inside "pid 10724").
+        assert "already running" in second.output
+        assert not re.search(rf"\b{os.getpid()}\b", second.output)
     finally:
         code = await first.stop()
     assert code == 0, first.output
