@@ -161,3 +161,18 @@ async def test_an_unwritable_workspace_from_the_command_line_with_json(tmp_path,
     assert check["state"] == "fail" and "cannot be written" in check["detail"] and "chown" in check["fix"]
     assert next(c for c in report["checks"] if c["name"] == "model")["ok"] is True
     assert "✗ workspace" in text and "1 problem(s) found" in text and "Traceback" not in text + err
+
+
+async def test_mcp_servers_and_the_recall_index_are_checked(tmp_path, fake_llm):
+    time_server = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
+    missing = {"command": str(tmp_path / "no-such-server")}
+    path = write_setup(tmp_path, fake_llm.base_url,
+                       tools={"mcpServers": {"time": time_server, "gone": missing}})
+    index = tmp_path / "ws" / "memory" / "index.sqlite"
+    index.parent.mkdir(exist_ok=True)
+    index.write_bytes(b"this is not a database" * 100)
+    checks = by_name(await run_checks(path, {}))
+    assert checks["mcp time"].ok and "tool(s)" in checks["mcp time"].detail
+    assert not checks["mcp gone"].ok and "tools.mcpServers.gone" in checks["mcp gone"].fix
+    assert checks["recall index"].state == "warn" and "lucid memory reindex" in checks["recall index"].fix
+    assert checks["outbox"].ok

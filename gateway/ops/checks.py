@@ -240,7 +240,8 @@ def stores_check(config: Config) -> list[Result]:
     """Outbox, reminders (scheduler) and any index: SQLite integrity, JSON readable."""
     state = config.workspace / "state"
     results: list[Result] = []
-    for name, label in (("webhook.sqlite", "outbox"), ("reminders.sqlite", "scheduler store")):
+    for name, label in (("outbox.sqlite", "outbox"), ("webhook.sqlite", "webhook callbacks"),
+                        ("reminders.sqlite", "scheduler store")):
         path = state / name
         if not path.exists():
             results.append(ok(label, f"{path.name} not created yet"))
@@ -265,10 +266,44 @@ def stores_check(config: Config) -> list[Result]:
     if history.exists():
         bad = _bad_jsonl_lines(history)
         if bad:
-            results.append(fail("index", f"{history}: {bad} unreadable line(s)",
+            results.append(fail("history", f"{history}: {bad} unreadable line(s)",
                                 "stop the gateway and run `lucid memory` commands to inspect; restore from a backup"))
         else:
-            results.append(ok("index", f"{history.name} readable"))
+            results.append(ok("history", f"{history.name} readable"))
+    results.append(_index_check(config.workspace / "memory" / "index.sqlite"))
+    return results
+
+
+def _index_check(path: Path) -> Result:
+    """The recall index is a cache: a damaged one is a warning (it is rebuilt), never a failure."""
+    if not path.exists():
+        return ok("recall index", f"{path.name} not built yet (the gateway builds it in the background)")
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+            verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+            chunks = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.Error as exc:
+        verdict, chunks = str(exc), 0
+    if verdict != "ok":
+        return warn("recall index", f"{path}: {verdict}",
+                    "run `lucid memory reindex` (or delete the file; the gateway rebuilds it)")
+    return ok("recall index", f"{path} (integrity ok, {chunks} tables)")
+
+
+async def mcp_checks(config: Config) -> list[Result]:
+    """Each enabled MCP server, connected once (the same client the gateway uses)."""
+    servers = {name: server for name, server in config.tools.mcp_servers.items() if server.enabled}
+    if not servers:
+        return []
+    from gateway.mcp.manager import probe
+
+    results = []
+    for status in await probe(servers):
+        if status.state == "connected":
+            results.append(ok(f"mcp {status.name}", f"{status.transport}, {len(status.tools)} tool(s)"))
+        else:
+            results.append(fail(f"mcp {status.name}", f"{status.transport}: {status.error or status.state}",
+                                f"check tools.mcpServers.{status.name} (command/url) and that the server runs"))
     return results
 
 

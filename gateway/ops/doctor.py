@@ -57,6 +57,7 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
     results.append(await asyncio.to_thread(checks.port_check, config))
     results.append(await asyncio.to_thread(checks.disk_check, config))
     results += await asyncio.to_thread(checks.stores_check, config)
+    results += await checks.mcp_checks(config)
     results.append(checks.sandbox_check(config))
     results.append(checks.clock_check(config))
     return results
