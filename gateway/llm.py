@@ -12,7 +12,6 @@ import asyncio
 import logging
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -25,19 +24,10 @@ from gateway.fallback import ModelChain
 from gateway.metrics import Metrics
 from gateway.usage import UsageLedger
 from memory.calibration import TokenCalibration
+from gateway.llm_errors import is_overflow, is_transient, provider_detail, user_message
 from memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
-
-_TRANSIENT_NAMES = {
-    "RateLimitError",
-    "APIConnectionError",
-    "Timeout",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "BadGatewayError",
-}
-
 
 def import_litellm() -> Any:
     """Import litellm offline-safe: bundled data files, no .env loading, no telemetry."""
@@ -58,20 +48,6 @@ def _compatible_route(model: str, provider: str) -> str:
     if provider == "openai" and model.startswith("openai/"):
         return "hosted_vllm/" + model.removeprefix("openai/")
     return model
-
-
-def _is_transient(exc: BaseException) -> bool:
-    if type(exc).__name__ in _TRANSIENT_NAMES:
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status >= 500 or status == 429)
-
-
-def _is_overflow(exc: BaseException) -> bool:
-    if type(exc).__name__ == "ContextWindowExceededError":
-        return True
-    text = str(exc).lower()
-    return "context_length_exceeded" in text or "maximum context length" in text
 
 
 class _LLMThread:
@@ -239,7 +215,7 @@ class LiteLLMChatModel:
             except Exception as exc:
                 self._record_failure(job)
                 detail = provider_detail(exc)
-                if _is_overflow(exc):
+                if is_overflow(exc):
                     raise ContextOverflowError(
                         f"the {job} request is too long for the model's context window "
                         "(agents.defaults.contextWindowTokens)", detail=detail
@@ -249,7 +225,7 @@ class LiteLLMChatModel:
                                    job, type(exc).__name__, detail)
                     stream = False
                     continue
-                if retries_left > 0 and _is_transient(exc):
+                if retries_left > 0 and is_transient(exc):
                     retries_left -= 1
                     delay = agent.llm_retry_base_delay_s * (2 ** (attempt - 1)) * (1 + random.random() / 4)
                     logger.warning("LLM call failed (%s: %s), retrying in %.2fs (%d left)",
@@ -258,7 +234,7 @@ class LiteLLMChatModel:
                     continue
                 logger.warning("LLM %s call failed: %s: %s", job, type(exc).__name__, detail)
                 api_base = provider.api_base if provider is not None else None
-                raise LLMError(_user_message(exc, provider_name, api_base), detail=detail) from exc
+                raise LLMError(user_message(exc, provider_name, api_base), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
             self._record_success(job, session_key, result.usage, getattr(client, "answered_by", None))
             self._calibrate(messages, tools, result.usage)
@@ -343,38 +319,6 @@ async def _streamed(litellm: Any, kwargs: dict[str, Any], relay: Callable[[str],
             if not getattr(delta, "tool_calls", None):
                 relay(text)
     return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
-
-
-# Some litellm providers report a refused connection as a 500 "InternalServerError".
-_CONNECT_FAILED = re.compile(r"connection error|cannot connect to host|connect call failed|"
-                             r"connection refused", re.IGNORECASE)
-
-
-def _user_message(exc: BaseException, provider: str = "openai", api_base: str | None = None) -> str:
-    name = type(exc).__name__
-    if name == "AuthenticationError":
-        return f"the model provider refused the API key; check providers.{provider}.apiKey in the config"
-    if name in ("Timeout",) or "timed out" in str(exc).lower():
-        return "the model did not answer in time (agents.defaults.llmTimeoutS)"
-    if name == "APIConnectionError" or _CONNECT_FAILED.search(str(exc)):
-        where = f" at {api_base}" if api_base else ""
-        return (f"could not reach the model provider{where}; check providers.{provider}.apiBase "
-                "and your network")
-    if name == "NotFoundError":
-        return "the model was not found at the provider; check agents.defaults.model"
-    if _is_transient(exc):
-        return "the model provider kept failing; please try again in a moment"
-    return f"the model call failed ({name})"
-
-
-_LITELLM_PREFIX = re.compile(r"^(litellm\.\w+:\s*)?(\w+Error:\s*)?(\w+Exception\s*-\s*)?")
-
-
-def provider_detail(exc: BaseException, limit: int = 300) -> str:
-    """The provider's own error text (from the HTTP body), without litellm's prefixes, short."""
-    text = str(getattr(exc, "message", None) or exc or type(exc).__name__)
-    text = " ".join(_LITELLM_PREFIX.sub("", text.strip()).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _streams_tool_calls(provider: ProviderConfig | None) -> bool:
