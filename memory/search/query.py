@@ -113,12 +113,16 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
         conn = index.conn()
         where, args = _where(scope, src)
         if expr is not None:
-            rows = conn.execute(
-                "SELECT c.id, c.text, c.date, -bm25(chunks_fts) FROM chunks_fts "
-                "JOIN chunks c ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ?"
-                f"{where} ORDER BY bm25(chunks_fts) LIMIT ?", [expr, *args, wanted]).fetchall()
-            for cid, text, day, bm25 in rows:
-                cands[cid] = Candidate(cid, text, day, bm25=float(bm25))
+            # Unscoped (the owner's usual case), FTS5 ranks alone: joining chunks first makes
+            # SQLite fetch a row for every match before the sort. Text and date come from
+            # the scoped row fetch below either way.
+            sql = ("SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? "
+                   "ORDER BY bm25(chunks_fts) LIMIT ?") if not where else (
+                   "SELECT c.id, -bm25(chunks_fts) FROM chunks_fts "
+                   "JOIN chunks c ON c.id = chunks_fts.rowid WHERE chunks_fts MATCH ?"
+                   f"{where} ORDER BY bm25(chunks_fts) LIMIT ?")
+            for cid, bm25 in conn.execute(sql, [expr, *args, wanted]).fetchall():
+                cands[cid] = Candidate(cid, "", None, bm25=float(bm25))
     vectors_on = False
     use_vectors = index.vectors_on and index.embedder is not None
     if use_vectors and vectors_if_ready and index.embedder is not None:
