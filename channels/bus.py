@@ -64,6 +64,9 @@ class MessageBus:
         self._observers: list[OutboundObserver] = []
         self._inbox = inbox
         self._closed = False
+        # Message ids whose sender reads the answer as it is written (a webhook request with
+        # ``stream: true``): their turns stream even on a channel that does not by default.
+        self.live_readers: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> MessageBus:

@@ -30,6 +30,8 @@ class CliChannel:
         # Messages nobody is waiting for (a reminder, the `message` tool): shown, not dropped.
         self.on_unsolicited = on_unsolicited
         self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+        # The terminal's live view: the answer so far and the step that runs ("running grep…").
+        self.on_progress: Callable[[str, str | None], None] | None = None
 
     async def start(self) -> None:
         self.bus.subscribe(self.name, self.send)
@@ -41,6 +43,10 @@ class CliChannel:
                 fut.cancel()
 
     async def send(self, msg: OutboundMessage) -> None:
+        if msg.kind == "progress":
+            if self.on_progress is not None:
+                self.on_progress(msg.text, msg.activity)
+            return
         if msg.kind not in ("text", "error"):
             return
         key = msg.in_reply_to or ""

@@ -101,11 +101,17 @@ class OutboundTyping:
 
 @dataclass(frozen=True, slots=True)
 class OutboundProgress:
-    """Partial text of an answer still being produced (streaming previews)."""
+    """Partial text of an answer still being produced (streaming previews).
+
+    ``activity`` names what the turn is doing instead of writing ("running grep…"); a
+    channel shows it in its progress line and keeps ``text`` (the answer so far, possibly
+    empty) as the preview.
+    """
 
     target: Target
     text: str
     kind: Literal["progress"] = "progress"
+    activity: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

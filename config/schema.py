@@ -75,6 +75,8 @@ class MemoryConfig(Section):
     max_user_chars: int = Field(8000, ge=100)
     max_soul_chars: int = Field(8000, ge=100)
     auto_recall: bool = True
+    # One silent turn saves durable details to the daily note before the chat is compacted.
+    flush_before_compaction: bool = True
     search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
 
 
@@ -231,6 +233,9 @@ class SlackConfig(Section):
     pairing: bool = False
     watchdog_s: float = Field(300, gt=0)
     delivery_deadline_h: float = Field(24, gt=0)
+    # A placeholder reply edited with chat.update as the answer is written (like Telegram's).
+    streaming: bool = False
+    preview_interval_s: float = Field(1.0, ge=0.2)
 
 
 class WebhookConfig(Section):
@@ -273,6 +278,7 @@ OPENAI_GUEST_ID = "api-guest"
 
 class CliChannelConfig(Section):
     owners: list[str] = Field(default_factory=lambda: ["local"])
+    streaming: bool = True  # `lucid agent` prints the answer as it is written
 
 
 class WebChannelConfig(Section):

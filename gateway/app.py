@@ -26,6 +26,7 @@ from channels.gate import role_of
 from channels.inbox import InboxJournal
 from channels.outbox import Outbox
 from channels.messages import OutboundProgress
+from gateway.memory_flush import MemoryFlush
 from config.schema import Config
 from gateway.builtin_commands import register_builtin_commands
 from gateway.commands import CommandRegistry
@@ -125,8 +126,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
                   owner_sessions=lambda key: key in owner_sessions)
 
-    async def progress(ctx: TurnContext, text: str) -> None:
-        await bus.publish_outbound(OutboundProgress(ctx.target, text))
+    async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
+        await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))
 
     streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
     committer = MemoryCommitter(git, workspace)  # every memory change is a commit
@@ -134,10 +135,15 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     runner = CommittingRunner(committer=committer, model=BudgetedModel(model), builder=builder, tools=tools,
                               sessions=sessions, max_iterations=agent.max_tool_iterations,
                               force_consolidation=consolidator.force_round, metrics=metrics,
-                              progress=progress, streaming_channels=streaming)
+                              progress=progress, streaming_channels=streaming,
+                              live_readers=bus.live_readers)
     commands = CommandRegistry()
+    flush = MemoryFlush(runner, sessions, conversation_tokens=consolidator.conversation_tokens,
+                        working_set=agent.working_set if agent.memory.flush_before_compaction else None,
+                        timezone=agent.timezone)
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
-                           owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics)
+                           owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
+                           flush=flush)
     scheduler = SchedulerService(config, bus=bus, dream=dream, usage=usage, background_jobs=background_jobs)
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)

@@ -49,6 +49,8 @@ def register_builtin_commands(gw: GatewayParts) -> None:
         await gw.store.refresh()
         lines.append(f"memory: {gw.store.unprocessed_count()} history entries waiting for Dream"
                      + (" (Dream running)" if gw.dream.running else ""))
+        if gw.agent.flush is not None:
+            lines.append(f"memory flushes before compaction (since start): {gw.agent.flush.count}")
         lines.append(gw.scheduler.status_line())
         lines.append(await _cost_line(gw.usage.folder, ctx.session_key))
         if gw.mcp is not None and (mcp_line := gw.mcp.status_line()):

@@ -15,7 +15,7 @@ import platform
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
@@ -95,6 +95,19 @@ class WorkspaceFiles:
         return cached.text if cached else ""
 
 
+DAILY_NOTE_MAX_CHARS = 3000  # per note: the prompt carries a day's gist, memory_get the rest
+
+
+def daily_note_names(timezone: str) -> tuple[str, str]:
+    """``memory/<today>.md`` and ``memory/<yesterday>.md`` in the user's timezone."""
+    try:
+        tz = ZoneInfo(timezone)
+    except Exception:
+        tz = ZoneInfo("UTC")
+    today = datetime.now(tz).date()
+    return (f"memory/{today.isoformat()}.md", f"memory/{(today - timedelta(days=1)).isoformat()}.md")
+
+
 class ContextBuilder:
     BOOTSTRAP = ("AGENTS.md", "SOUL.md", "TOOLS.md")
     MEMORY_FILES = ("USER.md", "memory/MEMORY.md")
@@ -107,6 +120,8 @@ class ContextBuilder:
         self.history = history
         self.skills = skills or SkillsLoader(workspace)
         self.files = WorkspaceFiles(workspace, self.BOOTSTRAP + self.MEMORY_FILES)
+        # Today's and yesterday's daily notes (the owner's prompt); names move at midnight.
+        self.notes = WorkspaceFiles(workspace, ())
         # Keys of the owner's private sessions; a private owner chat sees their history too.
         self.owner_sessions: Collection[str] = owner_sessions if owner_sessions is not None else set()
         self._skills_sig: tuple | None = None
@@ -125,6 +140,8 @@ class ContextBuilder:
     def _refresh_blocking(self) -> None:
         before = {n: self.files.get(n) for n in self.BOOTSTRAP}
         self.files.refresh()
+        self.notes.names = daily_note_names(self.agent.timezone)
+        self.notes.refresh()
         sig = self.skills.signature()
         changed = sig != self._skills_sig or any(self.files.get(n) != before[n] for n in self.BOOTSTRAP)
         if sig != self._skills_sig:
@@ -189,6 +206,12 @@ class ContextBuilder:
             return None
         parts = [f"## {name.split('/')[-1]}\n{self.files.get(name)}" for name in self.MEMORY_FILES
                  if self.files.get(name)]
+        for name in reversed(self.notes.names):  # yesterday, then today
+            text = self.notes.get(name)
+            if text:
+                if len(text) > DAILY_NOTE_MAX_CHARS:  # the newest lines matter most
+                    text = "…" + text[-DAILY_NOTE_MAX_CHARS:]
+                parts.append(f"## Daily note {name}\n{text}")
         return "# Memory\n\n" + "\n\n".join(parts) if parts else None
 
     def history_scope(self, ctx: TurnContext) -> set[str]:

@@ -289,7 +289,7 @@ class LiteLLMChatModel:
 
 
 TextCallback = Callable[[str], Coroutine[Any, Any, None]]
-STREAM_INTERVAL_S = 0.8
+STREAM_INTERVAL_S = 0.25  # the terminal wants it smooth; chat platforms throttle their own edits
 
 
 def _progress_relay(on_text: TextCallback, loop: asyncio.AbstractEventLoop) -> Callable[[str], None]:

@@ -27,6 +27,7 @@ from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import TurnRunner
 from gateway.task_budget import turn_budget
+from gateway.memory_flush import FLUSH_KIND, NO_REPLY, MemoryFlush
 from gateway.turn import TurnContext
 from memory.sessions import Session, SessionStore
 
@@ -45,7 +46,7 @@ class AgentLoop:
     def __init__(self, *, config: Config, bus: MessageBus, sessions: SessionStore,
                  runner: TurnRunner, commands: CommandRegistry, owner_sessions: OwnerSessions,
                  consolidator: ConsolidationHooks | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, flush: MemoryFlush | None = None) -> None:
         self.config = config
         self.bus = bus
         self.sessions = sessions
@@ -54,6 +55,7 @@ class AgentLoop:
         self.owner_sessions = owner_sessions
         self.consolidator = consolidator
         self.metrics = metrics
+        self.flush = flush  # the silent memory-flush turn before a compaction
         self._queues: dict[str, deque[Delivery]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._turns: dict[str, asyncio.Task[Any]] = {}
@@ -249,6 +251,9 @@ class AgentLoop:
             if self.metrics is not None:
                 self.metrics.observe_turn(time.monotonic() - started)
         await self._reply(ctx.target, text, reply_to)
+        session = self.sessions.cached(session.key) or session
+        if self.flush is not None and self.flush.due(session, ctx):
+            await self.flush.run(session, ctx)
         if self.consolidator is not None:
             self.consolidator.schedule(session.key)
 
@@ -311,6 +316,11 @@ class AgentLoop:
             )
             ctx = self.context_for(msg)
             await self._close_interrupted_calls(session)
+            if last_user.get("kind") == FLUSH_KIND:
+                # A memory flush cut off: it was silent and is not redone (the next cycle has one).
+                await self.sessions.append(session, {"role": "assistant", "content": NO_REPLY,
+                                                     "kind": FLUSH_KIND, "status": "cancelled"})
+                return
             async with self._semaphore:
                 await self._run_turn(session, ctx, reply_to=msg.message_id)
         except asyncio.CancelledError:

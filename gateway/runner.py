@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +44,9 @@ class TurnRunner:
                  sessions: SessionStore, max_iterations: int,
                  force_consolidation: Callable[[Session], Awaitable[bool]] | None = None,
                  metrics: Metrics | None = None,
-                 progress: Callable[[TurnContext, str], Awaitable[None]] | None = None,
-                 streaming_channels: frozenset[str] = frozenset()) -> None:
+                 progress: Callable[[TurnContext, str, str | None], Awaitable[None]] | None = None,
+                 streaming_channels: frozenset[str] = frozenset(),
+                 live_readers: Collection[str] = frozenset()) -> None:
         self.model = model
         self.builder = builder
         self.tools = tools
@@ -55,6 +56,7 @@ class TurnRunner:
         self.metrics = metrics
         self.progress = progress
         self.streaming_channels = streaming_channels
+        self.live_readers = live_readers  # message ids someone reads live (webhook `stream: true`)
 
     async def run(self, session: Session, ctx: TurnContext) -> TurnResult:
         """Run the model/tool loop until a final answer; raises ``LLMError`` on failure
@@ -77,14 +79,24 @@ class TurnRunner:
 
     def _on_text(self, ctx: TurnContext) -> Callable[[str], Coroutine[Any, Any, None]] | None:
         """Stream the answer as previews only where the channel asked for it."""
-        if self.progress is None or ctx.channel not in self.streaming_channels:
+        if self.progress is None or not self._streams(ctx):
             return None
         progress = self.progress
 
         async def on_text(text: str) -> None:
-            await progress(ctx, text)
+            await progress(ctx, text, None)
 
         return on_text
+
+    async def announce_tool(self, ctx: TurnContext, name: str) -> None:
+        """Say in the progress line which tool runs ("running grep…"), where it streams."""
+        if self.progress is not None and self._streams(ctx):
+            await self.progress(ctx, "", f"running {name}…")
+
+    def _streams(self, ctx: TurnContext) -> bool:
+        if ctx.silent:
+            return False  # a memory flush: nobody sees it
+        return ctx.channel in self.streaming_channels or (ctx.message_id or "") in self.live_readers
 
     async def _complete(self, session: Session, ctx: TurnContext) -> ChatResult:
         schemas = self.tools.schemas(ctx) or None
@@ -128,6 +140,7 @@ class _TurnConversation:
     async def execute(self, call: ToolCall) -> str:
         started = time.monotonic()
         output = "Error: the tool crashed"
+        await self.runner.announce_tool(self.ctx, call.name)
         try:
             output = await self.runner.tools.execute(self.ctx, call.name, call.arguments)
             return output

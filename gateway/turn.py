@@ -26,6 +26,7 @@ class TurnContext:
     workspace: Path
     thread_id: str | None = None
     message_id: str | None = None
+    silent: bool = False  # a turn whose answer nobody is sent (the memory flush)
 
     @property
     def is_owner(self) -> bool:

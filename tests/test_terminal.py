@@ -6,8 +6,10 @@ person would see and types what they would type: Enter, the Up arrow, Ctrl-C.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.fakes.llm import FakeLLMServer, Hang, Reply
+from tests.fakes.llm import FakeLLMServer, Hang, HeldReply, Reply, ToolCalls
 from tests.test_cli import write_config
 
 pytestmark = pytest.mark.slow
@@ -34,8 +36,12 @@ def llm() -> Iterator[FakeLLMServer]:
         server.stop_thread()
 
 
-def spawn(tmp_path: Path, llm: FakeLLMServer) -> pexpect.spawn:
+def spawn(tmp_path: Path, llm: FakeLLMServer, *, stream_tool_calls: bool = False) -> pexpect.spawn:
     config = write_config(tmp_path / "config.json", tmp_path / "ws", llm.base_url)
+    if stream_tool_calls:  # the fake server streams tool calls as OpenAI does
+        doc = json.loads(config.read_text())
+        doc["providers"]["openai"]["streamToolCalls"] = True
+        config.write_text(json.dumps(doc))
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
     env.update(HOME=str(tmp_path), TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="120")
     child = pexpect.spawn(sys.executable, ["-c", "from gateway.cli import main; main()", "agent", "-c",
@@ -109,3 +115,26 @@ def test_warnings_go_to_the_log_file_not_between_the_lines(tmp_path: Path, llm: 
     assert "WARNING" not in seen
     log = tmp_path / "ws" / "logs" / "agent.log"
     assert "WARNING" in log.read_text()  # the warning happened, in the file
+
+
+def test_the_answer_streams_in_and_a_tool_step_is_named(tmp_path: Path, llm: FakeLLMServer) -> None:
+    release = threading.Event()
+    answer = "Streaming works: the *whole* answer arrives."
+    llm.queue(ToolCalls([("list_dir", {"path": "."})]), HeldReply(answer, release))
+    child = spawn(tmp_path, llm, stream_tool_calls=True)
+    try:
+        child.sendline("show me")
+        child.expect_exact("running list_dir…")
+        child.expect_exact(answer[:8])  # the first streamed piece, while the rest is held back
+        assert "whole" not in (child.before or "")
+        release.set()
+        child.expect_exact(LABEL)
+        child.expect(r"the (\x1b\[[0-9;]*m)*whole(\x1b\[[0-9;]*m)* answer arrives")  # rendered at the end
+        child.expect_exact(PROMPT)
+    finally:
+        release.set()
+    assert llm.requests[-1].get("stream") is True
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0

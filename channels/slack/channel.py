@@ -49,6 +49,7 @@ from channels.slack.files import SlackFiles
 from channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, split_message, to_mrkdwn
 from channels.slack.sdk import classify, install_redaction, redact, sdk_logger
 from channels.slack.socket import SocketSupervisor
+from channels.slack.stream import SlackPreviews
 from config.errors import LucidError
 
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ class SlackChannel:
             self.app, cfg.app_token.get_secret_value().strip(), watchdog_s=cfg.watchdog_s,
             ping_interval_s=ping_interval_s, backoff_s=reconnect_backoff_s, logger=sdk_logger,
         ) if cfg.mode == "socket" else None
+        self.previews = SlackPreviews(self.web, self.limiter, interval_s=cfg.preview_interval_s) \
+            if cfg.streaming else None
         self.files = SlackFiles(bot_token=self._bot_token, api_base=self._api_base, workspace=self._workspace)
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._inflight: dict[str, asyncio.Event] = {}
@@ -257,14 +260,21 @@ class SlackChannel:
             await self._react(target, add=True)
             return
         if isinstance(msg, OutboundProgress):
-            return  # Slack replies are posted whole; no preview edits
+            if self.previews is not None:  # else replies are posted whole
+                await self.previews.show(target, to_mrkdwn(msg.text), msg.activity, self._post)
+            return
         text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
         plain = isinstance(msg, OutboundText) and msg.plain  # a refusal: as written
         done = msg.skip_parts
+        placeholder = self.previews.take(target) if self.previews is not None and not plain else None
         try:
             for i, chunk in enumerate(split_message(text if plain else to_mrkdwn(text))):
                 if i < done:
                     continue  # accepted by Slack before a retry
+                if i == 0 and placeholder is not None and \
+                        await self.previews.replace(target.chat_id, placeholder, chunk):  # type: ignore[union-attr]
+                    done = 1
+                    continue
                 await self._post(target.chat_id, chunk, target.thread_id)
                 done = i + 1
         except (DeliveryRetry, DeliveryFailed) as exc:
@@ -280,11 +290,12 @@ class SlackChannel:
         finally:
             await self._react(target, add=False)
 
-    async def _post(self, channel: str, text: str, thread_ts: str | None) -> None:
+    async def _post(self, channel: str, text: str, thread_ts: str | None) -> Any:
         kwargs: dict[str, Any] = {"channel": channel, "text": text, "mrkdwn": True}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
-        await self.limiter.run(channel, lambda: self.web.chat_postMessage(**kwargs), what="chat.postMessage")
+        return await self.limiter.run(channel, lambda: self.web.chat_postMessage(**kwargs),
+                                      what="chat.postMessage")
 
     async def _react(self, target: Target, *, add: bool) -> None:
         ts = target.reply_to

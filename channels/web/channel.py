@@ -44,7 +44,7 @@ class ChatIdInvalid(ValueError):
 class Live:
     """Something for the tabs listening now: a durable event, or typing / a preview."""
 
-    kind: str  # "event", "typing", "progress", "end"
+    kind: str  # "event", "typing", "activity", "progress", "end"
     event: ChatEvent | None = None
     text: str = ""
 
@@ -139,7 +139,10 @@ class WebChannel:
             self._fan_out(chat_id, Live("typing"))
             return
         if msg.kind == "progress":
-            self._fan_out(chat_id, Live("progress", text=msg.text))
+            if msg.activity:  # "running grep…": the progress line, not the preview
+                self._fan_out(chat_id, Live("activity", text=msg.activity))
+            if msg.text:
+                self._fan_out(chat_id, Live("progress", text=msg.text))
             return
         await self.log.load(chat_id)
         tools: list[dict[str, Any]] = []

@@ -60,6 +60,9 @@ class MessageRequest(BaseModel):
     callback_url: Url | None = Field(
         None, description="Where the answer is POSTed (signed) when it is not returned in the response.")
     wait: bool = Field(True, description="Wait for the answer (up to waitTimeoutS) or return 202 at once.")
+    stream: bool = Field(False, description="With wait=true: answer as server-sent events — `activity` "
+                                            "(the tool that runs), `progress` (the answer so far), then one "
+                                            "`reply` event with the usual reply JSON (or `error`).")
 
 
 class MessageReply(BaseModel):

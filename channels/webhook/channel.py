@@ -28,9 +28,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from channels.bus import BusClosed, BusFull, MessageBus
+from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.messages import InboundMessage, OutboundMessage
 from channels.webhook.api import (
     AUTH_ERRORS,
@@ -89,6 +90,7 @@ class WebhookChannel:
             backoff_s=cfg.callback_backoff_s)
         self.limiter = SenderRateLimiter(cfg.rate_limit_per_min)
         self._waiters: dict[str, set[asyncio.Future[Any]]] = {}
+        self.previews = PreviewFeeds(bus.live_readers)  # `stream: true` requests, by message id
         self._sessions: SessionsView | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -147,6 +149,12 @@ class WebhookChannel:
 
     # -- outbound -----------------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:
+        if msg.kind == "progress":
+            if msg.activity:
+                self.previews.push(msg.target.reply_to, "activity", msg.activity)
+            if msg.text:
+                self.previews.push(msg.target.reply_to, "progress", msg.text)
+            return
         if msg.kind not in ("text", "error"):
             return
         is_error = msg.kind == "error"
@@ -218,13 +226,18 @@ class WebhookChannel:
             return error_response(429, f"too many messages from this sender: the limit is {limit} a minute "
                                        "(channels.webhook.rateLimitPerMin)",
                                   headers={"Retry-After": str(max(1, math.ceil(wait_s)))})
+        if body.stream and not body.wait:
+            raise RequestValidationError([{"type": "value_error", "loc": ("body", "stream"),
+                                           "msg": "stream=true needs wait=true (a 202 has nothing to stream)",
+                                           "input": body.stream}])
         if body.callback_url is not None:
             reason = await self._callback_refusal(body.callback_url)
             if reason is not None:
                 raise RequestValidationError([{"type": "value_error", "loc": ("body", "callback_url"),
                                                "msg": reason, "input": body.callback_url}])
         return await self._submit(request, body.chat_id, body.sender_id, body.text,
-                                  idem_key=body.idempotency_key, callback_url=body.callback_url, wait=body.wait)
+                                  idem_key=body.idempotency_key, callback_url=body.callback_url, wait=body.wait,
+                                  stream=body.stream)
 
     async def _callback_refusal(self, url: str) -> str | None:
         if not self.cfg.callback_secret.get_secret_value():
@@ -232,7 +245,8 @@ class WebhookChannel:
         return await check_callback_url(url, self.cfg.callback_allow_hosts)
 
     async def _submit(self, request: Request, chat_id: str, sender_id: str, text: str, *,
-                      idem_key: str | None, callback_url: str | None, wait: bool) -> Response:
+                      idem_key: str | None, callback_url: str | None, wait: bool,
+                      stream: bool = False) -> Response:
         session = f"{CHANNEL}:{chat_id}"
         message_id = uuid.uuid4().hex
         fingerprint = _fingerprint(chat_id, sender_id, text)
@@ -245,6 +259,7 @@ class WebhookChannel:
             if not created:
                 return await self._replay(request, record, fingerprint, wait)
         fut = self._add_waiter(message_id) if wait else None
+        feed = self.previews.open(message_id) if stream else None  # before the turn can start
         msg = InboundMessage(channel=CHANNEL, chat_id=chat_id, sender_id=sender_id, text=text,
                              chat_type="private", message_id=message_id)
         try:
@@ -263,7 +278,30 @@ class WebhookChannel:
         if fut is None:
             return JSONResponse(MessageAccepted(session=session, message_id=message_id).model_dump(),
                                 status_code=202)
+        if feed is not None:
+            return self._stream(fut, feed, message_id, session, remembered=remembered)
         return await self._wait(request, fut, message_id, session, remembered=remembered)
+
+    def _stream(self, fut: asyncio.Future[Any], feed: asyncio.Queue[tuple[str, str]], message_id: str,
+                session: str, *, remembered: bool) -> StreamingResponse:
+        async def finish(answered: bool) -> tuple[str, dict[str, Any]]:
+            if answered and fut.result() is not SHUTDOWN:
+                text, is_error = fut.result()
+                return "reply", MessageReply(reply=text, session=session, message_id=message_id,
+                                             error=is_error).model_dump()
+            late = await self._unanswered(message_id, session, remembered=remembered, shutdown=answered)
+            if isinstance(late, JSONResponse):
+                return "reply", json.loads(bytes(late.body))
+            status, detail = late
+            return "error", {"status": status, "detail": detail, "session": session, "message_id": message_id}
+
+        def close() -> None:
+            self.previews.close(message_id, feed)
+            self._drop_waiter(message_id, fut)
+
+        return StreamingResponse(
+            event_stream(feed, fut, timeout_s=self.cfg.wait_timeout_s, finish=finish, close=close),
+            media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     async def _replay(self, request: Request, record: RequestRecord, fingerprint: str, wait: bool) -> Response:
         if record.fingerprint != fingerprint:
@@ -293,6 +331,18 @@ class WebhookChannel:
         if fut in done and fut.result() is not SHUTDOWN:
             text, is_error = fut.result()
             return _reply(text, session, message_id, is_error)
+        if gone in done:
+            logger.info("webhook: client stopped waiting for %s; the turn carries on", message_id)
+        late = await self._unanswered(message_id, session, remembered=remembered, shutdown=fut in done)
+        if isinstance(late, JSONResponse):
+            return late
+        status, detail = late
+        return error_response(status, detail, session=session, message_id=message_id)
+
+    async def _unanswered(self, message_id: str, session: str, *, remembered: bool,
+                          shutdown: bool) -> JSONResponse | tuple[int, str]:
+        """No answer in time (or the shutdown drain): the reply if it just landed, else
+        the status and the words that say where the answer will go."""
         record = await asyncio.to_thread(self.store.want_callback, message_id) if remembered else None
         if record is not None and record.done:
             return _reply(record.reply or "", session, message_id, record.is_error)
@@ -300,13 +350,9 @@ class WebhookChannel:
             later = "; its answer will be POSTed to callback_url"
         else:
             later = f"; read the answer with GET /v1/sessions/{session}"
-        if fut in done:  # released by the shutdown drain
-            return error_response(503, "the gateway is shutting down; your message is saved and will be "
-                                       "answered after the restart" + later, session=session, message_id=message_id)
-        if gone in done:
-            logger.info("webhook: client stopped waiting for %s; the turn carries on", message_id)
-        return error_response(504, f"no answer within {self.cfg.wait_timeout_s:g}s; the message is queued"
-                                   + later, session=session, message_id=message_id)
+        if shutdown:
+            return 503, "the gateway is shutting down; your message is saved and will be answered after the restart" + later
+        return 504, f"no answer within {self.cfg.wait_timeout_s:g}s; the message is queued" + later
 
     def _add_waiter(self, message_id: str) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()

@@ -6,6 +6,9 @@
   back to the prompt; Ctrl-C or Ctrl-D at the prompt leaves at once.
 - Answers are labelled and rendered as markdown; failures are red. A one-shot ``-m``
   prints the plain text only, for scripts.
+- While a turn runs, one live line says what it does ("thinking…", "running grep…") and,
+  once the model writes, the answer appears as it arrives; the live view is transient, so
+  the finished answer is then printed once, rendered as markdown.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 from pathlib import Path
 
+from rich.console import Group, RenderableType
+from rich.live import Live
 from rich.markdown import Markdown
+from rich.spinner import Spinner
 from rich.text import Text
 
 from gateway.cli._common import console, err_console
@@ -35,8 +41,53 @@ async def one_shot(ask: Ask, message: str) -> int:
     return 0 if ok else 1
 
 
-async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path) -> int:
+LABEL = "lucid ›"
+
+
+class LiveAnswer:
+    """The transient view of a running turn: the step it is on, then the answer so far.
+
+    ``progress`` is the terminal channel's hook (called on the event loop); outside a turn
+    it only remembers, so a late preview never draws over the prompt.
+    """
+
+    def __init__(self) -> None:
+        self._live: Live | None = None
+        self._text = ""
+        self._activity = "thinking…"
+
+    def __enter__(self) -> LiveAnswer:
+        self._text, self._activity = "", "thinking…"
+        self._live = Live(self._render(), console=console, transient=True, refresh_per_second=10)
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def progress(self, text: str, activity: str | None) -> None:
+        if activity:
+            self._activity = activity
+        elif text:
+            self._activity = "writing…"  # past the tool step the line named
+        if text:
+            self._text = text
+        if self._live is not None:
+            self._live.update(self._render(), refresh=True)  # a quick tool step still shows
+
+    def _render(self) -> RenderableType:
+        line = Spinner("dots", text=Text(self._activity, style="dim"))
+        if not self._text:
+            return line
+        return Group(Text(LABEL, style="bold cyan"), Text(self._text), line)
+
+
+async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
+                   view: LiveAnswer | None = None) -> int:
     """A prompt loop until 'exit', Ctrl-D or Ctrl-C at the prompt; exit code 0."""
+    view = view or LiveAnswer()
     read = _prompt_reader(history_file) if sys.stdin.isatty() else _line_reader()
     console.print(Text(f"{banner} — type a message; Ctrl-C stops an answer, Ctrl-D or 'exit' leaves.",
                        style="dim"))
@@ -50,7 +101,7 @@ async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path) -> int
             return 0
         if not line.strip():
             continue
-        answer = await _answer_or_interrupt(ask, stop, line)
+        answer = await _answer_or_interrupt(ask, stop, line, view)
         if answer is None:
             console.print(Text(STOPPED_NOTE, style="yellow"))
             continue
@@ -61,11 +112,11 @@ def show_answer(ok: bool, text: str) -> None:
     if not ok:
         err_console.print(Text(text, style="red"))
         return
-    console.print(Text("lucid ›", style="bold cyan"))
+    console.print(Text(LABEL, style="bold cyan"))
     console.print(Markdown(text))
 
 
-async def _answer_or_interrupt(ask: Ask, stop: Stop, line: str) -> tuple[bool, str] | None:
+async def _answer_or_interrupt(ask: Ask, stop: Stop, line: str, view: LiveAnswer) -> tuple[bool, str] | None:
     """The answer, or None when Ctrl-C stopped the turn (the session gets ``/stop``)."""
     loop = asyncio.get_running_loop()
     task: asyncio.Task[tuple[bool, str]] = asyncio.create_task(ask(line), name="terminal-ask")
@@ -73,7 +124,7 @@ async def _answer_or_interrupt(ask: Ask, stop: Stop, line: str) -> tuple[bool, s
     loop.add_signal_handler(signal.SIGINT, interrupted.set)
     waiter = asyncio.create_task(interrupted.wait(), name="terminal-ctrl-c")
     try:
-        with console.status("thinking…", spinner="dots"):
+        with view:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         loop.remove_signal_handler(signal.SIGINT)

@@ -12,7 +12,7 @@ import typer
 
 from config import Config
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
-from gateway.cli._terminal import converse, one_shot
+from gateway.cli._terminal import LiveAnswer, converse, one_shot
 
 
 def register(app: typer.Typer) -> None:
@@ -79,11 +79,13 @@ async def _agent_main(config: Config, message: str | None, session: str) -> int:
         async def ask(text: str) -> tuple[bool, str]:
             return await cli.ask(text, session)
 
+        view = LiveAnswer()
+        cli.on_progress = view.progress
         async with gw:
             if message is not None:
                 return await one_shot(ask, message)
             return await converse(ask, lambda: ask("/stop"), f"lucid (session {session})",
-                                  _history_file(config))
+                                  _history_file(config), view)
     finally:
         lock.release()
 

@@ -98,7 +98,8 @@ def router(ctx: ConsoleContext) -> APIRouter:
              response_class=StreamingResponse,
              responses={200: {"content": {"text/event-stream": {}},
                               "description": "`message` events (id-numbered: user, reply, error), "
-                                             "`typing` and `progress` (streamed text so far)."}})
+                                             "`typing`, `activity` (the tool that runs: \"running grep…\") and "
+                                             "`progress` (streamed text so far)."}})
     async def events(chat_id: str, after: int = Query(0, ge=0, description="last event id seen"),
                      last_event_id: str | None = Header(None)) -> StreamingResponse:
         _check(chat_id)

@@ -107,13 +107,22 @@ class Hang:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldReply:
+    """An answer that stops after its first streamed piece until ``release`` is set — so a
+    test can see a preview on screen before the rest arrives (unstreamed: waits, then all)."""
+
+    text: str
+    release: threading.Event
+
+
+@dataclass(frozen=True, slots=True)
 class Func:
     """Compute the response from the parsed request body (may return another Func)."""
 
     fn: Callable[[dict[str, Any]], Scripted]
 
 
-Scripted = Reply | ToolCalls | Fail | ContextOverflow | Hang | Func
+Scripted = Reply | ToolCalls | Fail | ContextOverflow | Hang | HeldReply | Func
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -306,6 +315,14 @@ class FakeLLMServer:
         if isinstance(scripted, Hang):
             await asyncio.sleep(scripted.seconds)
             scripted = Reply("late")
+        if isinstance(scripted, HeldReply):
+            hold = scripted.release
+            message = {"role": "assistant", "content": scripted.text}
+            usage = _usage(body, message, Reply(scripted.text))
+            if body.get("stream"):
+                return await self._stream(request, body, message, "stop", usage, hold=hold)
+            await asyncio.to_thread(hold.wait, 120)
+            return await self._answer(request, body, message, "stop", usage)
         strict = await strict_response(self, request, body, scripted)
         if strict is not None:
             return strict
@@ -356,6 +373,7 @@ class FakeLLMServer:
         message: dict[str, Any],
         finish: str,
         usage: dict[str, Any],
+        hold: threading.Event | None = None,
     ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -375,8 +393,10 @@ class FakeLLMServer:
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
 
         await send({"role": "assistant", "content": ""})
-        for piece in _pieces(message.get("content") or ""):
+        for i, piece in enumerate(_pieces(message.get("content") or "")):
             await send({"content": piece})
+            if i == 0 and hold is not None:
+                await asyncio.to_thread(hold.wait, 120)
         for index, call in enumerate(message.get("tool_calls") or []):
             await send({"tool_calls": [{
                 "index": index, "id": call["id"], "type": "function",

@@ -219,6 +219,10 @@ class FakeSlackAPI:
             ts = f"{1_700_000_000 + next(self._ts)}.000100"
             return {"ok": True, "channel": params["channel"], "ts": ts,
                     "message": {"text": params.get("text"), "ts": ts}}
+        if method == "chat.update":
+            if not params.get("channel") or not params.get("ts"):
+                return {"ok": False, "error": "message_not_found"}
+            return {"ok": True, "channel": params["channel"], "ts": params["ts"], "text": params.get("text")}
         if method in ("reactions.add", "reactions.remove"):
             return {"ok": True}
         return {"ok": False, "error": "unknown_method"}

@@ -76,7 +76,12 @@ export async function render(view, params, { go }) {
   function connect() {
     source = new EventSource(`/api/console/chats/${encodeURIComponent(chatId)}/events?after=${lastId}`);
     source.addEventListener("message", (e) => onEvent(JSON.parse(e.data)));
-    source.addEventListener("typing", () => { typing.hidden = false; });
+    source.addEventListener("typing", () => { typing.textContent = "The assistant is typing…"; typing.hidden = false; });
+    source.addEventListener("activity", (e) => {  // a tool step: "running grep…"
+      if (typing.hidden && !pending) return;
+      typing.textContent = JSON.parse(e.data).text;
+      typing.hidden = false;
+    });
     source.addEventListener("progress", (e) => {
       if (typing.hidden && !pending) return;  // a late preview after the reply arrived
       const text = JSON.parse(e.data).text;

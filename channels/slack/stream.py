@@ -1,0 +1,90 @@
+"""Slack streaming previews: one placeholder reply per turn, edited as the answer grows.
+
+With ``channels.slack.streaming`` on, the first preview (the answer so far, or the step
+that runs, "running grep…") is posted as a reply and then edited with ``chat.update`` at
+most once per ``previewIntervalS`` — Slack allows about one edit a second per channel, and
+every call still goes through the channel's rate limiter. The final answer replaces the
+placeholder (its first part; longer answers continue in new messages), so the thread ends
+with exactly the text a non-streaming reply would have.
+
+Previews are best-effort: a failed preview call is logged at debug level and forgotten;
+the final text is the outbox's business and is never lost to a preview problem — when the
+placeholder cannot be edited, the final part is posted anew.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+
+from channels._ratelimit import OutboundLimiter
+from channels.messages import Target
+from config.errors import LucidError
+
+logger = logging.getLogger(__name__)
+
+PREVIEW_MAX_CHARS = 3000  # a preview is a glimpse; the final text is split properly
+
+PostFn = Callable[[str, str, str | None], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class _Placeholder:
+    ts: str
+    text: str
+    sent_at: float
+
+
+def _key(target: Target) -> tuple[str, str | None, str | None]:
+    return (target.chat_id, target.thread_id, target.reply_to)
+
+
+class SlackPreviews:
+    """The placeholders of the turns now running, by chat, thread and message replied to."""
+
+    def __init__(self, web: Any, limiter: OutboundLimiter, *, interval_s: float) -> None:
+        self.web = web
+        self.limiter = limiter
+        self.interval_s = interval_s
+        self._open: dict[tuple[str, str | None, str | None], _Placeholder] = {}
+
+    async def show(self, target: Target, text: str, activity: str | None, post: PostFn) -> None:
+        """Post or edit the turn's placeholder with the answer so far (or the step)."""
+        shown = (text or (f"_{activity}_" if activity else "")).strip()[:PREVIEW_MAX_CHARS]
+        if not shown:
+            return
+        key = _key(target)
+        placeholder = self._open.get(key)
+        now = time.monotonic()
+        try:
+            if placeholder is None:
+                response = await post(target.chat_id, shown, target.thread_id)
+                self._open[key] = _Placeholder(str(response["ts"]), shown, now)
+            elif now - placeholder.sent_at >= self.interval_s and shown != placeholder.text:
+                placeholder.sent_at, placeholder.text = now, shown
+                await self.update(target.chat_id, placeholder.ts, shown)
+        except (SlackApiError, LucidError, KeyError, TypeError) as exc:
+            logger.debug("Slack preview update failed in %s: %s", target.chat_id, exc)
+
+    def take(self, target: Target) -> str | None:
+        """The placeholder's ts for the final answer to replace (and forget it)."""
+        placeholder = self._open.pop(_key(target), None)
+        return placeholder.ts if placeholder is not None else None
+
+    async def update(self, channel: str, ts: str, text: str) -> None:
+        await self.limiter.run(channel, lambda: self.web.chat_update(channel=channel, ts=ts, text=text),
+                               what="chat.update")
+
+    async def replace(self, channel: str, ts: str, text: str) -> bool:
+        """Put the final part into the placeholder; False means post it anew."""
+        try:
+            await self.update(channel, ts, text)
+        except SlackApiError as exc:
+            logger.warning("could not edit the Slack placeholder in %s (%s); posting anew", channel, exc)
+            return False
+        return True
