@@ -169,3 +169,21 @@ async def test_slack_without_streaming_posts_only_the_answer(
     await channel.send(OutboundText(dm_target(), "final", in_reply_to="1700000001.000100"))
     assert [c.params["text"] for c in slack_api.calls_to("chat.postMessage")] == ["final"]
     assert slack_api.calls_to("chat.update") == []
+
+
+# ----------------------------------------------------------------------------- web console
+async def test_web_console_shows_the_tool_step_and_keeps_the_preview(workspace: Path) -> None:
+    from channels.bus import MessageBus
+    from channels.web.channel import WebChannel
+    from gateway.console.api_chat import _sse
+
+    channel = WebChannel(MessageBus(), workspace=workspace)
+    sub = await channel.subscribe("tab-1", 0)
+    target = Target("web", "tab-1", reply_to="m1")
+    await channel.send(OutboundProgress(target, "", activity="running grep…"))
+    await channel.send(OutboundProgress(target, "Half an ans"))
+    first, second = await sub.next(), await sub.next()
+    assert (first.kind, first.text) == ("activity", "running grep…")
+    assert (second.kind, second.text) == ("progress", "Half an ans")
+    assert _sse(first) == 'event: activity\ndata: {"text": "running grep…"}\n\n'
+    assert sub.queue.empty()  # an activity never blanks the preview with an empty progress
