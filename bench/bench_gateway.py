@@ -24,8 +24,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -57,8 +59,44 @@ class FakeLLMProcess:
         self.proc.wait(10)
 
 
+class PlatformStandIns:
+    """The loopback Telegram Bot API and Slack stand-ins of the test suite, on a thread of
+    their own, so the gateway runs its real Telegram poller and Slack socket while measured."""
+
+    def __init__(self) -> None:
+        sys.path.insert(0, str(ROOT))
+        from tests.fakes.slack_api import FakeSlackAPI
+        from tests.fakes.telegram_api import FakeTelegramAPI
+
+        self.telegram, self.slack = FakeTelegramAPI(), FakeSlackAPI()
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self._stop = asyncio.Event()
+
+        async def serve() -> None:
+            async with self.telegram, self.slack:
+                ready.set()
+                await self._stop.wait()
+
+        self.thread = threading.Thread(target=self.loop.run_until_complete, args=(serve(),), daemon=True)
+        self.thread.start()
+        if not ready.wait(30):
+            raise RuntimeError("the Telegram/Slack stand-ins did not start")
+
+    def channels(self) -> dict[str, Any]:
+        return {"telegram": {"enabled": True, "token": self.telegram.token, "apiBase": self.telegram.base_url,
+                             "allowFrom": ["42"]},
+                "slack": {"enabled": True, "botToken": self.slack.bot_token, "appToken": self.slack.app_token,
+                          "apiBase": self.slack.base_url, "mode": "socket", "allowFrom": ["U_ALICE"]}}
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self.thread.join(30)
+
+
 class GatewayProcess:
-    def __init__(self, workdir: Path, llm_url: str, max_sessions: int) -> None:
+    def __init__(self, workdir: Path, llm_url: str, max_sessions: int,
+                 extra_channels: dict[str, Any] | None = None) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "config.json"
         config.write_text(json.dumps({
@@ -66,7 +104,8 @@ class GatewayProcess:
                                     "maxConcurrentSessions": max_sessions}},
             "providers": {"openai": {"apiKey": "sk-bench", "apiBase": llm_url}},
             "channels": {"webhook": {"token": TOKEN, "callbackSecret": "bench-secret-0123456789",
-                                     "rateLimitPerMin": 10_000_000, "waitTimeoutS": 300}},
+                                     "rateLimitPerMin": 10_000_000, "waitTimeoutS": 300},
+                         **(extra_channels or {})},
             "gateway": {"port": 0, "shutdownGraceS": 10},
         }))
         env = {**os.environ, "HOME": str(workdir), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
@@ -143,14 +182,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smaller run (300 requests, fewer turns)")
     parser.add_argument("--max-sessions", type=int, default=16, help="agents.defaults.maxConcurrentSessions")
+    parser.add_argument("--all-channels", action="store_true",
+                        help="Telegram (long polling) and Slack (Socket Mode) on too, against loopback stand-ins")
     args = parser.parse_args()
+    standins = PlatformStandIns() if args.all_channels else None
+    extra = standins.channels() if standins is not None else None
     total, clients = (300, 20) if args.quick else (2000, 20)
     rows: list[tuple[str, str]] = []
 
     with tempfile.TemporaryDirectory(prefix="lucid-bench-") as tmp:
         llm = FakeLLMProcess(0.0)
         try:
-            gateway = GatewayProcess(Path(tmp) / "a", llm.base_url, args.max_sessions)
+            gateway = GatewayProcess(Path(tmp) / "a", llm.base_url, args.max_sessions, extra)
         except BaseException:
             llm.stop()
             raise
@@ -179,7 +222,7 @@ def main() -> None:
 
         llm = FakeLLMProcess(0.2)
         try:
-            gateway = GatewayProcess(Path(tmp) / "b", llm.base_url, args.max_sessions)
+            gateway = GatewayProcess(Path(tmp) / "b", llm.base_url, args.max_sessions, extra)
         except BaseException:
             llm.stop()
             raise
@@ -197,9 +240,12 @@ def main() -> None:
             llm.stop()
         rows.append(("peak RSS (MiB)", f"{peak:.0f}"))
 
+    if standins is not None:
+        standins.stop()
     width = max(len(name) for name, _ in rows)
-    print(f"lucid gateway benchmark ({'quick' if args.quick else 'full'}; maxConcurrentSessions "
-          f"{args.max_sessions}; {os.cpu_count()} CPUs)")
+    channels = "webhook + Telegram + Slack" if standins is not None else "webhook"
+    print(f"lucid gateway benchmark ({'quick' if args.quick else 'full'}; {channels}; maxConcurrentSessions "
+          f"{args.max_sessions}; {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f})")
     for name, value in rows:
         print(f"  {name:<{width}}  {value}")
 

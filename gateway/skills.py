@@ -193,13 +193,22 @@ class SkillsLoader:
         return [found[name] for name in sorted(found)]
 
     def signature(self) -> tuple:
-        """Cheap change detector: the skill files and their mtimes."""
+        """Cheap change detector: the skill files and their mtimes.
+
+        Runs before every turn, so it uses ``os.scandir`` and one ``stat`` per skill
+        rather than ``Path.glob`` (whose pattern machinery cost more than the rest of
+        the prompt refresh together).
+        """
         sig = []
         for folder in (self.builtin_dir, self.workspace_dir):
-            if folder.is_dir():
-                for skill_file in sorted(folder.glob("*/SKILL.md")):
-                    try:
-                        sig.append((str(skill_file), skill_file.stat().st_mtime_ns))
-                    except OSError:
-                        continue
+            try:
+                entries = sorted(e.name for e in os.scandir(folder) if e.is_dir())
+            except OSError:
+                continue
+            for name in entries:
+                skill_file = os.path.join(folder, name, "SKILL.md")
+                try:
+                    sig.append((skill_file, os.stat(skill_file).st_mtime_ns))
+                except OSError:
+                    continue
         return tuple(sig)
