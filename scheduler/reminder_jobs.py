@@ -220,8 +220,12 @@ class ReminderJobs:
     async def _claim(self, reminder: Reminder, status: str) -> bool:
         now = datetime.now(UTC)
         if reminder.recurring:
-            return await asyncio.to_thread(self.store.claim_occurrence, reminder.id, now,
-                                           self._min_gap_s(reminder))
+            gap = self._min_gap_s(reminder)
+            # A missed report is recorded as if it fired one gap earlier: the next real
+            # occurrence may come within the gap of now, and must not look like this one
+            # seen twice (it would be swallowed).
+            at = now - timedelta(seconds=gap) if status == "missed" else now
+            return await asyncio.to_thread(self.store.claim_occurrence, reminder.id, at, gap)
         return await asyncio.to_thread(self.store.claim_once, reminder.id, status, now)  # type: ignore[arg-type]
 
     async def _deliver(self, reminder_id: int, status: str, text: Callable[[Reminder], str],
@@ -233,7 +237,8 @@ class ReminderJobs:
             logger.warning("reminder #%d is due but channel %r is not running here; kept",
                            reminder_id, reminder.channel)
             return
-        if not await self._claim(reminder, "done" if reminder.is_task else status):
+        if not await self._claim(reminder, status if reminder.recurring else
+                                 "done" if reminder.is_task else status):
             logger.info("reminder #%d was already delivered for this occurrence; not sent again", reminder_id)
             return
         if reminder.is_task:

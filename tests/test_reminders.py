@@ -149,6 +149,30 @@ async def test_one_shot_missed_beyond_grace_is_reported_not_lost_not_repeated(
     assert texts(ch) == []
 
 
+async def test_recurring_missed_run_is_reported_once_and_the_next_real_run_still_fires(
+    config: Any, workspace: Path
+) -> None:
+    store = ReminderStore(workspace / "state" / "reminders.sqlite")
+    now = datetime.now(UTC)
+    store.add(session_key="cli:7", channel="cli", chat_id="7", thread_id=None, kind="every",
+              spec="3600", text="stretch", created_at=now - timedelta(hours=5, minutes=30))
+    async with running(config) as (gw, ch, service):
+        await wait_for(lambda: len(texts(ch, "7")) >= 1)
+        assert texts(ch, "7")[0].startswith(MISSED_PREFIX + "stretch (it was due ")
+        # The next real occurrence comes right after the missed report (within the 30 s that
+        # tell one occurrence seen twice from a new one): it must fire, not be swallowed.
+        job = service._scheduler.get_job("reminder:1")  # type: ignore[union-attr]
+        assert job is not None and job.next_run_time > datetime.now(UTC)
+        job.modify(next_run_time=datetime.now(UTC))
+        service._scheduler.wakeup()  # type: ignore[union-attr]
+        await wait_for(lambda: len(texts(ch, "7")) >= 2)
+    assert texts(ch, "7") == [texts(ch, "7")[0], "⏰ Reminder: stretch"]
+    assert rows(workspace)[0]["fire_count"] == 2
+    async with running(config) as (gw, ch, _):  # a restart reports nothing twice
+        await gw.parts.bus.flush_outbound()
+    assert texts(ch) == []
+
+
 async def test_recurring_reminder_fires_each_period_once_and_stops_when_removed(
     config: Any, workspace: Path
 ) -> None:
