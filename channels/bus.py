@@ -67,6 +67,8 @@ class MessageBus:
         # Message ids whose sender reads the answer as it is written (a webhook request with
         # ``stream: true``): their turns stream even on a channel that does not by default.
         self.live_readers: set[str] = set()
+        self.purge_interval_s = 6 * 3600.0
+        self._purger: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     async def __aenter__(self) -> MessageBus:
@@ -77,6 +79,8 @@ class MessageBus:
         await self.stop()
 
     async def start(self) -> None:
+        if self.outbox is not None and self._purger is None:
+            self._purger = asyncio.create_task(self._purge_outbox(), name="outbox-purge")
         if self._inbox is not None:
             replay = await asyncio.to_thread(self._inbox.open)
             for receipt, msg in replay:
@@ -93,8 +97,25 @@ class MessageBus:
             await asyncio.to_thread(self._inbox.close)
         if self._cancelled:
             await asyncio.gather(*self._cancelled, return_exceptions=True)
+        if self._purger is not None:
+            self._purger.cancel()
+            await asyncio.gather(self._purger, return_exceptions=True)
+            self._purger = None
         if self.outbox is not None:
             await asyncio.to_thread(self.outbox.close)
+
+    async def _purge_outbox(self) -> None:
+        """Delivered rows older than the outbox keeps them go, at start and then every
+        ``purge_interval_s`` — in a worker thread; a failure is logged and tried next time."""
+        assert self.outbox is not None
+        while True:
+            try:
+                purged = await asyncio.to_thread(self.outbox.purge)
+                if purged:
+                    logger.info("outbox: purged %d delivered item(s) older than a week", purged)
+            except Exception:
+                logger.exception("outbox: purging delivered items failed")
+            await asyncio.sleep(self.purge_interval_s)
 
     def close_intake(self) -> None:
         """Refuse new inbound messages (graceful shutdown); queued ones still drain."""

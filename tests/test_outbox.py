@@ -217,3 +217,29 @@ def test_lucid_status_counts_pending_and_dead_letters(tmp_path: Path) -> None:
     result = CliRunner().invoke(build_app(), ["status", "-c", str(config_path)])
     assert result.exit_code == 0, result.output
     assert "outbox:    1 pending, 1 dead-lettered" in result.output
+
+
+async def test_the_bus_purges_week_old_delivered_items_and_keeps_the_rest(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "outbox.sqlite"
+    outbox = Outbox(path)
+    old_done = outbox.record(OutboundText(Target("telegram", "1"), "old and delivered"))
+    outbox.delivered(old_done.id)
+    old_pending = outbox.record(OutboundText(Target("telegram", "1"), "old, never delivered"))
+    fresh_done = outbox.record(OutboundText(Target("telegram", "1"), "fresh and delivered"))
+    outbox.delivered(fresh_done.id)
+    outbox.close()
+    week_ago = time.time() - 8 * 86400
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE outbox SET created_at = ? WHERE id IN (?, ?)", (week_ago, old_done.id, old_pending.id))
+    bus = MessageBus(outbox=Outbox(path))
+    await bus.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await bus.outbox_counts() or {}).get("delivered") != 1:
+            assert asyncio.get_running_loop().time() < deadline, "the purge did not run"
+            await asyncio.sleep(0.02)
+        assert await bus.outbox_counts() == {"pending": 1, "delivered": 1, "dead": 0}
+    finally:
+        await bus.stop()
