@@ -187,3 +187,33 @@ async def test_web_console_shows_the_tool_step_and_keeps_the_preview(workspace: 
     assert (second.kind, second.text) == ("progress", "Half an ans")
     assert _sse(first) == 'event: activity\ndata: {"text": "running grep…"}\n\n'
     assert sub.queue.empty()  # an activity never blanks the preview with an empty progress
+
+
+# ----------------------------------------------------------------------------- typed delivery errors
+async def test_web_and_openai_channels_raise_the_outbox_typed_errors(workspace: Path) -> None:
+    import pytest as _pytest
+
+    from channels._ratelimit import DeliveryFailed, DeliveryRetry
+    from channels.bus import MessageBus
+    from channels.openai import OpenAIChannel
+    from channels.web.channel import WebChannel
+    from config.schema import OpenAIApiConfig
+
+    openai = OpenAIChannel(OpenAIApiConfig(), MessageBus(), token="t" * 32)
+    with _pytest.raises(DeliveryFailed) as failed:
+        await openai.send(OutboundText(Target("openai", "s1"), "nobody asked", in_reply_to="gone"))
+    assert failed.value.permanent and "stays in the session transcript" in str(failed.value)
+
+    web = WebChannel(MessageBus(), workspace=workspace)
+    sub = await web.subscribe("tab-1", 0)
+    log_dir = workspace / "state" / "web"
+    log_dir.parent.mkdir(parents=True, exist_ok=True)
+    log_dir.write_text("in the way")  # the chat log's folder cannot be made: a disk problem
+    with _pytest.raises(DeliveryRetry, match="could not write the web chat log"):
+        await web.send(OutboundText(Target("web", "tab-1"), "an answer", in_reply_to="m1"))
+    log_dir.unlink()
+    await web.send(OutboundText(Target("web", "tab-1"), "an answer", in_reply_to="m1"))  # the retry
+    first = await sub.next()
+    assert first.event is not None and first.event.text == "an answer"
+    assert sub.queue.empty()  # shown once, although delivered twice
+    assert (log_dir / "tab-1.jsonl").read_text().count("an answer") == 1

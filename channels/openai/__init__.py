@@ -31,6 +31,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from channels._ratelimit import DeliveryFailed
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.messages import InboundMessage, OutboundMessage
 from channels.webhook.api import guarded_route
@@ -132,8 +133,11 @@ class OpenAIChannel:
         fut = self._waiters.pop(msg.in_reply_to or "", None)
         if fut is not None and not fut.done():
             fut.set_result((msg.kind == "text", msg.text))
-        else:
-            logger.info("openai: a message for %s with nobody waiting (dropped)", msg.target.chat_id)
+            return
+        # The client is gone (or never asked: a reminder); the answer is in the session, and
+        # the outbox counts it dead instead of retrying a send that has nowhere to go.
+        raise DeliveryFailed(f"no OpenAI client is waiting for this answer in {msg.target.chat_id} "
+                             "(it stays in the session transcript)", permanent=True)
 
     async def _publish(self, session: str, text: str) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
         message_id = uuid.uuid4().hex

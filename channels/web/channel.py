@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from channels._ratelimit import DeliveryRetry
 from channels.bus import MessageBus
 from channels.messages import InboundMessage, OutboundMessage
-from channels.web.log import ChatEvent, ChatLog
+from channels.web.log import ChatEvent, ChatLog, EventType
 
 logger = logging.getLogger(__name__)
 
@@ -151,10 +152,15 @@ class WebChannel:
                 tools = await self.tool_lookup(self.session_key(chat_id))
             except Exception:  # the reply matters more than its tool details
                 logger.exception("could not read the tool calls of web:%s", chat_id)
-        event = self.log.add(chat_id, "reply" if msg.kind == "text" else "error", msg.text,
-                             message_id=msg.in_reply_to, tools=tools)
-        self._fan_out(chat_id, Live("event", event))
-        await self.log.persist(chat_id, event)
+        kind: EventType = "reply" if msg.kind == "text" else "error"
+        retried = self.log.find(chat_id, kind, msg.in_reply_to) if msg.in_reply_to else None
+        event = retried or self.log.add(chat_id, kind, msg.text, message_id=msg.in_reply_to, tools=tools)
+        if retried is None:
+            self._fan_out(chat_id, Live("event", event))
+        try:
+            await self.log.persist(chat_id, event)
+        except OSError as exc:  # the outbox retries; the tabs already show it, once
+            raise DeliveryRetry(f"could not write the web chat log: {exc}") from exc
 
     # -- listening tabs ----------------------------------------------------------------
     async def subscribe(self, chat_id: str, last_seen: int) -> Subscription:

@@ -93,6 +93,11 @@ class ChatLog:
         del kept[:-KEEP]
         return event
 
+    def find(self, chat_id: str, type_: EventType, message_id: str) -> ChatEvent | None:
+        """The kept event answering ``message_id`` (a retried delivery must not add a twin)."""
+        return next((e for e in self._events.get(chat_id, [])
+                     if e.message_id == message_id and e.type == type_), None)
+
     async def persist(self, chat_id: str, event: ChatEvent) -> None:
         line = json.dumps(event.as_json(), ensure_ascii=False) + "\n"
         async with self._write_lock:
