@@ -17,17 +17,30 @@ from typing import Any, Protocol
 
 from channels.bus import Delivery, MessageBus
 from channels.gate import role_of
-from channels.messages import InboundMessage, OutboundError, OutboundText, OutboundTyping, Target
+from channels.messages import (
+    InboundMessage,
+    OutboundError,
+    OutboundText,
+    OutboundTyping,
+    Target,
+)
 from config.errors import LucidError
 from config.schema import Config
 from gateway.commands import CommandRegistry, parse_command
 from gateway.context import INTERRUPTED_RESULT
 from gateway.logs import turn_log_context
+from gateway.memory_flush import FLUSH_KIND, NO_REPLY, MemoryFlush
 from gateway.metrics import Metrics
 from gateway.roles import OwnerSessions
 from gateway.runner import TurnRunner
 from gateway.task_budget import turn_budget
-from gateway.memory_flush import FLUSH_KIND, NO_REPLY, MemoryFlush
+from gateway.transcript_lines import (
+    already_persisted,
+    origin_of,
+    still_pending,
+    task_of,
+    user_line,
+)
 from gateway.turn import TurnContext
 from memory.sessions import Session, SessionStore
 
@@ -182,15 +195,15 @@ class AgentLoop:
                 await self.bus.ack(delivery)
                 await self.bus.publish_outbound(OutboundError(ctx.target, refusal, msg.message_id))
                 return
-            session = await self.sessions.get(msg.session_key, origin=_origin(msg))
-            if delivery.replayed and _already_persisted(session, delivery.receipt):
+            session = await self.sessions.get(msg.session_key, origin=origin_of(msg))
+            if delivery.replayed and already_persisted(session, delivery.receipt):
                 # The crash came after the user line was written: answer it only if that
                 # turn never finished (the journal's "done" mark may simply have been lost).
                 await self.bus.ack(delivery)
-                if not _still_pending(session, delivery.receipt):
+                if not still_pending(session, delivery.receipt):
                     return
             else:
-                await self.sessions.append(session, _user_line(msg, delivery.receipt), sync=True)
+                await self.sessions.append(session, user_line(msg, delivery.receipt), sync=True)
                 await self.bus.ack(delivery)
             if ctx.is_owner_private and msg.task is None:
                 await asyncio.to_thread(self.owner_sessions.add_persist, msg.session_key)
@@ -312,7 +325,7 @@ class AgentLoop:
                 channel=origin["channel"], chat_id=origin["chat_id"],
                 sender_id=str(last_user.get("sender_id", "")), text="",
                 chat_type=origin.get("chat_type", "private"), thread_id=origin.get("thread_id"),
-                message_id=last_user.get("message_id"),
+                message_id=last_user.get("message_id"), task=task_of(last_user),
             )
             ctx = self.context_for(msg)
             await self._close_interrupted_calls(session)
@@ -322,7 +335,8 @@ class AgentLoop:
                                                      "kind": FLUSH_KIND, "status": "cancelled"})
                 return
             async with self._semaphore:
-                await self._run_turn(session, ctx, reply_to=msg.message_id)
+                await self._run_turn(session, ctx, reply_to=msg.message_id,
+                                     budget=msg.task.token_budget if msg.task is not None else None)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -351,44 +365,3 @@ class AgentLoop:
                 {"role": "tool", "tool_call_id": cid, "name": name, "content": INTERRUPTED_RESULT}
                 for cid, name in open_calls.items()
             ], sync=True)
-
-
-def _origin(msg: InboundMessage) -> dict[str, Any]:
-    return {"channel": msg.channel, "chat_id": msg.chat_id, "chat_type": msg.chat_type,
-            "thread_id": msg.thread_id}
-
-
-def _user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
-    line: dict[str, Any] = {"role": "user", "content": _content(msg), "sender_id": msg.sender_id}
-    if msg.task is not None:
-        line["task"] = msg.task.job
-    if msg.message_id is not None:
-        line["message_id"] = msg.message_id
-    if receipt is not None:
-        line["inbox"] = receipt
-    return line
-
-
-def _content(msg: InboundMessage) -> str:
-    if not msg.media:
-        return msg.text
-    missing = [m for m in msg.media if m not in msg.text]
-    return "\n".join([msg.text, *(f"[attachment: {m}]" for m in missing)]).strip()
-
-
-def _already_persisted(session: Session, receipt: str | None) -> bool:
-    """A replayed inbox entry whose user line made it to the transcript before the crash.
-
-    Scans the whole transcript, newest first; this runs only for replayed entries.
-    """
-    if receipt is None:
-        return False
-    return any(m.get("role") == "user" and m.get("inbox") == receipt for m in reversed(session.messages))
-
-
-def _still_pending(session: Session, receipt: str | None) -> bool:
-    """The replayed message is the newest user line and its turn never finished."""
-    if session.pending_state() is None:
-        return False
-    last_user: dict[str, Any] = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
-    return last_user.get("inbox") == receipt

@@ -203,3 +203,30 @@ async def test_a_channel_that_fails_to_start_does_not_stop_the_others(
         [reply] = await good.wait_replies(1)
         assert "telegram" not in gw.channels and "refused the token" in gw.failed_channels["telegram"]
     assert reply.text == "still here"
+
+
+async def test_a_resumed_scheduled_turn_keeps_its_role_and_its_token_budget(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    # The heartbeat (an internal owner job) and a budgeted task were cut off by a crash.
+    write_session(workspace, [{"role": "user", "content": "[heartbeat] check the todo list",
+                               "sender_id": "heartbeat", "task": "heartbeat", "task_role": "owner",
+                               "task_internal": True, "task_budget": 1000}])
+    fake_llm.default = lambda request: ToolCalls([("list_dir", {"path": "."})],
+                                                 prompt_tokens=700, completion_tokens=10)
+    channel = await start_and_collect(make_config(), 1)
+    first = fake_llm.requests[0]
+    assert "exec" in {t["function"]["name"] for t in first["tools"]}  # an owner's tools, not a guest's
+    assert "(owner)" in str(first["messages"][-1]["content"])
+    [reply] = channel.replies()
+    assert reply.kind == "error" and "token budget" in reply.text  # type: ignore[union-attr]
+    assert len(fake_llm.requests) == 2  # 710 + 710 >= 1000: the budget held after the restart
+
+
+async def test_an_old_task_line_without_its_role_resumes_as_a_guest(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    write_session(workspace, [{"role": "user", "content": "[task] tidy", "sender_id": "local", "task": "task:3"}])
+    fake_llm.queue(Reply("done"))
+    await start_and_collect(make_config(), 1)
+    assert "(guest)" in str(fake_llm.requests[0]["messages"][-1]["content"])

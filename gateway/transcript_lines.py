@@ -1,0 +1,70 @@
+"""How an inbound message becomes a transcript user line, and what a line says back.
+
+The agent loop writes the user line before the model is called (durability), and after a
+crash reads it again: whether a replayed inbox entry already made it to the transcript,
+whether its turn is still pending, and — for a scheduled turn — the task it came from, so
+a resumed heartbeat still runs as the owner and a resumed task keeps its token budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.messages import InboundMessage, ScheduledTask
+from memory.sessions import Session
+
+
+def origin_of(msg: InboundMessage) -> dict[str, Any]:
+    return {"channel": msg.channel, "chat_id": msg.chat_id, "chat_type": msg.chat_type,
+            "thread_id": msg.thread_id}
+
+
+def user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
+    line: dict[str, Any] = {"role": "user", "content": content(msg), "sender_id": msg.sender_id}
+    if msg.task is not None:  # all of it: a resumed turn runs as it would have (role, budget)
+        line["task"] = msg.task.job
+        line["task_role"] = msg.task.role
+        line["task_internal"] = msg.task.internal
+        if msg.task.token_budget is not None:
+            line["task_budget"] = msg.task.token_budget
+    if msg.message_id is not None:
+        line["message_id"] = msg.message_id
+    if receipt is not None:
+        line["inbox"] = receipt
+    return line
+
+
+def task_of(line: dict[str, Any]) -> ScheduledTask | None:
+    """The scheduled task a transcript user line came from (older lines: job name only,
+    which resumes as a guest turn without a budget — the safe reading)."""
+    job = line.get("task")
+    if not isinstance(job, str):
+        return None
+    budget = line.get("task_budget")
+    return ScheduledTask(job, "owner" if line.get("task_role") == "owner" else "guest",
+                         budget if isinstance(budget, int) else None, internal=line.get("task_internal") is True)
+
+
+def content(msg: InboundMessage) -> str:
+    if not msg.media:
+        return msg.text
+    missing = [m for m in msg.media if m not in msg.text]
+    return "\n".join([msg.text, *(f"[attachment: {m}]" for m in missing)]).strip()
+
+
+def already_persisted(session: Session, receipt: str | None) -> bool:
+    """A replayed inbox entry whose user line made it to the transcript before the crash.
+
+    Scans the whole transcript, newest first; this runs only for replayed entries.
+    """
+    if receipt is None:
+        return False
+    return any(m.get("role") == "user" and m.get("inbox") == receipt for m in reversed(session.messages))
+
+
+def still_pending(session: Session, receipt: str | None) -> bool:
+    """The replayed message is the newest user line and its turn never finished."""
+    if session.pending_state() is None:
+        return False
+    last_user: dict[str, Any] = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
+    return last_user.get("inbox") == receipt
