@@ -131,7 +131,8 @@ async def test_openapi_matches_the_real_routes(wh_config, fake_llm):
     ref = post["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     request_schema = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
     assert set(request_schema["properties"]) == {"chat_id", "sender_id", "text", "idempotency_key",
-                                                 "callback_url", "wait"}
+                                                 "callback_url", "wait", "stream"}
+    assert "text/event-stream" in post["responses"]["200"]["content"]  # stream=true is documented
     assert sorted(request_schema["required"]) == ["chat_id", "sender_id", "text"]
     assert request_schema["additionalProperties"] is False
     props = request_schema["properties"]

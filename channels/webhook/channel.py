@@ -199,6 +199,9 @@ class WebhookChannel:
             "/messages", self._post_message, methods=["POST"], response_model=MessageReply,
             summary="Send a message to the assistant",
             responses={**AUTH_ERRORS, **BODY_ERRORS,
+                       200: {"description": "The reply; with stream=true, server-sent events: `activity` "
+                                            "and `progress` previews, then `reply` (this JSON) or `error`.",
+                             "content": {"text/event-stream": {}}},
                        202: doc("Accepted (wait=false); the answer goes to callback_url.", MessageAccepted),
                        409: doc("idempotency_key was used for a different message within 24 h."),
                        429: doc("Too many messages from this sender (rateLimitPerMin)."),
