@@ -145,6 +145,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)
     scheduler = SchedulerService(config, bus=bus, dream=dream, usage=usage, background_jobs=background_jobs)
+    scheduler.reminders.on_sent = agent_loop.record_reminder
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)

@@ -77,6 +77,7 @@ class AgentLoop:
         self._consumer: asyncio.Task[None] | None = None
         self._resumer: asyncio.Task[None] | None = None
         self._stopping = False
+        self._notes: dict[str, list[dict[str, Any]]] = {}  # reminder lines waiting for a turn's end
         # Back-pressure: stop taking from the bus while this many messages wait in sessions,
         # so the bus fills and channels see it (503 / no ack) instead of memory growing.
         self.max_queued = 1000
@@ -161,12 +162,29 @@ class AgentLoop:
                 async with self._semaphore:
                     with turn_log_context(key, delivery.msg.channel):  # JSON log lines carry the turn
                         await self._handle(delivery)
+            await self._write_notes(key)
         finally:
             self._stop_requested.discard(key)
             self.sessions.unpin(key)
             self._workers.pop(key, None)
             if not queue:
                 self._queues.pop(key, None)
+
+    # -- lines from outside a turn ----------------------------------------------------------
+    async def record_reminder(self, session_key: str, text: str) -> None:
+        """A sent reminder goes into its chat's transcript, so the model knows it reminded
+        the user — between turns only: a line inside a running turn could land between a
+        tool call and its result. While the session works it waits for the turn to end."""
+        self._notes.setdefault(session_key, []).append(
+            {"role": "assistant", "content": text, "kind": "reminder"})
+        if session_key not in self._workers:
+            await self._write_notes(session_key)
+
+    async def _write_notes(self, key: str) -> None:
+        notes = self._notes.pop(key, None)
+        if notes:
+            session = await self.sessions.get(key)
+            await self.sessions.append(session, *notes)
 
     # -- one message -----------------------------------------------------------------------
     def context_for(self, msg: InboundMessage) -> TurnContext:
@@ -196,6 +214,7 @@ class AgentLoop:
                 await self.bus.publish_outbound(OutboundError(ctx.target, refusal, msg.message_id))
                 return
             session = await self.sessions.get(msg.session_key, origin=origin_of(msg))
+            await self._write_notes(msg.session_key)  # a reminder sent while the last turn ran
             if delivery.replayed and already_persisted(session, delivery.receipt):
                 # The crash came after the user line was written: answer it only if that
                 # turn never finished (the journal's "done" mark may simply have been lost).

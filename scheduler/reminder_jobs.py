@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
@@ -79,6 +79,9 @@ class ReminderJobs:
         self._wrap: Callable[[JobFn], JobFn] = lambda fn: fn
         self._spawn: Callable[[Coroutine[Any, Any, None], str], object] = (
             lambda coro, name: asyncio.create_task(coro, name=name))
+        # Set by the gateway: records a sent reminder in its chat's transcript, so the model
+        # knows it reminded the user (session key, text).
+        self.on_sent: Callable[[str, str], Awaitable[None]] | None = None
 
     def attach(self, scheduler: AsyncIOScheduler | None, *,
                wrap: Callable[[JobFn], JobFn] | None = None,
@@ -245,7 +248,13 @@ class ReminderJobs:
             await self._start_task(reminder, late_from)
             return
         target = Target(reminder.channel, reminder.chat_id, reminder.thread_id)
-        await self.bus.publish_outbound(OutboundText(target, text(reminder)))
+        said = text(reminder)
+        await self.bus.publish_outbound(OutboundText(target, said))
+        if self.on_sent is not None:
+            try:
+                await self.on_sent(reminder.session_key, said)
+            except Exception:  # the reminder went out; a transcript problem must not undo that
+                logger.exception("reminder #%d: could not record it in %s", reminder_id, reminder.session_key)
         logger.info("reminder #%d %s for %s", reminder_id,
                     "fired" if status == "done" else "reported missed", reminder.session_key)
 

@@ -7,6 +7,7 @@ lets the model set a reminder; ``FakeChannel`` records what reaches the chat.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable
@@ -147,6 +148,26 @@ async def test_one_shot_missed_beyond_grace_is_reported_not_lost_not_repeated(
     async with running(config) as (gw, ch, _):
         await asyncio.sleep(0.3)
     assert texts(ch) == []
+
+
+async def test_a_sent_reminder_is_in_the_transcript_and_the_next_prompt(
+    fake_llm: FakeLLMServer, config: Any, workspace: Path
+) -> None:
+    fake_llm.queue(Reply("You're welcome."))
+    async with running(config) as (gw, ch, _):
+        await cron(gw, action="add", at=local_iso(timedelta(seconds=1)), text="water the plants")
+        await wait_for(lambda: texts(ch, "1") == ["⏰ Reminder: water the plants"], timeout=30)
+        await ch.say("thanks for the reminder", sender_id="local")
+        await ch.wait_replies(2)
+    messages = fake_llm.requests[-1]["messages"]
+    reminded = [i for i, m in enumerate(messages) if m["role"] == "assistant"
+                and m.get("content") == "⏰ Reminder: water the plants"]
+    asked = [i for i, m in enumerate(messages) if m["role"] == "user"
+             and str(m.get("content")).endswith("thanks for the reminder")]
+    assert reminded and asked and reminded[0] < asked[0]
+    lines = [json.loads(x) for x in (workspace / "sessions" / "cli_1.jsonl").read_text().splitlines()[1:]]
+    assert {"role": "assistant", "content": "⏰ Reminder: water the plants", "kind": "reminder"}.items() \
+        <= lines[0].items()
 
 
 async def test_recurring_missed_run_is_reported_once_and_the_next_real_run_still_fires(
