@@ -193,7 +193,12 @@ class MessageBus:
         """Synchronous observers see every outbound message (webhook waiters, metrics)."""
         self._observers.append(observer)
 
-    async def publish_outbound(self, msg: OutboundMessage) -> None:
+    async def publish_outbound(self, msg: OutboundMessage, *,
+                               before_route: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Record ``msg`` in the outbox (when durable), then run ``before_route``, then hand it
+        to its channel. The agent writes the answer to the transcript in ``before_route``: a
+        crash before it leaves the answer in the outbox (sent at the next start), and the
+        caller sees the transcript already hold the answer once the channel has it."""
         for observer in self._observers:
             try:
                 observer(msg)
@@ -203,10 +208,14 @@ class MessageBus:
         if route is None:
             if msg.kind in ("text", "error"):
                 logger.warning("no channel %r to deliver a reply to", msg.target.channel)
+            if before_route is not None:
+                await before_route()
             return
         item = None
         if self.outbox is not None and is_durable(msg):
             item = await asyncio.to_thread(self.outbox.record, msg)  # type: ignore[arg-type]
+        if before_route is not None:
+            await before_route()
         # Looked up again: the channel may have been replaced while the record was written.
         route = self._routes.get(msg.target.channel)
         if route is not None:  # else the channel stopped meanwhile: the outbox keeps the item

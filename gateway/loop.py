@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from channels.bus import Delivery, MessageBus
@@ -85,8 +86,8 @@ class AgentLoop:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
-        self._consumer = asyncio.create_task(self._consume(), name="agent-consume")
         self._resumer = asyncio.create_task(self.resume_interrupted(), name="agent-resume")
+        self._consumer = asyncio.create_task(self._consume(), name="agent-consume")
 
     async def stop(self, grace_s: float = 0.0) -> None:
         """Stop taking messages; let running turns finish within ``grace_s``, then cancel.
@@ -130,6 +131,12 @@ class AgentLoop:
 
     # -- intake ----------------------------------------------------------------------------
     async def _consume(self) -> None:
+        # Interrupted turns first: a message replayed from the inbox for the same chat must
+        # queue behind the resumed turn, or the older message would never get its own answer
+        # (found by the kill -9 chaos suite: a replayed message's turn used to take the
+        # session and the resume was skipped).
+        if self._resumer is not None:
+            await asyncio.wait({self._resumer})
         while True:
             while self.queued >= self.max_queued:
                 self._room.clear()
@@ -255,10 +262,10 @@ class AgentLoop:
             await self._reply(ctx.target, "Stopped.", reply_to)
             return
         await self.bus.publish_outbound(OutboundTyping(ctx.target))
-        turn = asyncio.create_task(self._turn_body(session, ctx, budget), name=f"turn-{ctx.session_key}")
+        turn = asyncio.create_task(self._turn_body(session, ctx, budget, reply_to), name=f"turn-{ctx.session_key}")
         self._turns[ctx.session_key] = turn
         try:
-            text = await turn
+            await turn
         except asyncio.CancelledError:
             if ctx.session_key in self._stop_requested and turn.cancelled():
                 self._stop_requested.discard(ctx.session_key)
@@ -274,31 +281,38 @@ class AgentLoop:
             else:  # a bug or a malformed provider answer: still close the turn, never re-run it
                 logger.exception("turn for %s crashed", ctx.session_key)
                 why = "something went wrong on my side (the details are in the gateway log)"
-            await self.sessions.append(session, {"role": "assistant", "content": f"(no reply: {why})",
-                                                 "status": "error"})
-            await self.bus.publish_outbound(OutboundError(ctx.target, f"Sorry — {why}.", reply_to))
+            async def write() -> None:  # outbox, transcript, send — as for answers
+                await self.sessions.append(session, {"role": "assistant", "content": f"(no reply: {why})",
+                                                     "status": "error"})
+
+            await self.bus.publish_outbound(OutboundError(ctx.target, f"Sorry — {why}.", reply_to),
+                                            before_route=write)
             return
         finally:
             self._turns.pop(ctx.session_key, None)
             if self.metrics is not None:
                 self.metrics.observe_turn(time.monotonic() - started)
-        await self._reply(ctx.target, text, reply_to)
-        session = self.sessions.cached(session.key) or session
+        session = self.sessions.cached(session.key) or session  # the answer went out in the turn
         if self.flush is not None and self.flush.due(session, ctx):
             await self.flush.run(session, ctx)
         if self.consolidator is not None:
             self.consolidator.schedule(session.key)
 
-    async def _turn_body(self, session: Session, ctx: TurnContext, budget: int | None = None) -> str:
+    async def _turn_body(self, session: Session, ctx: TurnContext, budget: int | None = None,
+                         reply_to: str | None = None) -> str:
         if self.consolidator is not None:
             await self.consolidator.before_turn(session)
             session = self.sessions.cached(session.key) or session
         with turn_budget(budget, "task"):
-            result = await self.runner.run(session, ctx)
+            result = await self.runner.run(
+                session, ctx, on_final=lambda text, write: self._reply(ctx.target, text, reply_to,
+                                                                        before_route=write))
         return result.text
 
-    async def _reply(self, target: Target, text: str, reply_to: str | None) -> None:
-        await self.bus.publish_outbound(OutboundText(target, text, in_reply_to=reply_to))
+    async def _reply(self, target: Target, text: str, reply_to: str | None, *,
+                     before_route: Callable[[], Awaitable[None]] | None = None) -> None:
+        await self.bus.publish_outbound(OutboundText(target, text, in_reply_to=reply_to),
+                                        before_route=before_route)
         if self.metrics is not None:
             self.metrics.message_out(target.channel)
 
@@ -324,7 +338,11 @@ class AgentLoop:
         """Finish turns a crash or shutdown cut off, answering on their origin channel."""
         keys = await asyncio.to_thread(self.sessions.keys_on_disk)
         for key in keys:
-            session = await self.sessions.get(key)
+            try:
+                session = await self.sessions.get(key)
+            except Exception:  # one unreadable session must not keep the others unanswered
+                logger.exception("could not check %s for an interrupted turn", key)
+                continue
             state = session.pending_state()
             origin = session.metadata.get("origin")
             if state is None or not origin:
@@ -332,7 +350,7 @@ class AgentLoop:
             if not self.bus.has_route(origin.get("channel", "")):
                 continue  # its channel is not running in this process; it stays pending
             if key in self._workers:
-                continue  # a new message for it is already being handled; it will carry on
+                continue  # being handled already (intake waits for this scan, so: a resume)
             logger.info("resuming an interrupted turn in %s (%s)", key, state)
             self._workers[key] = asyncio.create_task(self._resume(session, origin), name=f"resume-{key}")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gateway.runner import TurnResult, TurnRunner
+from gateway.runner import FinalHandler, TurnResult, TurnRunner
 from gateway.tools.base import Tool, ToolRegistry
 from gateway.turn import TurnContext
 from memory.gitstore import GitStore, is_tracked
@@ -146,8 +146,9 @@ class CommittingRunner(TurnRunner):
         super().__init__(**kwargs)
         self.committer = committer
 
-    async def run(self, session: Session, ctx: TurnContext) -> TurnResult:
+    async def run(self, session: Session, ctx: TurnContext, *,
+                  on_final: FinalHandler | None = None) -> TurnResult:
         try:
-            return await super().run(session, ctx)
+            return await super().run(session, ctx, on_final=on_final)
         finally:
             self.committer.turn_ended(ctx.session_key)

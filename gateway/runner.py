@@ -30,6 +30,8 @@ from memory.sessions import Session, SessionStore
 logger = logging.getLogger(__name__)
 
 OVERFLOW_TOOL_RESULT_LIMIT = 2000
+# (answer, write-the-transcript-line): the caller records the answer durably, writes, sends.
+FinalHandler = Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +60,15 @@ class TurnRunner:
         self.streaming_channels = streaming_channels
         self.live_readers = live_readers  # message ids someone reads live (webhook `stream: true`)
 
-    async def run(self, session: Session, ctx: TurnContext) -> TurnResult:
+    async def run(self, session: Session, ctx: TurnContext, *,
+                  on_final: FinalHandler | None = None) -> TurnResult:
         """Run the model/tool loop until a final answer; raises ``LLMError`` on failure
-        (for the owner, with the provider's own words in short)."""
+        (for the owner, with the provider's own words in short).
+
+        ``on_final(text, write)`` records the answer in the durable outbox, then calls
+        ``write`` (the transcript line), then sends: a crash in between resends or answers
+        again — never a transcript that says "answered" for a reply nobody will ever send
+        (the kill -9 chaos suite found that window)."""
         await self.builder.refresh()
         limits = LoopLimits(max_iterations=self.max_iterations,
                             max_result_chars=self.tools.max_result_chars)
@@ -74,7 +82,13 @@ class TurnRunner:
                 raise LLMError(f"{exc} (the provider said: {detail})") from exc
             raise
         text = _final_text(outcome, self.max_iterations)
-        await self.sessions.append(session, {"role": "assistant", "content": text})
+        async def write() -> None:
+            await self.sessions.append(session, {"role": "assistant", "content": text})
+
+        if on_final is not None:
+            await on_final(text, write)
+        else:
+            await write()
         return TurnResult(text, outcome.stats.iterations, outcome.stats.tool_calls)
 
     def _on_text(self, ctx: TurnContext) -> Callable[[str], Coroutine[Any, Any, None]] | None:
