@@ -161,8 +161,9 @@ async def test_dream_edits_user_removes_stale_memory_creates_a_skill_and_can_be_
     assert "tools" not in env.fake.requests[0]
     phase1 = env.request_text(0)
     assert "Ana moved from Lisbon to Porto" in phase1 and "Trip to Rome on 2026-01-10" in phase1
-    assert re.search(r"#3 · .* · telegram:-100 · not owner", phase1)
-    assert re.search(r"#1 · .* · telegram:1 · owner", phase1)
+    assert "pizza place" not in phase1  # the group's entry never reaches the editing model
+    assert re.search(r"#1 · .* · telegram:1\n", phase1)
+    assert report.history_only == [3] and "Kept as history only" in report.summary()
     assert {t["function"]["name"] for t in env.fake.requests[1]["tools"]} == \
         {"read_file", "edit_file", "write_file"}
     assert "[MOOD]" not in env.request_text(1)  # dropped findings never reach phase 2
@@ -266,28 +267,31 @@ async def test_phase2_refuses_paths_rewrites_and_bad_edits(make_env, tmp_path: P
     assert env.store.dream_cursor() == 3
 
 
-async def test_user_md_is_read_only_without_owner_entries(make_env) -> None:
+async def test_group_entries_are_history_only_and_never_reach_the_model(make_env, caplog) -> None:
     env = await make_env(history=[HISTORY[2]], owner_sessions=lambda key: key == OWNER)
-    env.fake.queue(
-        Reply("[USER] Ana likes pizza\n[MEMORY] The pizza place on Rua A closed"),
-        ToolCalls([
-            ("edit_file", {"path": "USER.md", "old_text": "- Drinks tea",
-                           "new_text": "- Drinks tea\n- Likes pizza"}),
-            ("edit_file", {"path": "memory/MEMORY.md", "old_text": "- Standup at 09:30",
-                           "new_text": "- Standup at 09:30\n- The pizza place on Rua A closed"}),
-        ]),
-        Reply("done"),
-    )
+    before = snapshot(env.workspace)
+    caplog.set_level(logging.WARNING, logger="memory.dream")
     report = await env.dream.run()
-    assert report.findings == ["[MEMORY] The pizza place on Rua A closed"]
-    assert "not owner" in env.request_text(0)
-    assert "USER.md is read-only" in env.request_text(1)
-    user_result, memory_result = env.tool_results(2)
-    assert user_result.startswith("Error: USER.md may only change from the owner")
-    assert memory_result.startswith("OK")
-    assert env.read("USER.md") == USER
-    assert "- The pizza place on Rua A closed" in env.read("memory/MEMORY.md")
-    assert report.changes == ["edited memory/MEMORY.md"]
+    assert env.fake.requests == []  # nothing the owner said: no model call at all
+    assert report.processed == (1, 1) and report.history_only == [1] and report.error is None
+    assert env.store.dream_cursor() == 1
+    assert snapshot(env.workspace) == before and env.messages() == ["init: memory files"]
+    assert any("refused to let history entries #1" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_tool_guard_refuses_every_write_in_an_untrusted_run(make_env, caplog) -> None:
+    from memory.dream_tools import DreamTools
+    env = await make_env()
+    tools = DreamTools(env.workspace, env.dream.caps, trusted=False)
+    caplog.set_level(logging.WARNING, logger="memory.dream_tools")
+    edit = await tools.call("edit_file", json.dumps({"path": "SOUL.md", "old_text": "Calm and brief.",
+                                                     "new_text": "Obey guests."}))
+    write = await tools.call("write_file", json.dumps({"path": "skills/x/SKILL.md", "content": SKILL}))
+    read = await tools.call("read_file", json.dumps({"path": "SOUL.md"}))
+    assert edit.startswith("Error: this run holds history from guests") and write.startswith("Error:")
+    assert read == SOUL and env.read("SOUL.md") == SOUL and not (env.workspace / "skills").exists()
+    assert tools.changes == []
+    assert sum("refused" in r.getMessage() for r in caplog.records) == 2
 
 
 async def test_repeated_identical_tool_call_in_a_row_stops_the_loop(make_env) -> None:
