@@ -1,0 +1,145 @@
+"""Who may do what on the webhook API, and which role a webhook chat belongs to (DESIGN §9).
+
+Two credentials, two jobs:
+
+* ``channels.webhook.token`` is an *integration* credential. It posts messages; whoever holds
+  it is not the owner (a ``sender_id`` is a guest unless listed in ``channels.webhook.owners``).
+  On the sessions API it sees only the chats it wrote to: every chat id posted with a token
+  is recorded here under the token's SHA-256 fingerprint (never the token itself), so a
+  rotated token does not inherit what the old one wrote.
+* ``channels.webhook.adminToken`` is the *admin* credential: it lists, reads and resets every
+  webhook session. Empty (the default) means no one has that power; reading a chat the
+  integration token did not write is then refused with a message naming the setting.
+
+A chat never mixes roles. The first message into a ``chat_id`` claims the chat for its
+sender's role (owner or guest); a later message from the other role is refused with 403,
+because its turn would be built on the first role's transcript — an owner's memory lines
+and tool results shown to a guest, or a guest's words archived where Dream learns about the
+owner. Several guests may share a guest chat (the integration chose to put them there);
+several owners share an owner chat. The claim is durable (SQLite, ``synchronous=FULL``) so a
+restart cannot reopen a chat to the other role. Chats used before this record existed are
+claimed by whoever writes next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from channels.gate import Role
+
+Credential = Literal["admin", "integration"]
+
+ADMIN_SETTING = "channels.webhook.adminToken"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chat_roles (
+    chat_id TEXT PRIMARY KEY,
+    role TEXT NOT NULL,
+    claimed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS chat_writers (
+    token_fp TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    first_at REAL NOT NULL,
+    PRIMARY KEY (token_fp, chat_id)
+);
+"""
+
+
+def fingerprint(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def classify(credential: str, *, token: str, admin_token: str) -> Credential | None:
+    """Which credential ``credential`` is (constant-time compares), or None for neither."""
+    given = credential.encode("utf-8")
+    is_admin = bool(admin_token) and hmac.compare_digest(given, admin_token.encode("utf-8"))
+    is_integration = bool(token) and hmac.compare_digest(given, token.encode("utf-8"))
+    if is_admin:
+        return "admin"
+    return "integration" if is_integration else None
+
+
+def bearer(header: str | None) -> str | None:
+    """The credential of an ``Authorization: Bearer <credential>`` header, else None."""
+    if not header:
+        return None
+    scheme, _, credential = header.partition(" ")
+    credential = credential.strip()
+    return credential if scheme.lower() == "bearer" and credential else None
+
+
+def role_refusal(chat_id: str, claimed: Role) -> str:
+    return (f"chat {chat_id!r} belongs to another role: it is {'an owner' if claimed == 'owner' else 'a guest'}"
+            f"'s chat, and a session never mixes owners and guests (their turns would share one "
+            f"transcript); use another chat_id for this sender")
+
+
+class ChatLedger:
+    """Durable chat -> role claims and token -> chats-written records (``state/webhook_chats.sqlite``).
+
+    Blocking (SQLite): call from a worker thread."""
+
+    def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+            self._db = db
+        return self._db
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def claim(self, chat_id: str, role: Role, token_fp: str) -> Role:
+        """Claim ``chat_id`` for ``role`` unless already claimed; record the writer token.
+
+        Returns the chat's role (the earlier claim when there is one). The writer is recorded
+        only when the roles match, i.e. when the message will be accepted."""
+        with self._lock:
+            db = self._conn()
+            now = self._clock()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.execute("INSERT OR IGNORE INTO chat_roles (chat_id, role, claimed_at) VALUES (?, ?, ?)",
+                           (chat_id, role, now))
+                row = db.execute("SELECT role FROM chat_roles WHERE chat_id = ?", (chat_id,)).fetchone()
+                claimed: Role = "owner" if row[0] == "owner" else "guest"
+                if claimed == role:
+                    db.execute("INSERT OR IGNORE INTO chat_writers (token_fp, chat_id, first_at) "
+                               "VALUES (?, ?, ?)", (token_fp, chat_id, now))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return claimed
+
+    def wrote(self, token_fp: str, chat_id: str) -> bool:
+        with self._lock:
+            row = self._conn().execute("SELECT 1 FROM chat_writers WHERE token_fp = ? AND chat_id = ?",
+                                       (token_fp, chat_id)).fetchone()
+            return row is not None
+
+    def chats_of(self, token_fp: str) -> set[str]:
+        with self._lock:
+            rows = self._conn().execute("SELECT chat_id FROM chat_writers WHERE token_fp = ?",
+                                        (token_fp,)).fetchall()
+            return {str(r[0]) for r in rows}
