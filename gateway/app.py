@@ -124,8 +124,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,
                                 on_event=metrics.consolidation, working_set=agent.working_set,
                                 provenance=history_provenance(config, owner_sessions))
-    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
-                  owner_sessions=lambda key: key in owner_sessions)
+    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model))
 
     async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,7 +104,6 @@ class Dream:
         workspace: Path,
         config: AgentDefaults,
         tool_loop: ToolLoop,
-        owner_sessions: Callable[[str], bool] | None = None,
     ) -> None:
         self.store = store
         self.git = git
@@ -112,7 +111,6 @@ class Dream:
         self.tool_loop = tool_loop
         self.workspace = Path(workspace)
         self.config = config
-        self._owner_sessions = owner_sessions
         self._lock = asyncio.Lock()
         self._failed_runs: dict[int, int] = {}  # first cursor of a failing batch -> runs failed
         # thread_local=False: acquired and released from different worker threads.
@@ -125,11 +123,6 @@ class Dream:
     def running(self) -> bool:
         return self._lock.locked()
 
-    def _is_owner(self, session_key: str | None) -> bool:
-        if self._owner_sessions is None:
-            return True
-        return session_key is not None and self._owner_sessions(session_key)
-
     def trusted(self, entry: HistoryEntry) -> bool:
         """May ``entry`` change SOUL.md, USER.md, MEMORY.md or skills? Only when it came from
         the owner's private chats.
@@ -137,13 +130,12 @@ class Dream:
         The consolidator records each entry's provenance (``owner``, ``chat_type``); an entry
         from a guest or from any group chat (the owner's own group messages included: other
         people's words sit in the same chunk) is not trusted. Entries written before provenance
-        was recorded carry none: for them the session key decides, as it did for USER.md
-        before — an owner-private session key, or every entry when no owner list is wired
-        (a bare ``Dream`` in a test or a tool).
+        was recorded carry none and count as the owner's: they predate the field, and the
+        window closes with the first Dream after the upgrade.
         """
-        if entry.owner is not None:
-            return entry.owner and entry.chat_type in (None, "private")
-        return self._is_owner(entry.session_key)
+        if entry.owner is None:
+            return True
+        return entry.owner and entry.chat_type in (None, "private")
 
     # ------------------------------------------------------------------ locking
     async def run(self, *, dry_run: bool = False, from_cursor: int | None = None) -> DreamReport:
@@ -187,9 +179,11 @@ class Dream:
         # that holds the edit tools. They stay in history (and the recall index) as notes.
         owned = [e for e in batch if self.trusted(e)]
         tools = DreamTools(self.workspace, self.caps)
+        covered = False
         try:
             found = await self._analyse(owned, report) if owned else None
             self._cover_held(batch, owned, report)
+            covered = True
             if found is None:  # nothing the owner said, or every entry too long for the window
                 if not dry_run:
                     await self._finish(report)
@@ -210,6 +204,8 @@ class Dream:
             raise
         except Exception as exc:  # noqa: BLE001 - reported; the entries stay for the next run
             report.error = str(exc) or type(exc).__name__
+            if not covered and report.last_cursor is not None:
+                self._cover_held(batch, owned, report)  # so a skipped batch skips its held entries too
             if not dry_run and self._give_up(report):
                 await self._finish(report)
             await self._commit(tools, report)
@@ -378,6 +374,4 @@ class Dream:
 
 
 def _who(entry: HistoryEntry) -> str:
-    if entry.owner is None:
-        return "no recorded provenance; not an owner-private session"
     return f"{entry.channel or '?'}, {entry.chat_type or '?'} chat, {'owner' if entry.owner else 'guest'}"

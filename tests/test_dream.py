@@ -38,20 +38,19 @@ SKILL = ("---\nname: weekly-report\ndescription: Gather tickets, summarise, emai
 
 
 class Env:
-    def __init__(self, workspace: Path, config: Config, fake: FakeLLMServer,
-                 owner_sessions: Callable[[str], bool] | None) -> None:
+    def __init__(self, workspace: Path, config: Config, fake: FakeLLMServer) -> None:
         self.workspace = workspace
         self.config = config
         self.fake = fake
         self.store = MemoryStore(workspace, max_history_entries=config.agent.memory.max_history_entries,
                                  timezone=config.agent.timezone)
         self.git = GitStore(workspace)
-        self.dream = self.new_dream(owner_sessions)
+        self.dream = self.new_dream()
 
-    def new_dream(self, owner_sessions: Callable[[str], bool] | None = None) -> Dream:
+    def new_dream(self) -> Dream:
         model = LiteLLMChatModel(self.config)
         return Dream(self.store, self.git, model, workspace=self.workspace, config=self.config.agent,
-                     tool_loop=ModelToolLoop(model), owner_sessions=owner_sessions)
+                     tool_loop=ModelToolLoop(model))
 
     def read(self, rel: str) -> str:
         return (self.workspace / rel).read_text()
@@ -69,7 +68,6 @@ class Env:
 @pytest.fixture
 def make_env(workspace: Path, fake_llm: FakeLLMServer, make_config: Callable[..., Config]):
     async def build(*, dream: dict[str, Any] | None = None, memory: dict[str, Any] | None = None,
-                    owner_sessions: Callable[[str], bool] | None = None,
                     history: list[tuple[str, str]] | None = None,
                     defaults: dict[str, Any] | None = None) -> Env:
         (workspace / "memory").mkdir(exist_ok=True)
@@ -81,10 +79,16 @@ def make_env(workspace: Path, fake_llm: FakeLLMServer, make_config: Callable[...
         (workspace / "sessions" / "telegram_1.jsonl").write_text("{}\n")
         config = make_config(agents={"defaults": {"llmRetries": 0, "dream": dream or {},
                                                   "memory": memory or {}, **(defaults or {})}})
-        env = Env(workspace, config, fake_llm, owner_sessions)
+        env = Env(workspace, config, fake_llm)
         await env.git.ainit()
         for content, key in history or []:
-            await env.store.append_history(content, session_key=key)
+            # Provenance as the consolidator records it: the group's entry is a guest's.
+            source = {OWNER: ("private", True), GROUP: ("group", False)}.get(key)
+            if source is None:
+                await env.store.append_history(content, session_key=key)
+            else:
+                await env.store.append_history(content, session_key=key, channel="telegram",
+                                               chat_type=source[0], owner=source[1])
         return env
 
     return build
@@ -108,7 +112,7 @@ def snapshot(workspace: Path) -> dict[str, bytes]:
 # ----------------------------------------------------------------------------- the happy path
 
 async def test_dream_edits_user_removes_stale_memory_creates_a_skill_and_can_be_undone(make_env) -> None:
-    env = await make_env(history=HISTORY, owner_sessions=lambda key: key == OWNER)
+    env = await make_env(history=HISTORY)
     (env.workspace / "SOUL.md").write_text("# Soul\n\nCalm, brief and a little funny.\n")  # hand edit
     env.fake.queue(
         Reply("Here is what I found:\n"
@@ -268,7 +272,7 @@ async def test_phase2_refuses_paths_rewrites_and_bad_edits(make_env, tmp_path: P
 
 
 async def test_group_entries_are_history_only_and_never_reach_the_model(make_env, caplog) -> None:
-    env = await make_env(history=[HISTORY[2]], owner_sessions=lambda key: key == OWNER)
+    env = await make_env(history=[HISTORY[2]])
     before = snapshot(env.workspace)
     caplog.set_level(logging.WARNING, logger="memory.dream")
     report = await env.dream.run()

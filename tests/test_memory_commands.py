@@ -112,7 +112,6 @@ async def test_forget_is_refused_while_dream_runs(
     gw.add_channel("cli", ch)
     async with gw:
         (workspace / "USER.md").write_text("# User\n- likes cats\n")
-        gw.parts.owner_sessions.add("cli:1")  # an entry without provenance: its session key decides
         await gw.parts.store.append_history("- something new", session_key="cli:1")
         fake_llm.latency = 1.5
         fake_llm.queue(Reply("[SKIP]"))
