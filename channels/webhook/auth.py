@@ -37,6 +37,8 @@ from channels.gate import Role
 Credential = Literal["admin", "integration"]
 
 ADMIN_SETTING = "channels.webhook.adminToken"
+SESSION_403 = f"The integration token did not write to this chat; reading or resetting it needs {ADMIN_SETTING}."
+LIST_SCAN_LIMIT = 100_000  # sessions scanned to filter the integration token's own chats
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS chat_roles (
@@ -80,6 +82,12 @@ def role_refusal(chat_id: str, claimed: Role) -> str:
     return (f"chat {chat_id!r} belongs to another role: it is {'an owner' if claimed == 'owner' else 'a guest'}"
             f"'s chat, and a session never mixes owners and guests (their turns would share one "
             f"transcript); use another chat_id for this sender")
+
+
+def unwritten_refusal(key: str, admin_configured: bool) -> str:
+    unset = "" if admin_configured else f" ({ADMIN_SETTING} is not set)"
+    return (f"this token did not write to {key!r}: the integration token reads only the chats it "
+            f"wrote to; other sessions need {ADMIN_SETTING}{unset}")
 
 
 class ChatLedger:

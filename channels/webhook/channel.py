@@ -55,7 +55,9 @@ from channels.webhook.api import (
     error_response,
     guarded_route,
 )
-from channels.webhook.auth import ADMIN_SETTING, ChatLedger, Credential, bearer, classify, fingerprint, role_refusal
+from channels.webhook.auth import (
+    LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, bearer, classify, fingerprint, role_refusal,
+    unwritten_refusal)
 from channels.webhook.outbox import CallbackSender, check_callback_url
 from channels.webhook.store import RequestRecord, WebhookStore
 from config.schema import WebhookConfig
@@ -65,9 +67,6 @@ logger = logging.getLogger(__name__)
 CHANNEL = "webhook"
 PUBLISH_TIMEOUT_S = 2.0
 SHUTTING_DOWN = "the gateway is shutting down; try again in a moment"
-SESSION_403 = ("The integration token did not write to this chat; reading or resetting it needs "
-               "channels.webhook.adminToken.")
-LIST_SCAN_LIMIT = 100_000  # sessions scanned to filter the integration token's own chats
 
 
 class _Shutdown:
@@ -439,9 +438,7 @@ class WebhookChannel:
         kind, token_fp = self._caller(request)
         chat_id = key.removeprefix(f"{CHANNEL}:")
         if kind != "admin" and not await asyncio.to_thread(self.ledger.wrote, token_fp, chat_id):
-            admin = "" if self.cfg.admin_token.get_secret_value() else f" ({ADMIN_SETTING} is not set)"
-            return error_response(403, f"this token did not write to {key!r}: the integration token reads only "
-                                       f"the chats it wrote to; other sessions need {ADMIN_SETTING}{admin}")
+            return error_response(403, unwritten_refusal(key, bool(self.cfg.admin_token.get_secret_value())))
         return detail
 
 
