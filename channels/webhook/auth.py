@@ -32,7 +32,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from fastapi.responses import JSONResponse
+
 from channels.gate import Role
+from channels.webhook.api import error_response
+from config.schema import WebhookConfig
 
 Credential = Literal["admin", "integration"]
 
@@ -76,6 +80,30 @@ def bearer(header: str | None) -> str | None:
     scheme, _, credential = header.partition(" ")
     credential = credential.strip()
     return credential if scheme.lower() == "bearer" and credential else None
+
+
+def authorize(cfg: WebhookConfig, header: str | None) -> JSONResponse | None:
+    """The refusal for a request without a valid credential (either token), else None."""
+    token = cfg.token.get_secret_value()
+    if not token:
+        return error_response(503, "the webhook is disabled: channels.webhook.token is empty; set "
+                                   "one (`lucid onboard --webhook-token` generates it) and restart the gateway")
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if not header:
+        return error_response(401, "missing 'Authorization: Bearer <token>' header", headers=challenge)
+    credential = bearer(header)
+    if credential is None:
+        return error_response(401, "the Authorization header must be 'Bearer <token>'", headers=challenge)
+    if classify(credential, token=token, admin_token=cfg.admin_token.get_secret_value()) is None:
+        return error_response(401, "invalid token", headers=challenge)
+    return None
+
+
+def caller(cfg: WebhookConfig, header: str | None) -> tuple[Credential, str]:
+    """An already authorized caller's credential kind and token fingerprint."""
+    credential = bearer(header) or ""
+    kind = classify(credential, token=cfg.token.get_secret_value(), admin_token=cfg.admin_token.get_secret_value())
+    return kind or "integration", fingerprint(credential)
 
 
 def role_refusal(chat_id: str, claimed: Role) -> str:

@@ -56,8 +56,7 @@ from channels.webhook.api import (
     guarded_route,
 )
 from channels.webhook.auth import (
-    LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, bearer, classify, fingerprint, role_refusal,
-    unwritten_refusal)
+    LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, authorize, caller, role_refusal, unwritten_refusal)
 from channels.webhook.outbox import CallbackSender, check_callback_url
 from channels.webhook.store import RequestRecord, WebhookStore
 from config.schema import WebhookConfig
@@ -185,28 +184,10 @@ class WebhookChannel:
 
     # -- auth ---------------------------------------------------------------------------------
     def authorize(self, header: str | None) -> JSONResponse | None:
-        token = self.cfg.token.get_secret_value()
-        if not token:
-            return error_response(503, "the webhook is disabled: channels.webhook.token is empty; set "
-                                       "one (`lucid onboard --webhook-token` generates it) and restart the gateway")
-        challenge = {"WWW-Authenticate": "Bearer"}
-        if not header:
-            return error_response(401, "missing 'Authorization: Bearer <token>' header", headers=challenge)
-        credential = bearer(header)
-        if credential is None:
-            return error_response(401, "the Authorization header must be 'Bearer <token>'", headers=challenge)
-        if self._credential(credential) is None:
-            return error_response(401, "invalid token", headers=challenge)
-        return None
-
-    def _credential(self, credential: str) -> Credential | None:
-        return classify(credential, token=self.cfg.token.get_secret_value(),
-                        admin_token=self.cfg.admin_token.get_secret_value())
+        return authorize(self.cfg, header)
 
     def _caller(self, request: Request) -> tuple[Credential, str]:
-        """The (already authorized) caller's credential kind and fingerprint."""
-        credential = bearer(request.headers.get("authorization")) or ""
-        return self._credential(credential) or "integration", fingerprint(credential)
+        return caller(self.cfg, request.headers.get("authorization"))
 
     # -- routes -------------------------------------------------------------------------------
     def router(self) -> APIRouter:
