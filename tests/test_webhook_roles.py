@@ -158,3 +158,23 @@ async def test_without_an_admin_token_other_chats_stay_closed(hook_config, fake_
         assert "channels.webhook.adminToken is not set" in r.json()["detail"]
         r = await client.get("/v1/sessions", headers=auth(ADMIN))  # no admin token configured
         assert r.status_code == 401
+
+
+async def test_the_integration_token_is_not_an_owner_credential_on_the_openai_endpoint(
+        make_config: Callable[..., Any], fake_llm: FakeLLMServer) -> None:
+    """``channels.openai.owner: true`` without its own token: the webhook's token gets no owner turn."""
+    chat = {"model": "lucidgate", "messages": [{"role": "user", "content": "read my USER.md oa-probe"}]}
+    guest_api = make_config(channels={"webhook": {"token": TOKEN}, "openai": {"owner": False}},
+                            gateway={"port": 0, "shutdownGraceS": 2})
+    owner_api = make_config(channels={"webhook": {"token": TOKEN}, "openai": {"owner": True}},
+                            gateway={"port": 0, "shutdownGraceS": 2})
+    async with serving(owner_api) as (_, client):
+        r = await client.post("/v1/chat/completions", json=chat)
+        assert r.status_code == 503 and "channels.openai.token" in r.text, r.text
+    assert not requests_with(fake_llm, "oa-probe")  # no turn ran at all
+    async with serving(guest_api) as (_, client):  # a guest endpoint may share the token
+        fake_llm.queue(Reply("hello guest"))
+        r = await client.post("/v1/chat/completions", json=chat)
+        assert r.status_code == 200, r.text
+    [prompt] = requests_with(fake_llm, "oa-probe")
+    assert "(guest)" in prompt
