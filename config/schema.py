@@ -240,7 +240,8 @@ class SlackConfig(Section):
 
 class WebhookConfig(Section):
     enabled: bool = True
-    token: SecretStr = SecretStr("")
+    token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
+    admin_token: SecretStr = SecretStr("")  # lists/reads/resets every webhook session; empty: nobody
     callback_secret: SecretStr = SecretStr("")
     owners: list[str] = Field(default_factory=list)
     wait_timeout_s: float = Field(120, gt=0)

@@ -38,7 +38,7 @@ from gateway.mcp import McpManager
 from gateway.metrics import Metrics
 from gateway.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
 from gateway.model_command import register_model_command
-from gateway.roles import OwnerSessions
+from gateway.roles import OwnerSessions, history_provenance
 from gateway.runner import PromptEstimator
 from gateway.runtime import Gateway, GatewayParts
 from gateway.skills import SkillsLoader, config_checker
@@ -122,9 +122,9 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
         return await estimator.estimate(session, origin_context(session))
 
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,
-                                on_event=metrics.consolidation, working_set=agent.working_set)
-    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
-                  owner_sessions=lambda key: key in owner_sessions)
+                                on_event=metrics.consolidation, working_set=agent.working_set,
+                                provenance=history_provenance(config, owner_sessions))
+    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model))
 
     async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
+from channels.gate import role_of
 from config.fileio import atomic_write_text
+from config.schema import Config
+from memory._history_index import Provenance
+from memory.consolidator import ProvenanceOf
+from memory.sessions import Session
 
 logger = logging.getLogger(__name__)
 
@@ -39,3 +46,22 @@ class OwnerSessions(set[str]):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.path, json.dumps(sorted(self)))
         return True
+
+
+def history_provenance(config: Config, owner_sessions: Collection[str]) -> ProvenanceOf:
+    """The consolidator's provenance for a chunk of ``session``: its channel and chat type, and
+    ``owner`` only when the session is one of the owner's private chats *and* every person who
+    wrote in the chunk is an owner (``role_of``) — a chat that somehow mixed roles counts as a
+    guest's, so Dream keeps it away from the long-term files."""
+
+    def provenance(session: Session, chunk: list[dict[str, Any]]) -> Provenance:
+        origin = session.metadata.get("origin") or {}
+        channel = str(origin.get("channel") or session.key.split(":", 1)[0])
+        chat_type = str(origin.get("chat_type") or "private")
+        senders = {str(m["sender_id"]) for m in chunk
+                   if m.get("role") == "user" and m.get("sender_id") not in (None, "")}
+        owner = (chat_type == "private" and session.key in owner_sessions
+                 and all(role_of(config, channel, s) == "owner" for s in senders))
+        return Provenance(channel=channel, chat_type=chat_type, owner=owner)
+
+    return provenance

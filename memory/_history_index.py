@@ -28,11 +28,27 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a history entry came from, in the recall index's vocabulary (``channel``,
+    ``chat_type``, ``owner``). ``owner`` is None when unknown (not recorded)."""
+
+    channel: str | None = None
+    chat_type: str | None = None
+    owner: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryEntry:
+    """One line of history.jsonl. Provenance fields are None on entries written before the
+    consolidator recorded them."""
+
     cursor: int
     timestamp: str
     content: str
     session_key: str | None
+    channel: str | None = None
+    chat_type: str | None = None
+    owner: bool | None = None
 
 
 def parse_entry(raw: bytes) -> HistoryEntry | None:
@@ -49,7 +65,11 @@ def parse_entry(raw: bytes) -> HistoryEntry | None:
         return None
     if not isinstance(timestamp, str) or not (key is None or isinstance(key, str)):
         return None
-    return HistoryEntry(cursor, timestamp, content, key)
+    channel, chat_type, owner = data.get("channel"), data.get("chat_type"), data.get("owner")
+    return HistoryEntry(cursor, timestamp, content, key,
+                        channel=channel if isinstance(channel, str) else None,
+                        chat_type=chat_type if isinstance(chat_type, str) else None,
+                        owner=owner if isinstance(owner, bool) else None)
 
 
 class HistoryIndex:

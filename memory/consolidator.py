@@ -15,6 +15,12 @@ one runs only marks "check again". Turns keep appending while a background round
 a round works on a snapshot that ends before the newest user message, so indices it
 archives never move.
 
+Provenance: every history entry records where its chunk came from (channel, chat type,
+and whether it is the owner's), computed by ``provenance`` — the composition root knows
+who the owners are; memory does not. Dream lets only owner-private entries change the
+long-term files (``memory/dream.py``). Without a ``provenance`` callable the channel and
+chat type come from the session's origin and ``owner`` stays unrecorded.
+
 Events for metrics (``on_event``): ``"archived"`` per chunk summarised by the LLM
 (including a "(nothing)" answer), ``"raw_fallback"`` per chunk archived as ``[RAW]``,
 ``"noop"`` per check that archived nothing. A "(nothing)" answer appends no history entry
@@ -38,6 +44,7 @@ from memory.consolidation_prompt import (
     prompt_overhead_tokens,
     raw_entry,
 )
+from memory._history_index import Provenance
 from memory.errors import PromptTooLong
 from memory.protocols import ChatModel, PromptSizer
 from memory.sessions import Session, SessionStore
@@ -49,6 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Estimator = PromptSizer  # kept for callers that name the type
+ProvenanceOf = Callable[[Session, list[dict[str, Any]]], Provenance]
 MIN_CHUNK_TOKENS = 256  # halving a refused chunk stops here; below it the chunk goes raw
 
 
@@ -57,6 +65,14 @@ def default_chunk_tokens(budget: int, requested: int | None = None) -> int:
     ceiling = max(budget - prompt_overhead_tokens(), 1)
     wanted = budget // 2 if requested is None else requested
     return max(min(wanted, ceiling), 1)
+
+
+def origin_provenance(session: Session, chunk: list[dict[str, Any]]) -> Provenance:
+    """Channel and chat type from the session's origin; the owner question left open."""
+    origin = session.metadata.get("origin") or {}
+    channel, chat_type = origin.get("channel"), origin.get("chat_type")
+    return Provenance(channel=channel if isinstance(channel, str) else None,
+                      chat_type=chat_type if isinstance(chat_type, str) else None)
 
 
 class Consolidator:
@@ -73,6 +89,7 @@ class Consolidator:
         on_event: Callable[[str], None] | None = None,
         answer_tokens: int | None = None,
         working_set: int | None = None,
+        provenance: ProvenanceOf | None = None,
     ) -> None:
         if budget <= 0:
             raise ValueError(f"consolidation budget must be positive, got {budget}")
@@ -94,6 +111,7 @@ class Consolidator:
         # working set; to 3/4 of it, so consolidation runs every few turns, not every turn.
         self.working_set = working_set
         self.working_set_low = working_set * 3 // 4 if working_set is not None else None
+        self._provenance = provenance or origin_provenance
         self._failed: set[str] = set()  # sessions whose last summary call failed
         self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -282,7 +300,9 @@ class Consolidator:
                 continue
             break
         if content:
-            await self._store.append_history(content, session_key=session.key)
+            source = self._provenance(session, chunk)
+            await self._store.append_history(content, session_key=session.key, channel=source.channel,
+                                             chat_type=source.chat_type, owner=source.owner)
         await self._sessions.set_last_consolidated(session, end)
         logger.debug("%s: archived messages %d-%d (%s cut, %d tokens%s)", session.key, start,
                      end - 1, cut.kind, cut.tokens, ", raw" if raw else "")

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +63,7 @@ class DreamReport:
     stop_reason: str | None = None
     dry_run: bool = False
     skipped: list[int] = field(default_factory=list)  # entries too long for the window
+    history_only: list[int] = field(default_factory=list)  # guest/group entries, never shown to the editor
 
     @property
     def processed(self) -> tuple[int, int] | None:
@@ -80,6 +81,9 @@ class DreamReport:
         lines += [f"  - {c}" for c in self.changes]
         if self.commit:
             lines.append(f"Commit {self.commit[:8]} (undo with /dream-restore {self.commit[:8]}).")
+        if self.history_only:
+            lines.append("Kept as history only (guests or group chats): "
+                         + ", ".join(f"#{c}" for c in self.history_only) + ".")
         if self.skipped:
             lines.append("Skipped (too long for the context window): "
                          + ", ".join(f"#{c}" for c in self.skipped) + ".")
@@ -100,7 +104,6 @@ class Dream:
         workspace: Path,
         config: AgentDefaults,
         tool_loop: ToolLoop,
-        owner_sessions: Callable[[str], bool] | None = None,
     ) -> None:
         self.store = store
         self.git = git
@@ -108,7 +111,6 @@ class Dream:
         self.tool_loop = tool_loop
         self.workspace = Path(workspace)
         self.config = config
-        self._owner_sessions = owner_sessions
         self._lock = asyncio.Lock()
         self._failed_runs: dict[int, int] = {}  # first cursor of a failing batch -> runs failed
         # thread_local=False: acquired and released from different worker threads.
@@ -121,10 +123,19 @@ class Dream:
     def running(self) -> bool:
         return self._lock.locked()
 
-    def _is_owner(self, session_key: str | None) -> bool:
-        if self._owner_sessions is None:
+    def trusted(self, entry: HistoryEntry) -> bool:
+        """May ``entry`` change SOUL.md, USER.md, MEMORY.md or skills? Only when it came from
+        the owner's private chats.
+
+        The consolidator records each entry's provenance (``owner``, ``chat_type``); an entry
+        from a guest or from any group chat (the owner's own group messages included: other
+        people's words sit in the same chunk) is not trusted. Entries written before provenance
+        was recorded carry none and count as the owner's: they predate the field, and the
+        window closes with the first Dream after the upgrade.
+        """
+        if entry.owner is None:
             return True
-        return session_key is not None and self._owner_sessions(session_key)
+        return entry.owner and entry.chat_type in (None, "private")
 
     # ------------------------------------------------------------------ locking
     async def run(self, *, dry_run: bool = False, from_cursor: int | None = None) -> DreamReport:
@@ -164,21 +175,28 @@ class Dream:
         if not batch:
             report.stop_reason = "nothing to do"
             return report  # no LLM call at all
-        tools = DreamTools(self.workspace, self.caps, user_writable=True)
+        # Enforced here, not by the prompt: guest and group-chat entries never reach the model
+        # that holds the edit tools. They stay in history (and the recall index) as notes.
+        owned = [e for e in batch if self.trusted(e)]
+        tools = DreamTools(self.workspace, self.caps)
+        covered = False
         try:
-            found = await self._analyse(batch, report)
-            if found is None:  # every entry was skipped as too long for the window
+            found = await self._analyse(owned, report) if owned else None
+            self._cover_held(batch, owned, report)
+            covered = True
+            if found is None:  # nothing the owner said, or every entry too long for the window
                 if not dry_run:
                     await self._finish(report)
+                report.stop_reason = report.stop_reason or "done"
                 return report
-            batch, findings = found
-            tools.user_writable = any(self._is_owner(e.session_key) for e in batch)
+            analysed, findings = found
+            tools.trusted = all(self.trusted(e) for e in analysed)
             if dry_run:
                 return report
             if any(f.tag != "SKIP" for f in findings):
                 # Hand edits go into history first, so the dream commit holds only Dream's.
                 await self.git.acommit_manual_edits()
-                await self._phase2(findings, tools, report, tools.user_writable)
+                await self._phase2(findings, tools, report)
             else:
                 report.stop_reason = "done"
         except asyncio.CancelledError:
@@ -186,6 +204,8 @@ class Dream:
             raise
         except Exception as exc:  # noqa: BLE001 - reported; the entries stay for the next run
             report.error = str(exc) or type(exc).__name__
+            if not covered and report.last_cursor is not None:
+                self._cover_held(batch, owned, report)  # so a skipped batch skips its held entries too
             if not dry_run and self._give_up(report):
                 await self._finish(report)
             await self._commit(tools, report)
@@ -196,6 +216,23 @@ class Dream:
         await self._finish(report)
         await self._commit(tools, report)
         return report
+
+    def _cover_held(self, batch: list[HistoryEntry], owned: list[HistoryEntry],
+                    report: DreamReport) -> None:
+        """Stretch the report over the untrusted entries the cursor may move past, and log the
+        refusal: they are read by nobody who can edit the long-term files."""
+        report.first_cursor = batch[0].cursor
+        if not owned or report.last_cursor == owned[-1].cursor:
+            report.last_cursor = batch[-1].cursor  # every owner entry handled: the rest too
+        last = report.last_cursor or 0
+        held = [e for e in batch if e.cursor <= last and not self.trusted(e)]
+        report.history_only = [e.cursor for e in held]
+        if held:
+            sources = sorted({f"{e.session_key or 'unknown session'} ({_who(e)})" for e in held})
+            logger.warning("dream: refused to let history entries %s change SOUL.md, USER.md, "
+                           "memory/MEMORY.md or skills: they come from guests or group chats (%s); "
+                           "they stay in history only", ", ".join(f"#{e.cursor}" for e in held),
+                           "; ".join(sources))
 
     def _give_up(self, report: DreamReport) -> bool:
         """Whether a batch that failed again is skipped now (so it is not retried forever)."""
@@ -262,7 +299,7 @@ class Dream:
         budget = self.config.prompt_budget
 
         def messages_for(entries: list[HistoryEntry]) -> list[dict[str, Any]]:
-            return phase1_messages(entries, files, self.caps, skills, today, self._is_owner)
+            return phase1_messages(entries, files, self.caps, skills, today)
 
         def fitting(entries: list[HistoryEntry]) -> list[HistoryEntry]:
             while len(entries) > 1 and tokens.count_messages(messages_for(entries)) > budget:
@@ -301,19 +338,15 @@ class Dream:
     def _findings(self, content: str | None, batch: list[HistoryEntry],
                   report: DreamReport) -> list[Finding]:
         findings = parse_findings(content)
-        if not any(self._is_owner(e.session_key) for e in batch) and any(f.tag == "USER" for f in findings):
-            logger.warning("dream: dropped [USER] findings from a batch with no owner entries")
-            findings = [f for f in findings if f.tag != "USER"]
         report.findings = [str(f) for f in findings]
         return findings
 
-    async def _phase2(self, findings: list[Finding], tools: DreamTools, report: DreamReport,
-                      user_writable: bool) -> None:
+    async def _phase2(self, findings: list[Finding], tools: DreamTools, report: DreamReport) -> None:
         actionable = [f for f in findings if f.tag != "SKIP"]
         files = await self._read_files()
         skills = await asyncio.to_thread(list_skills, self.workspace)
         messages: list[dict[str, Any]] = list(phase2_messages(
-            actionable, files, self.caps, skills, self._today(), user_writable))
+            actionable, files, self.caps, skills, self._today()))
         budget = self.config.dream.token_budget
         max_iterations = self.config.dream.max_iterations
         stats = LoopStats()
@@ -338,3 +371,7 @@ class Dream:
         }[outcome.stop]
         if outcome.stop not in ("done", "cut"):
             logger.warning("dream stopped: %s", report.stop_reason)
+
+
+def _who(entry: HistoryEntry) -> str:
+    return f"{entry.channel or '?'}, {entry.chat_type or '?'} chat, {'owner' if entry.owner else 'guest'}"

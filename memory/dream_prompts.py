@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from memory._history_index import HistoryEntry
@@ -41,8 +41,6 @@ Rules:
   stale: [FILE-REMOVE] them.
 - Only propose a [SKILL] for a workflow the history shows at least twice, and never one
   that duplicates an existing skill.
-- Entries marked "not owner" come from guests or group chats: never turn them into
-  [USER] findings.
 - Skip small talk and anything that can be re-derived from files.
 - If nothing qualifies, answer with the single line [SKIP].
 """
@@ -73,12 +71,12 @@ class Finding:
         return f"[{self.tag}] {self.text}".rstrip()
 
 
-def render_entries(entries: Sequence[HistoryEntry], is_owner: Callable[[str | None], bool]) -> str:
+def render_entries(entries: Sequence[HistoryEntry]) -> str:
+    """Only the owner's private entries get here (Dream filters the rest out in code)."""
     lines = []
     for entry in entries:
-        who = "owner" if is_owner(entry.session_key) else "not owner: never use for USER.md"
         lines.append(f"### #{entry.cursor} · {entry.timestamp} · "
-                     f"{entry.session_key or 'unknown session'} · {who}\n{entry.content.strip()}")
+                     f"{entry.session_key or 'unknown session'}\n{entry.content.strip()}")
     return "\n\n".join(lines)
 
 
@@ -96,23 +94,19 @@ def render_skills(skills: Iterable[SkillInfo]) -> str:
 
 
 def phase1_messages(entries: Sequence[HistoryEntry], files: dict[str, str], caps: dict[str, int],
-                    skills: Sequence[SkillInfo], today: str,
-                    is_owner: Callable[[str | None], bool]) -> list[dict[str, str]]:
-    user = (f"Today is {today}.\n\n# New history entries\n\n{render_entries(entries, is_owner)}"
+                    skills: Sequence[SkillInfo], today: str) -> list[dict[str, str]]:
+    user = (f"Today is {today}.\n\n# New history entries\n\n{render_entries(entries)}"
             f"\n\n# Current memory files\n\n{render_files(files, caps)}"
             f"\n\n# Existing skills\n{render_skills(skills)}")
     return [{"role": "system", "content": PHASE1_SYSTEM}, {"role": "user", "content": user}]
 
 
 def phase2_messages(findings: Sequence[Finding], files: dict[str, str], caps: dict[str, int],
-                    skills: Sequence[SkillInfo], today: str,
-                    user_writable: bool) -> list[dict[str, str]]:
-    note = "" if user_writable else (
-        "\n\nUSER.md is read-only in this run (no entry came from the owner's private chats).")
+                    skills: Sequence[SkillInfo], today: str) -> list[dict[str, str]]:
     user = (f"Today is {today}.\n\n# Findings to apply\n"
             + "\n".join(str(f) for f in findings)
             + f"\n\n# Current memory files\n\n{render_files(files, caps)}"
-            + f"\n\n# Existing skills\n{render_skills(skills)}{note}")
+            + f"\n\n# Existing skills\n{render_skills(skills)}")
     return [{"role": "system", "content": PHASE2_SYSTEM}, {"role": "user", "content": user}]
 
 

@@ -89,7 +89,9 @@ class DreamTools:
 
     workspace: Path
     size_caps: dict[str, int]
-    user_writable: bool = True
+    # False when the run holds entries that are not the owner's private words: every write is
+    # refused (Dream filters those entries out first; this is the guard behind that filter).
+    trusted: bool = True
     changes: list[str] = field(default_factory=list)
 
     async def call(self, name: str, raw_arguments: str) -> str:
@@ -103,6 +105,11 @@ class DreamTools:
                    "write_file": self._write}.get(name)
         if handler is None:
             return f"Error: unknown tool {name!r}; use read_file, edit_file or write_file"
+        if name != "read_file" and not self.trusted:
+            logger.warning("dream tool %s refused: this run holds history from guests or group chats, "
+                           "which may not change SOUL.md, USER.md, memory/MEMORY.md or skills", name)
+            return ("Error: this run holds history from guests or group chats; it may not change "
+                    "SOUL.md, USER.md, memory/MEMORY.md or skills")
         try:
             return await asyncio.to_thread(handler, args)
         except ToolRefused as exc:
@@ -147,9 +154,6 @@ class DreamTools:
         old, new = args.get("old_text"), args.get("new_text")
         if not isinstance(old, str) or not isinstance(new, str):
             raise ToolRefused("'old_text' and 'new_text' must be strings")
-        if rel == "USER.md" and not self.user_writable:
-            raise ToolRefused("USER.md may only change from the owner's private conversations, "
-                              "and this batch has none; leave USER.md alone")
         path = self.workspace / rel
         text = read_text_or_empty(path)
         if old == "" and not text.strip() and new:

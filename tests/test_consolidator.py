@@ -344,7 +344,8 @@ async def test_nothing_answer_advances_without_an_entry(sessions, store, make, f
 
 async def test_store_failure_keeps_messages_active(sessions, workspace, chat, fake_llm):
     class BrokenStore(MemoryStore):
-        async def append_history(self, content: str, *, session_key: str | None = None) -> int:
+        async def append_history(self, content: str, *, session_key: str | None = None,
+                                 **provenance: Any) -> int:
             raise MemoryStoreError("disk full; free space and retry")
 
     consolidator = Consolidator(sessions, BrokenStore(workspace), chat, estimate=estimate,
@@ -363,10 +364,11 @@ async def test_history_is_written_before_the_header_moves(sessions, workspace, c
     seen: list[tuple[int, int]] = []
 
     class WatchingStore(MemoryStore):
-        async def append_history(self, content: str, *, session_key: str | None = None) -> int:
+        async def append_history(self, content: str, *, session_key: str | None = None,
+                                 **provenance: Any) -> int:
             path = sessions.path_for(session_key)
             seen.append((persisted_last_consolidated(path), len(history(self))))
-            return await super().append_history(content, session_key=session_key)
+            return await super().append_history(content, session_key=session_key, **provenance)
 
     class CrashingSessions(SessionStore):
         crash = True

@@ -151,7 +151,7 @@ async def test_openapi_matches_the_real_routes(wh_config, fake_llm):
 async def test_every_documented_response_of_post_messages_is_real(wh_config, fake_llm, monkeypatch):
     """Trigger each documented status and validate the body against its documented schema."""
     # waitTimeoutS leaves room for the first turn's warm-up on a loaded 2-core machine
-    config = wh_config({"rateLimitPerMin": 3, "waitTimeoutS": 2.0, "maxBodyBytes": 2048})
+    config = wh_config({"rateLimitPerMin": 3, "waitTimeoutS": 2.0, "maxBodyBytes": 2048, "owners": ["boss"]})
     seen: dict[str, dict[str, Any]] = {}
     async with serving(config) as (server, client):
         spec = (await client.get("/openapi.json")).json()
@@ -164,6 +164,7 @@ async def test_every_documented_response_of_post_messages_is_real(wh_config, fak
         await post(200, body(idempotency_key="k"))
         await post(202, body(wait=False))
         await post(409, body("changed", idempotency_key="k"))
+        await post(403, body("owner into the guest's chat", sender="boss"))
         await post(429, body())
         fake_llm.latency = 3.0
         await post(504, body(sender="slow"))

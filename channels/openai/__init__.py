@@ -155,8 +155,9 @@ class OpenAIChannel:
 
     def _authorize(self, header: str | None) -> Response | None:
         if not self._token:
-            return openai_error(503, "the OpenAI endpoint has no token (set channels.openai.token "
-                                     "or channels.webhook.token)", "server_error")
+            needs = ("channels.openai.token (with owner: true the webhook's integration token is not "
+                     "accepted)" if self.cfg.owner else "channels.openai.token or channels.webhook.token")
+            return openai_error(503, f"the OpenAI endpoint has no token (set {needs})", "server_error")
         if header and hmac.compare_digest(header.encode(), f"Bearer {self._token}".encode()):
             return None
         return openai_error(401, "missing or wrong bearer token", "authentication_error")
@@ -237,11 +238,15 @@ def _completion(completion_id: str, model: str, text: str) -> dict[str, Any]:
 
 
 def create_openai_channel(config: Config, bus: MessageBus) -> OpenAIChannel | None:
-    """The channel when enabled; its token falls back to the webhook's integration token."""
+    """The channel when enabled; a guest endpoint's token falls back to the webhook's integration
+    token. An owner endpoint (``owner: true``) needs its own: the integration token is not an
+    owner credential (issue 11)."""
     cfg = config.channels.openai
     if not cfg.enabled:
         return None
-    token = cfg.token.get_secret_value() or config.channels.webhook.token.get_secret_value()
+    token = cfg.token.get_secret_value()
+    if not token and not cfg.owner:
+        token = config.channels.webhook.token.get_secret_value()
     return OpenAIChannel(cfg, bus, token=token)
 
 

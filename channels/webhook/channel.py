@@ -9,7 +9,12 @@ A message is accepted once the bus has journalled it. With ``wait=true`` the ans
 back in the response; if it takes longer than ``waitTimeoutS`` (or the client goes away)
 the request gets 504 and the answer goes to ``callback_url`` when one was given. With
 ``wait=false`` the response is 202 at once and the answer is POSTed to ``callback_url``,
-signed, from a durable outbox (``channels.webhook.outbox``). Requests that carry an
+signed, from a durable outbox (``channels.webhook.outbox``).
+
+Credentials and roles (``channels.webhook.auth``): the bearer token is an integration
+credential, not the owner; ``adminToken`` reads every session, the integration token only
+the chats it wrote to; and a chat belongs to the role (owner or guest) of its first sender —
+the other role is refused with 403, so no session ever mixes roles. Requests that carry an
 ``idempotency_key`` or a ``callback_url`` are remembered in SQLite (``channels.webhook.store``), so
 a retried request never runs a second turn and a restart loses no callback.
 """
@@ -18,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
 import logging
 import math
@@ -31,6 +35,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from channels.bus import BusClosed, BusFull, MessageBus
+from channels.gate import Roster
 from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.messages import InboundMessage, OutboundMessage
 from channels.webhook.api import (
@@ -50,6 +55,8 @@ from channels.webhook.api import (
     error_response,
     guarded_route,
 )
+from channels.webhook.auth import (
+    LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, authorize, caller, role_refusal, unwritten_refusal)
 from channels.webhook.outbox import CallbackSender, check_callback_url
 from channels.webhook.store import RequestRecord, WebhookStore
 from config.schema import WebhookConfig
@@ -89,6 +96,7 @@ class WebhookChannel:
             timeout_s=cfg.callback_timeout_s, max_attempts=cfg.callback_max_attempts,
             backoff_s=cfg.callback_backoff_s)
         self.limiter = SenderRateLimiter(cfg.rate_limit_per_min)
+        self.ledger = ChatLedger(workspace / "state" / "webhook_chats.sqlite")
         self._waiters: dict[str, set[asyncio.Future[Any]]] = {}
         self.previews = PreviewFeeds(bus.live_readers)  # `stream: true` requests, by message id
         self._sessions: SessionsView | None = None
@@ -140,6 +148,7 @@ class WebhookChannel:
             self._purger = None
         await self.sender.stop()
         await asyncio.to_thread(self.store.close)
+        await asyncio.to_thread(self.ledger.close)
 
     def _release_waiters(self) -> None:
         for futures in self._waiters.values():
@@ -175,20 +184,10 @@ class WebhookChannel:
 
     # -- auth ---------------------------------------------------------------------------------
     def authorize(self, header: str | None) -> JSONResponse | None:
-        token = self.cfg.token.get_secret_value()
-        if not token:
-            return error_response(503, "the webhook is disabled: channels.webhook.token is empty; set "
-                                       "one (`lucid onboard --webhook-token` generates it) and restart the gateway")
-        challenge = {"WWW-Authenticate": "Bearer"}
-        if not header:
-            return error_response(401, "missing 'Authorization: Bearer <token>' header", headers=challenge)
-        scheme, _, credential = header.partition(" ")
-        credential = credential.strip()
-        if scheme.lower() != "bearer" or not credential:
-            return error_response(401, "the Authorization header must be 'Bearer <token>'", headers=challenge)
-        if not hmac.compare_digest(credential.encode("utf-8"), token.encode("utf-8")):
-            return error_response(401, "invalid token", headers=challenge)
-        return None
+        return authorize(self.cfg, header)
+
+    def _caller(self, request: Request) -> tuple[Credential, str]:
+        return caller(self.cfg, request.headers.get("authorization"))
 
     # -- routes -------------------------------------------------------------------------------
     def router(self) -> APIRouter:
@@ -203,20 +202,22 @@ class WebhookChannel:
                                             "and `progress` previews, then `reply` (this JSON) or `error`.",
                              "content": {"text/event-stream": {}}},
                        202: doc("Accepted (wait=false); the answer goes to callback_url.", MessageAccepted),
+                       403: doc("The chat belongs to another role (owner vs guest); use another chat_id."),
                        409: doc("idempotency_key was used for a different message within 24 h."),
                        429: doc("Too many messages from this sender (rateLimitPerMin)."),
                        504: doc("No answer within waitTimeoutS; the message stays queued and its "
                                 "answer goes to callback_url if given.")})
         router.add_api_route("/sessions", self._list_sessions, methods=["GET"], response_model=SessionList,
-                             summary="List webhook sessions", responses=dict(AUTH_ERRORS))
+                             summary="List webhook sessions (the integration token: only its own chats)",
+                             responses=dict(AUTH_ERRORS))
         router.add_api_route("/sessions/{key:path}", self._get_session, methods=["GET"],
                              response_model=SessionDetail, summary="Recent messages of a session",
-                             responses={**AUTH_ERRORS, 404: doc("No such webhook session.")})
+                             responses={**AUTH_ERRORS, 403: doc(SESSION_403), 404: doc("No such webhook session.")})
         router.add_api_route(
             "/sessions/{key:path}", self._reset_session, methods=["DELETE"], response_model=MessageReply,
             summary="Start the session afresh (/new), in order with its turns",
             responses={**AUTH_ERRORS, 202: doc("Queued (wait=false).", MessageAccepted),
-                       404: doc("No such webhook session."),
+                       403: doc(SESSION_403), 404: doc("No such webhook session."),
                        504: doc("Not done within waitTimeoutS; it still runs.")})
         return router
 
@@ -233,6 +234,12 @@ class WebhookChannel:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "stream"),
                                            "msg": "stream=true needs wait=true (a 202 has nothing to stream)",
                                            "input": body.stream}])
+        _, token_fp = self._caller(request)
+        role = Roster.of(self.cfg).role(body.sender_id)
+        claimed = await asyncio.to_thread(self.ledger.claim, body.chat_id, role, token_fp)
+        if claimed != role:
+            logger.warning("webhook: refused a %s message into %s's chat %s", role, claimed, body.chat_id)
+            return error_response(403, role_refusal(body.chat_id, claimed), session=f"{CHANNEL}:{body.chat_id}")
         if body.callback_url is not None:
             reason = await self._callback_refusal(body.callback_url)
             if reason is not None:
@@ -370,14 +377,22 @@ class WebhookChannel:
                 del self._waiters[message_id]
 
     # -- sessions -----------------------------------------------------------------------------
-    async def _list_sessions(self, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Response:
+    async def _list_sessions(self, request: Request,
+                             limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Response:
         if self._sessions is None:
             return error_response(503, "session listing is not available in this process")
-        items = await self._sessions.list(f"{CHANNEL}:", limit)
+        kind, token_fp = self._caller(request)
+        if kind == "admin":
+            items = await self._sessions.list(f"{CHANNEL}:", limit)
+        else:  # the integration token sees the chats it wrote to, newest first like the rest
+            mine = await asyncio.to_thread(self.ledger.chats_of, token_fp)
+            everything = await self._sessions.list(f"{CHANNEL}:", LIST_SCAN_LIMIT) if mine else []
+            items = [i for i in everything if str(i.get("chat_id")) in mine][:limit]
         return JSONResponse(SessionList(sessions=[SessionSummary(**i) for i in items]).model_dump())
 
-    async def _get_session(self, key: str, limit: Annotated[int, Query(ge=1, le=500)] = 20) -> Response:
-        detail = await self._session(key, limit)
+    async def _get_session(self, key: str, request: Request,
+                           limit: Annotated[int, Query(ge=1, le=500)] = 20) -> Response:
+        detail = await self._session(key, limit, request)
         if isinstance(detail, Response):
             return detail
         return JSONResponse(SessionDetail(**detail).model_dump())
@@ -385,7 +400,7 @@ class WebhookChannel:
     async def _reset_session(self, key: str, request: Request, wait: bool = True,
                              sender_id: Annotated[str, Query(min_length=1, max_length=256)] = "webhook-api",
                              ) -> Response:
-        found = await self._session(key, 1)
+        found = await self._session(key, 1, request)
         if isinstance(found, Response):
             return found
         if not self.bus.accepting:
@@ -393,7 +408,7 @@ class WebhookChannel:
         return await self._submit(request, key.removeprefix(f"{CHANNEL}:"), sender_id, "/new",
                                   idem_key=None, callback_url=None, wait=wait)
 
-    async def _session(self, key: str, limit: int) -> dict[str, Any] | Response:
+    async def _session(self, key: str, limit: int, request: Request) -> dict[str, Any] | Response:
         if self._sessions is None:
             return error_response(503, "session access is not available in this process")
         if not key.startswith(f"{CHANNEL}:") or key == f"{CHANNEL}:":
@@ -401,6 +416,10 @@ class WebhookChannel:
         detail = await self._sessions.recent(key, limit)
         if detail is None:
             return error_response(404, f"no webhook session {key!r}")
+        kind, token_fp = self._caller(request)
+        chat_id = key.removeprefix(f"{CHANNEL}:")
+        if kind != "admin" and not await asyncio.to_thread(self.ledger.wrote, token_fp, chat_id):
+            return error_response(403, unwritten_refusal(key, bool(self.cfg.admin_token.get_secret_value())))
         return detail
 
 

@@ -132,8 +132,10 @@ async def _import_history(source: Source, workspace: Path, report: ImportReport,
     caught_up = store.dream_cursor() >= store.last_cursor()
     last = 0
     for item, fp in fresh:
+        # The owner imports their own assistant's memory: owner-private provenance.
         last = await store.append_history(item.content, session_key=f"import:{source.kind}",
-                                          timestamp=item.timestamp or None)
+                                          timestamp=item.timestamp or None, channel="import",
+                                          chat_type="private", owner=True)
         seen.add(fp)
     state["history"] = sorted(seen)
     state_path.parent.mkdir(parents=True, exist_ok=True)
