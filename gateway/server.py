@@ -15,6 +15,7 @@ lifespan calls it (a no-op the second time) so every way out drains the same way
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import time
@@ -33,10 +34,10 @@ from channels.cli import CliChannel
 from config.schema import Config
 from gateway.app import build_gateway
 from gateway.console import mount_console
-from gateway.runtime import Gateway
 from gateway.local_api import add_local_route, new_token
 from gateway.ops.health import StorageWatch, probe_workspace
 from gateway.ops.webdocs import SecurityHeaders, add_offline_docs
+from gateway.runtime import Gateway
 from memory.sessions import SessionStore, read_header
 
 logger = logging.getLogger(__name__)
@@ -107,6 +108,23 @@ class SessionsOnDisk:
             return found[:limit]
 
         return await asyncio.to_thread(scan)
+
+    async def said(self, key: str, after: int, limit: int) -> builtins.list[dict[str, Any]] | None:
+        """What the assistant said in ``key`` after position ``after`` (answers, reminders,
+        error notes), oldest first; positions are indexes into the append-only transcript."""
+        if self.sessions.cached(key) is None and not await asyncio.to_thread(self.sessions.path_for(key).exists):
+            return None
+        session = await self.sessions.get(key)
+        out: list[dict[str, Any]] = []
+        for i in range(max(0, after), len(session.messages)):
+            m = session.messages[i]
+            if m.get("role") != "assistant" or m.get("tool_calls") or not isinstance(m.get("content"), str):
+                continue
+            kind = "reminder" if m.get("kind") == "reminder" else "error" if m.get("status") == "error" else "reply"
+            out.append({"id": i + 1, "kind": kind, "text": m["content"], "timestamp": m.get("timestamp")})
+            if len(out) >= limit:
+                break
+        return out
 
     async def recent(self, key: str, limit: int) -> dict[str, Any] | None:
         if self.sessions.cached(key) is None:

@@ -13,17 +13,17 @@ megabytes and be told about its JSON before being told about its token.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import HTTPException, Request
-from starlette.types import Message, Receive
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-
+from starlette.types import Message, Receive
 
 # An oversized body is read and dropped up to this much, so the client sees the 413.
 DISCARD_MAX_BYTES = 64 * 1024 * 1024
@@ -113,6 +113,8 @@ class SessionsView(Protocol):
     async def list(self, prefix: str, limit: int) -> list[dict[str, Any]]: ...
 
     async def recent(self, key: str, limit: int) -> dict[str, Any] | None: ...
+
+    async def said(self, key: str, after: int, limit: int) -> builtins.list[dict[str, Any]] | None: ...
 
 
 def doc(description: str, model: type[BaseModel] = ErrorBody) -> dict[str, Any]:

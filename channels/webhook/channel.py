@@ -36,7 +36,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.gate import Roster
-from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.messages import InboundMessage, OutboundMessage
 from channels.webhook.api import (
     AUTH_ERRORS,
@@ -44,11 +43,11 @@ from channels.webhook.api import (
     MessageAccepted,
     MessageReply,
     MessageRequest,
+    SenderRateLimiter,
     SessionDetail,
     SessionList,
-    SessionsView,
     SessionSummary,
-    SenderRateLimiter,
+    SessionsView,
     bearer_scheme,
     client_gone,
     doc,
@@ -56,8 +55,19 @@ from channels.webhook.api import (
     guarded_route,
 )
 from channels.webhook.auth import (
-    LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, authorize, caller, role_refusal, unwritten_refusal)
+    LIST_SCAN_LIMIT,
+    SESSION_403,
+    ChatLedger,
+    Credential,
+    authorize,
+    caller,
+    role_refusal,
+    unwritten_refusal,
+)
+from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
+from channels.webhook.chat_messages import ChatMessages, chat_messages_route
 from channels.webhook.outbox import CallbackSender, check_callback_url
+from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.webhook.store import RequestRecord, WebhookStore
 from config.schema import WebhookConfig
 
@@ -219,6 +229,12 @@ class WebhookChannel:
             responses={**AUTH_ERRORS, 202: doc("Queued (wait=false).", MessageAccepted),
                        403: doc(SESSION_403), 404: doc("No such webhook session."),
                        504: doc("Not done within waitTimeoutS; it still runs.")})
+        router.add_api_route(
+            "/chats/{chat_id}/messages", chat_messages_route(
+                sessions=lambda: self._sessions, ledger=self.ledger, caller=self._caller,
+                admin_configured=lambda: bool(self.cfg.admin_token.get_secret_value())),
+            methods=["GET"], response_model=ChatMessages, responses=CHAT_RESPONSES,
+            summary="What the assistant said in a chat after a position (reminders without a callback)")
         return router
 
     async def _post_message(self, body: MessageRequest, request: Request) -> Response:
