@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from channels.delivery import ChannelRoute, DeliveryStats
 from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, OutboundMessage
+from channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
 from channels.outbox import Outbox, is_durable
 from config.errors import LucidError
 
@@ -225,6 +225,12 @@ class MessageBus:
         """Wait until every lane has sent what it can now (items in a backoff stay durable)."""
         for route in list(self._routes.values()):
             await route.settle()
+
+    async def recorded_reply(self, target: Target, message_id: str) -> OutboundText | OutboundError | None:
+        """The answer the outbox already holds for ``message_id`` (None without an outbox)."""
+        if self.outbox is None:
+            return None
+        return await asyncio.to_thread(self.outbox.reply_to, target, message_id)
 
     async def outbox_counts(self) -> dict[str, int] | None:
         """``pending``/``delivered``/``dead`` rows of the outbox, or None without one."""

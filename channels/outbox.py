@@ -156,6 +156,22 @@ class Outbox:
             return cur.rowcount
 
     # -- reads ----------------------------------------------------------------------------
+    def reply_to(self, target: Target, message_id: str, recent: int = 50) -> OutboundText | OutboundError | None:
+        """The answer already recorded for ``message_id`` in that chat (any state), if any.
+
+        A kill between recording an answer and writing its transcript line leaves a turn
+        that looks unanswered; the resume uses this to write the line instead of answering
+        a second time. Only the chat's newest ``recent`` items are looked at."""
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT payload FROM outbox WHERE channel=? AND chat=? ORDER BY id DESC LIMIT ?",
+                (target.channel, chat_key(target), recent)).fetchall()
+        for (payload,) in rows:
+            msg = decode(payload)
+            if msg.in_reply_to == message_id:
+                return msg
+        return None
+
     def pending(self, channel: str) -> list[Item]:
         """Undelivered items of ``channel``, oldest first (per-chat order is id order)."""
         with self._lock:

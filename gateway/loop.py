@@ -28,7 +28,6 @@ from channels.messages import (
 from config.errors import LucidError
 from config.schema import Config
 from gateway.commands import CommandRegistry, parse_command
-from gateway.context import INTERRUPTED_RESULT
 from gateway.logs import turn_log_context
 from gateway.memory_flush import FLUSH_KIND, NO_REPLY, MemoryFlush
 from gateway.metrics import Metrics
@@ -37,6 +36,8 @@ from gateway.runner import TurnRunner
 from gateway.task_budget import turn_budget
 from gateway.transcript_lines import (
     already_persisted,
+    answer_line,
+    interrupted_call_lines,
     origin_of,
     still_pending,
     task_of,
@@ -366,6 +367,13 @@ class AgentLoop:
             )
             ctx = self.context_for(msg)
             await self._close_interrupted_calls(session)
+            answered = await self.bus.recorded_reply(ctx.target, msg.message_id) if msg.message_id else None
+            if answered is not None:
+                # Killed after the outbox had the answer, before the transcript did: the
+                # outbox sends it; the transcript catches up instead of a second answer.
+                await self.sessions.append(session, answer_line(answered.kind, answered.text))
+                logger.info("%s: the answer was already in the outbox; transcript completed", session.key)
+                return
             if last_user.get("kind") == FLUSH_KIND:
                 # A memory flush cut off: it was silent and is not redone (the next cycle has one).
                 await self.sessions.append(session, {"role": "assistant", "content": NO_REPLY,
@@ -388,17 +396,5 @@ class AgentLoop:
 
     async def _close_interrupted_calls(self, session: Session) -> None:
         """Record tool calls that were in flight at the crash as interrupted, never re-run."""
-        open_calls: dict[str, str] = {}
-        for m in session.messages[session.last_consolidated:]:
-            if m.get("role") == "assistant":
-                open_calls = {c["id"]: c.get("function", {}).get("name", "")
-                              for c in m.get("tool_calls") or []}
-            elif m.get("role") == "tool":
-                open_calls.pop(str(m.get("tool_call_id")), None)
-            else:
-                open_calls = {}
-        if open_calls:
-            await self.sessions.append(session, *[
-                {"role": "tool", "tool_call_id": cid, "name": name, "content": INTERRUPTED_RESULT}
-                for cid, name in open_calls.items()
-            ], sync=True)
+        if lines := interrupted_call_lines(session):
+            await self.sessions.append(session, *lines, sync=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from channels.messages import InboundMessage, ScheduledTask
+from gateway.context import INTERRUPTED_RESULT
 from memory.sessions import Session
 
 
@@ -68,3 +69,24 @@ def still_pending(session: Session, receipt: str | None) -> bool:
         return False
     last_user: dict[str, Any] = next((m for m in reversed(session.messages) if m.get("role") == "user"), {})
     return last_user.get("inbox") == receipt
+
+
+def answer_line(kind: str, text: str) -> dict[str, Any]:
+    """The transcript line for an answer the outbox already holds (``text`` or ``error``)."""
+    if kind == "error":
+        return {"role": "assistant", "content": f"(no reply: {text})", "status": "error"}
+    return {"role": "assistant", "content": text}
+
+
+def interrupted_call_lines(session: Session) -> list[dict[str, Any]]:
+    """Results for the tool calls in flight at a crash: recorded as interrupted, never re-run."""
+    open_calls: dict[str, str] = {}
+    for m in session.messages[session.last_consolidated:]:
+        if m.get("role") == "assistant":
+            open_calls = {c["id"]: c.get("function", {}).get("name", "") for c in m.get("tool_calls") or []}
+        elif m.get("role") == "tool":
+            open_calls.pop(str(m.get("tool_call_id")), None)
+        else:
+            open_calls = {}
+    return [{"role": "tool", "tool_call_id": cid, "name": name, "content": INTERRUPTED_RESULT}
+            for cid, name in open_calls.items()]

@@ -230,3 +230,25 @@ async def test_an_old_task_line_without_its_role_resumes_as_a_guest(
     fake_llm.queue(Reply("done"))
     await start_and_collect(make_config(), 1)
     assert "(guest)" in str(fake_llm.requests[0]["messages"][-1]["content"])
+
+
+async def test_an_answer_already_in_the_outbox_completes_the_transcript_instead_of_a_second_turn(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    from channels.messages import OutboundText, Target
+    from channels.outbox import Outbox
+
+    # Killed after the outbox recorded the answer, before the transcript line was written.
+    write_session(workspace, [{"role": "user", "content": "what is it?", "sender_id": "local",
+                               "message_id": "m-1"}])
+    (workspace / "state").mkdir(parents=True, exist_ok=True)
+    outbox = Outbox(workspace / "state" / "outbox.sqlite")
+    outbox.record(OutboundText(Target("cli", "1", reply_to="m-1"), "the recorded answer", in_reply_to="m-1"))
+    outbox.close()
+    channel = await start_and_collect(make_config(), 1)
+    assert [r.text for r in channel.replies()] == ["the recorded answer"]  # sent once, by the outbox
+    assert fake_llm.requests == []  # no second turn
+    lines = load_session_file(workspace / "sessions" / "cli_1.jsonl").messages
+    assert lines[-1]["role"] == "assistant" and lines[-1]["content"] == "the recorded answer"
+    channel = await start_and_collect(make_config(), 0)  # and nothing is pending any more
+    assert channel.replies() == [] and fake_llm.requests == []
