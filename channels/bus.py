@@ -238,6 +238,12 @@ class MessageBus:
             return None
         return await asyncio.to_thread(self.outbox.counts)
 
+    async def outbox_counts_by_channel(self) -> dict[str, dict[str, int]]:
+        """The outbox's rows by channel and state (empty without an outbox)."""
+        if self.outbox is None:
+            return {}
+        return await asyncio.to_thread(self.outbox.counts_by_channel)
+
     async def dead_letters(self) -> int:
         """Dead-lettered items in the outbox (``/status``); this process's count without one."""
         if self.outbox is None:

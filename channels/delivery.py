@@ -161,7 +161,7 @@ class ChannelRoute:
         assert self._outbox is not None
         parts, failures = item.parts_done, 0
         while True:
-            attempt = dataclasses.replace(item.msg, skip_parts=parts) if parts else msg
+            attempt = dataclasses.replace(item.msg, skip_parts=parts) if parts else item.msg
             try:
                 await self._handler(attempt)
             except asyncio.CancelledError:

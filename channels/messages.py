@@ -89,6 +89,8 @@ class OutboundText:
     plain: bool = False
     # Parts of a split reply the platform already accepted (set by the outbox on a retry).
     skip_parts: int = 0
+    # The outbox's id for this item, the same on every attempt (receivers dedupe on it).
+    delivery_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +125,7 @@ class OutboundError:
     in_reply_to: str | None = None
     kind: Literal["error"] = "error"
     skip_parts: int = 0
+    delivery_id: str | None = None
 
 
 OutboundMessage = OutboundText | OutboundTyping | OutboundProgress | OutboundError

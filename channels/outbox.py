@@ -22,10 +22,12 @@ Every method is one short transaction behind a lock; callers run them with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +72,7 @@ def chat_key(target: Target) -> str:
 def encode(msg: OutboundText | OutboundError) -> str:
     t = msg.target
     data: dict[str, Any] = {
-        "kind": msg.kind, "text": msg.text, "in_reply_to": msg.in_reply_to,
+        "kind": msg.kind, "text": msg.text, "in_reply_to": msg.in_reply_to, "delivery_id": msg.delivery_id,
         "target": {"channel": t.channel, "chat_id": t.chat_id, "thread_id": t.thread_id,
                    "reply_to": t.reply_to},
     }
@@ -82,10 +84,11 @@ def encode(msg: OutboundText | OutboundError) -> str:
 def decode(payload: str) -> OutboundText | OutboundError:
     data = json.loads(payload)
     target = Target(**data["target"])
+    delivery_id = data.get("delivery_id")
     if data["kind"] == "error":
-        return OutboundError(target, data["text"], in_reply_to=data.get("in_reply_to"))
+        return OutboundError(target, data["text"], in_reply_to=data.get("in_reply_to"), delivery_id=delivery_id)
     return OutboundText(target, data["text"], in_reply_to=data.get("in_reply_to"),
-                        plain=bool(data.get("plain", False)))
+                        plain=bool(data.get("plain", False)), delivery_id=delivery_id)
 
 
 class Outbox:
@@ -120,6 +123,9 @@ class Outbox:
 
     # -- writes ---------------------------------------------------------------------------
     def record(self, msg: OutboundText | OutboundError) -> Item:
+        """Store ``msg`` as pending; the returned item's message carries its delivery id."""
+        if msg.delivery_id is None:
+            msg = dataclasses.replace(msg, delivery_id=uuid.uuid4().hex)
         now = time.time()
         deadline = now + self.deadline_s(msg.target.channel)
         with self._lock:
@@ -179,6 +185,16 @@ class Outbox:
                 "SELECT id, payload, deadline_at, attempts, parts_done FROM outbox "
                 "WHERE state='pending' AND channel=? ORDER BY id", (channel,)).fetchall()
         return [Item(r[0], decode(r[1]), r[2], r[3], r[4]) for r in rows]
+
+    def counts_by_channel(self) -> dict[str, dict[str, int]]:
+        """Rows by channel and state (the console's status page)."""
+        with self._lock:
+            rows = self._conn().execute(
+                "SELECT channel, state, COUNT(*) FROM outbox GROUP BY channel, state").fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for channel, state, n in rows:
+            out.setdefault(channel, {"pending": 0, "delivered": 0, "dead": 0})[state] = n
+        return out
 
     def counts(self) -> dict[str, int]:
         """Rows by state: ``pending``, ``delivered``, ``dead``."""

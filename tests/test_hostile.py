@@ -8,44 +8,24 @@ checked one with the Host header kept; a name that answers a public address to t
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from channels._netguard import Refused, resolve_checked
-from channels.webhook.outbox import CallbackSender, check_callback_url
-from channels.webhook.store import WebhookStore
+from channels._ratelimit import DeliveryFailed, DeliveryRetry
+from channels.webhook.callbacks import CallbackPoster, check_callback_url
 from tests.test_webhook import CallbackSink
 
 PUBLIC = "93.184.216.34"
 
 
-def queued_callback(tmp_path: Path, url: str) -> WebhookStore:
-    store = WebhookStore(tmp_path / "wh.sqlite")
-    store.open()
-    store.claim(message_id="m1", idem_key=None, fingerprint="f", session="webhook:c", chat_id="c",
-                sender_id="u", callback_url=url, want_callback=True)
-    _, delivery = store.finish("m1", "the answer", False)
-    assert delivery is not None
-    return store
+def poster(allow_hosts: list[str], resolver: Any, *, max_attempts: int = 3) -> CallbackPoster:
+    return CallbackPoster(secret="s" * 16, allow_hosts=allow_hosts, timeout_s=5, max_attempts=max_attempts,
+                          backoff_s=0.01, resolver=resolver)
 
 
-def outbox_row(store: WebhookStore) -> tuple[str, int, str | None]:
-    row = store._connection().execute("SELECT status, attempts, last_error FROM outbox").fetchone()
-    return row[0], row[1], row[2]
-
-
-async def until(predicate: Any, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
-
-
-async def test_dns_rebinding_cannot_reach_loopback(tmp_path: Path) -> None:
+async def test_dns_rebinding_cannot_reach_loopback() -> None:
     async with CallbackSink() as sink:
         port = sink.url.rsplit(":", 1)[1].split("/")[0]
         asked: list[str] = []
@@ -54,23 +34,20 @@ async def test_dns_rebinding_cannot_reach_loopback(tmp_path: Path) -> None:
             asked.append(host)  # public to the first question, loopback to any later one
             return [PUBLIC] if len(asked) == 1 else ["127.0.0.1"]
 
-        store = queued_callback(tmp_path, f"http://rebind.example:{port}/cb")
-        sender = CallbackSender(store, secret="s" * 16, allow_hosts=[], timeout_s=2, max_attempts=1,
-                                backoff_s=0.01, resolver=rebinding)
-        await sender.start()
+        callbacks = poster([], rebinding)
+        await callbacks.start()
         try:
-            await until(lambda: outbox_row(store)[1] >= 1)
+            with pytest.raises(DeliveryRetry) as failed:
+                await callbacks.post(f"http://rebind.example:{port}/cb", b"{}", delivery_id="d1", message_id="m1")
         finally:
-            await sender.stop()
-        status, _, error = outbox_row(store)
+            await callbacks.stop()
         # The POST went to the checked public address (which the tests' network guard refuses)…
-        assert error is not None and PUBLIC in error, error
+        assert PUBLIC in str(failed.value), failed.value
         assert asked == ["rebind.example"]  # …resolved once: the client never asked again
         assert sink.received == []  # nothing reached the loopback receiver
-        assert status != "delivered"
 
 
-async def test_the_pinned_connection_keeps_the_host_header(tmp_path: Path) -> None:
+async def test_the_pinned_connection_keeps_the_host_header() -> None:
     async with CallbackSink() as sink:
         port = sink.url.rsplit(":", 1)[1].split("/")[0]
         asked: list[str] = []
@@ -79,17 +56,30 @@ async def test_the_pinned_connection_keeps_the_host_header(tmp_path: Path) -> No
             asked.append(host)
             return ["127.0.0.1"]
 
-        store = queued_callback(tmp_path, f"http://hooks.internal.test:{port}/cb")
-        sender = CallbackSender(store, secret="s" * 16, allow_hosts=["hooks.internal.test"], timeout_s=5,
-                                max_attempts=3, backoff_s=0.01, resolver=resolver)
-        await sender.start()
+        callbacks = poster(["hooks.internal.test"], resolver)
+        await callbacks.start()
         try:
-            await sink.wait_for(1, timeout=30)
+            await callbacks.post(f"http://hooks.internal.test:{port}/cb", b"{}", delivery_id="d1", message_id="m1")
         finally:
-            await sender.stop()
+            await callbacks.stop()
         headers = {k.lower(): v for k, v in sink.received[0]["headers"].items()}
         assert headers["host"] == f"hooks.internal.test:{port}"
+        assert headers["x-lucid-delivery"] == "d1"
         assert asked == ["hooks.internal.test"]
+
+
+async def test_a_refused_destination_is_dead_lettered_at_once() -> None:
+    async def metadata(host: str, port_: int) -> list[str]:
+        return ["169.254.169.254"]
+
+    callbacks = poster([], metadata, max_attempts=5)
+    await callbacks.start()
+    try:
+        with pytest.raises(DeliveryFailed) as failed:
+            await callbacks.post("http://hooks.example/cb", b"{}", delivery_id="d1", message_id=None)
+    finally:
+        await callbacks.stop()
+    assert failed.value.permanent and "link-local" in str(failed.value)
 
 
 @pytest.mark.parametrize("url, answer, why", [

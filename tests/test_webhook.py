@@ -41,6 +41,7 @@ class CallbackSink:
         self.received: list[dict[str, Any]] = []
         self.script: collections.deque[int | str] = collections.deque()
         self.default: int | str = 200
+        self.retry_after: str | None = None  # sent with every 429
         self._runner: web.AppRunner | None = None
         self._cond = asyncio.Condition()
         self.url = ""
@@ -68,7 +69,9 @@ class CallbackSink:
         action = self.script.popleft() if self.script else self.default
         if action == "hang":
             await asyncio.sleep(30)
-        return web.Response(status=int(action) if action != "hang" else 200)
+        status = int(action) if action != "hang" else 200
+        headers = {"Retry-After": self.retry_after} if status == 429 and self.retry_after else None
+        return web.Response(status=status, headers=headers)
 
     async def wait_for(self, count: int, timeout: float = 10.0) -> None:
         async with self._cond:
@@ -440,22 +443,77 @@ def test_store_answer_and_give_up_waiting_never_lose_the_callback(tmp_path):
     store.open()
     common = dict(idem_key=None, fingerprint="f", session="webhook:c", chat_id="c", sender_id="u",
                   callback_url="http://127.0.0.1:9/cb")
-    # The client gave up first: the answer then queues a callback.
+    # The client gave up first: the answer then wants a callback.
     store.claim(message_id="a", want_callback=False, **common)
     assert store.want_callback("a").want_callback
-    record, delivery = store.finish("a", "answer", False)
-    assert record.done and delivery is not None
-    # The answer came first: giving up returns it and queues nothing.
+    record = store.finish("a", "answer", False)
+    assert record.done and record.want_callback and record.callback_url == "http://127.0.0.1:9/cb"
+    # The answer came first: giving up returns it, and the answer wanted no callback.
     store.claim(message_id="b", want_callback=False, **common)
-    _, delivery = store.finish("b", "answer b", False)
-    assert delivery is None
+    assert not store.finish("b", "answer b", False).want_callback
     assert store.want_callback("b").reply == "answer b"
-    # A second answer to the same message is ignored.
-    assert store.finish("a", "again", False)[1] is None
-    assert store.outbox_counts() == {"pending": 1}
+    # A second answer to the same message keeps the first.
+    assert store.finish("a", "again", False).reply == "answer"
+    assert store.finish("unknown", "x", False) is None
     # Unsolicited messages go to the chat's latest callback.
-    assert store.push("c", "webhook:c", "reminder", False) is not None
-    assert store.push("unknown", "webhook:unknown", "x", False) is None
+    assert store.latest_callback("c") == "http://127.0.0.1:9/cb"
+    assert store.latest_callback("unknown") is None
+    store.close()
+
+
+def _legacy_table(path: Path, rows: list[tuple[str, str | None, str, float, dict[str, Any]]], url: str) -> None:
+    import sqlite3
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE outbox (delivery_id TEXT PRIMARY KEY, message_id TEXT, url TEXT NOT NULL,"
+               " body TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL,"
+               " status TEXT NOT NULL DEFAULT 'pending', last_error TEXT, created_at REAL NOT NULL)")
+    for delivery_id, message_id, status, created, data in rows:
+        db.execute("INSERT INTO outbox (delivery_id, message_id, url, body, next_at, status, created_at)"
+                   " VALUES (?, ?, ?, ?, 0, ?, ?)", (delivery_id, message_id, url, json.dumps(data), status, created))
+    db.commit()
+    db.close()
+
+
+async def test_an_old_pending_callback_is_delivered_after_the_upgrade(wh_config, fake_llm, workspace):
+    async with CallbackSink() as sink:
+        _legacy_table(workspace / "state" / "webhook.sqlite",
+                      [("d1", None, "pending", 1.0, {"chat_id": "c9", "message_id": None, "reply": "old reminder",
+                                                     "error": False})], sink.url)
+        store = WebhookStore(workspace / "state" / "webhook.sqlite")  # the chat's callback is on record
+        store.claim(message_id="m0", idem_key=None, fingerprint="f", session="webhook:c9", chat_id="c9",
+                    sender_id="u", callback_url=sink.url, want_callback=False)
+        store.close()
+        async with serving(wh_config()):
+            await sink.wait_for(1)
+    assert sink.payload(0)["reply"] == "old reminder" and signature_ok(sink.received[0])
+    assert fake_llm.requests == []
+
+
+def test_pending_callbacks_of_the_old_table_are_handed_over_once(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "w.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE outbox (delivery_id TEXT PRIMARY KEY, message_id TEXT, url TEXT NOT NULL,"
+               " body TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, next_at REAL NOT NULL,"
+               " status TEXT NOT NULL DEFAULT 'pending', last_error TEXT, created_at REAL NOT NULL)")
+    rows = [("d1", "m1", "pending", 1.0, {"chat_id": "c", "message_id": "m1", "reply": "one", "error": False}),
+            ("d2", None, "pending", 2.0, {"chat_id": "c", "message_id": None, "reply": "two", "error": True}),
+            ("d3", "m3", "delivered", 0.5, {"chat_id": "c", "message_id": "m3", "reply": "sent", "error": False})]
+    for delivery_id, message_id, status, created, data in rows:
+        db.execute("INSERT INTO outbox (delivery_id, message_id, url, body, next_at, status, created_at)"
+                   " VALUES (?, ?, 'http://h/cb', ?, 0, ?, ?)", (delivery_id, message_id, json.dumps(data),
+                                                                   status, created))
+    db.commit()
+    db.close()
+    store = WebhookStore(path)
+    store.open()
+    taken = store.take_legacy_deliveries()
+    assert [(t.message_id, t.reply, t.is_error, t.url) for t in taken] == [
+        ("m1", "one", False, "http://h/cb"), (None, "two", True, "http://h/cb")]
+    assert store.take_legacy_deliveries() == []  # the old table is gone
     store.close()
 
 
@@ -482,19 +540,15 @@ async def test_callback_given_up_after_max_attempts(wh_config, fake_llm, workspa
     async with CallbackSink() as sink, serving(config) as (server, client):
         sink.default = 500
         await client.post("/v1/messages", json=body(wait=False, callback_url=sink.url))
-        await sink.wait_for(3)
-        for _ in range(50):
-            if any("gave up" in r.getMessage() for r in caplog.records):
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.sleep(0.3)  # no fourth attempt comes
+        bus = server.state.gateway.parts.bus
+        while (await bus.outbox_counts())["dead"] != 1:
+            await asyncio.sleep(0.02)
+        await bus.flush_outbound()  # nothing is left to try: a fourth attempt cannot come
     assert len(sink.received) == 3
-    gave_up = [r.getMessage() for r in caplog.records if "gave up" in r.getMessage()]
-    assert len(gave_up) == 1 and "after 3 attempts" in gave_up[0] and "HTTP 500" in gave_up[0]
-    assert "/cb" not in gave_up[0]  # only scheme://host:port is logged
-    store = WebhookStore(workspace / "state" / "webhook.sqlite")
-    assert store.outbox_counts() == {"failed": 1}
-    store.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "dead-lettered" in warnings[0]  # one line, from the outbox
+    assert "gave up after 3 attempts" in warnings[0] and "HTTP 500" in warnings[0]
+    assert "/cb" not in warnings[0]  # only scheme://host:port is logged
 
 
 async def test_pending_callbacks_survive_a_restart(wh_config, fake_llm, workspace):
@@ -626,34 +680,39 @@ async def test_200_concurrent_requests_across_50_sessions(wh_config, fake_llm, w
             assert answer["content"].endswith(user["content"])
 
 
-async def test_a_dns_hiccup_at_delivery_is_retried_not_given_up(tmp_path: Path) -> None:
+async def test_a_dns_hiccup_at_delivery_is_retried_not_given_up() -> None:
     import socket
 
-    from channels.webhook.outbox import CallbackSender
-    from channels.webhook.store import WebhookStore
+    from channels._ratelimit import DeliveryRetry
+    from channels.webhook.callbacks import CallbackPoster
 
-    store = WebhookStore(tmp_path / "wh.sqlite")
-    store.open()
-    store.claim(message_id="m1", idem_key=None, fingerprint="f", session="webhook:c", chat_id="c",
-                sender_id="u", callback_url="https://hooks.example.com/cb", want_callback=True)
-    _, delivery = store.finish("m1", "the answer", False)
-    assert delivery is not None
     loop = asyncio.get_running_loop()
 
     async def resolver_down(*args: Any, **kwargs: Any) -> Any:  # EAI_AGAIN: "try again later"
         raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
 
     loop.getaddrinfo = resolver_down  # type: ignore[method-assign]
+    poster = CallbackPoster(secret="s" * 16, allow_hosts=[], timeout_s=1, max_attempts=8, backoff_s=0.05)
+    await poster.start()
     try:
-        sender = CallbackSender(store, secret="s" * 16, allow_hosts=[], timeout_s=1, max_attempts=8,
-                                backoff_s=0.05)
-        await sender.start()
-        await asyncio.sleep(0.3)
-        await sender.stop()
+        for attempt in range(1, 4):  # backing off, not failed after one try
+            with pytest.raises(DeliveryRetry) as retry:
+                await poster.post("https://hooks.example.com/cb", b"{}", delivery_id="d1", message_id="m1")
+            assert retry.value.after_s is not None and retry.value.after_s >= 0.05 * 2 ** (attempt - 1)
     finally:
+        await poster.stop()
         del loop.getaddrinfo
-    status, attempts = store._connection().execute("SELECT status, attempts FROM outbox").fetchone()
-    assert status == "pending" and 1 <= attempts < 8  # backing off, not failed after one try
+
+
+async def test_a_429_retry_after_is_honoured(wh_config, fake_llm):
+    config = wh_config({"callbackBackoffS": 0.01})
+    async with CallbackSink() as sink, serving(config) as (server, client):
+        sink.script.append(429)
+        sink.retry_after = "1"
+        await client.post("/v1/messages", json=body(wait=False, callback_url=sink.url))
+        await sink.wait_for(2)
+    first, second = sink.received[0]["at"], sink.received[1]["at"]
+    assert second - first >= 0.9  # not the 0.01 s backoff: the receiver asked for a second
 
 
 async def test_expired_records_are_purged_while_running(tmp_path: Path, make_config: Any) -> None:

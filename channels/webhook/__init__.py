@@ -2,8 +2,8 @@
 
 ``build`` is the registry's factory. Modules: ``channel`` (routes, waiting for answers),
 ``api`` (request/response models, auth and body-cap route class, per-sender rate limit),
-``store`` (SQLite: idempotency records and the callback outbox), ``outbox`` (signed
-callback delivery with retries).
+``store`` (SQLite: idempotency and callback records), ``callbacks`` (one signed, SSRF-checked
+callback POST per attempt; the gateway's outbox retries it).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ A message is accepted once the bus has journalled it. With ``wait=true`` the ans
 back in the response; if it takes longer than ``waitTimeoutS`` (or the client goes away)
 the request gets 504 and the answer goes to ``callback_url`` when one was given. With
 ``wait=false`` the response is 202 at once and the answer is POSTed to ``callback_url``,
-signed, from a durable outbox (``channels.webhook.outbox``).
+signed, from the gateway's durable outbox (``channels.outbox``, ``channels.webhook.callbacks``).
 
 Credentials and roles (``channels.webhook.auth``): the bearer token is an integration
 credential, not the owner; ``adminToken`` reads every session, the integration token only
@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.gate import Roster
-from channels.messages import InboundMessage, OutboundMessage
+from channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
 from channels.webhook.api import (
     AUTH_ERRORS,
     BODY_ERRORS,
@@ -66,9 +66,9 @@ from channels.webhook.auth import (
 )
 from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
 from channels.webhook.chat_messages import ChatMessages, chat_messages_route
-from channels.webhook.outbox import CallbackSender, check_callback_url
+from channels.webhook.callbacks import CallbackPoster, check_callback_url
 from channels.webhook.sse import PreviewFeeds, event_stream
-from channels.webhook.store import RequestRecord, WebhookStore
+from channels.webhook.store import RequestRecord, WebhookStore, callback_body
 from config.schema import WebhookConfig
 
 logger = logging.getLogger(__name__)
@@ -101,8 +101,8 @@ class WebhookChannel:
         self._purger: asyncio.Task[None] | None = None
         self.bus = bus
         self.store = store or WebhookStore(workspace / "state" / "webhook.sqlite")
-        self.sender = CallbackSender(
-            self.store, secret=cfg.callback_secret.get_secret_value(), allow_hosts=cfg.callback_allow_hosts,
+        self.callbacks = CallbackPoster(
+            secret=cfg.callback_secret.get_secret_value(), allow_hosts=cfg.callback_allow_hosts,
             timeout_s=cfg.callback_timeout_s, max_attempts=cfg.callback_max_attempts,
             backoff_s=cfg.callback_backoff_s)
         self.limiter = SenderRateLimiter(cfg.rate_limit_per_min)
@@ -125,8 +125,9 @@ class WebhookChannel:
     async def start(self) -> None:
         await asyncio.to_thread(self.store.open)
         await self._purge()
-        await self.sender.start()
+        await self.callbacks.start()
         self.bus.subscribe(self.name, self.send)
+        await self._adopt_legacy_callbacks()
         self._purger = asyncio.create_task(self._purge_periodically(), name="webhook-purge")
 
     async def _purge(self) -> None:
@@ -143,11 +144,26 @@ class WebhookChannel:
             await asyncio.sleep(self.purge_interval_s)
             await self._purge()
 
+    async def _adopt_legacy_callbacks(self) -> None:
+        """Callbacks an earlier version left pending in its own table go to the outbox once."""
+        try:
+            legacy = await asyncio.to_thread(self.store.take_legacy_deliveries)
+        except Exception:
+            logger.exception("webhook: reading the old callback table failed; it is left as it was")
+            return
+        for old in legacy:
+            target = Target(CHANNEL, old.chat_id)
+            if old.message_id is not None:
+                await asyncio.to_thread(self.store.want_callback_to, old.message_id, old.url)
+            cls = OutboundError if old.is_error else OutboundText
+            await self.bus.publish_outbound(cls(target, old.reply, in_reply_to=old.message_id))
+        if legacy:
+            logger.info("webhook: moved %d pending callback(s) into the outbox", len(legacy))
+
     async def drain(self) -> None:
-        """Shutdown: answer requests still waiting (their turns resume at next start), and
-        try the callbacks that are due once more before the process goes."""
+        """Shutdown: answer requests still waiting (their turns resume at next start); the
+        callbacks still due stay in the outbox for the next start."""
         self._release_waiters()
-        await self.sender.flush()
 
     async def stop(self) -> None:
         # Stay subscribed: the bus flushes last, and a late answer must still be recorded.
@@ -156,7 +172,7 @@ class WebhookChannel:
             self._purger.cancel()
             await asyncio.gather(self._purger, return_exceptions=True)
             self._purger = None
-        await self.sender.stop()
+        await self.callbacks.stop()
         await asyncio.to_thread(self.store.close)
         await asyncio.to_thread(self.ledger.close)
 
@@ -178,19 +194,25 @@ class WebhookChannel:
             return
         is_error = msg.kind == "error"
         reply_to = msg.in_reply_to  # type: ignore[union-attr]
+        session = f"{CHANNEL}:{msg.target.chat_id}"
         if reply_to is None:
-            delivery = await asyncio.to_thread(self.store.push, msg.target.chat_id,
-                                               f"{CHANNEL}:{msg.target.chat_id}", msg.text, is_error)
-            if delivery is None:
-                logger.info("webhook: a message for chat %s has no callback to go to; it stays in the "
-                            "session only", msg.target.chat_id)
+            url = await asyncio.to_thread(self.store.latest_callback, msg.target.chat_id)
+            if url is None:
+                logger.info("webhook: a message for chat %s has no callback to go to; the integration "
+                            "reads it with GET /v1/chats/{chat_id}/messages", msg.target.chat_id)
+                return
         else:
-            _, delivery = await asyncio.to_thread(self.store.finish, reply_to, msg.text, is_error)
+            record = await asyncio.to_thread(self.store.finish, reply_to, msg.text, is_error)
             for fut in self._waiters.get(reply_to, ()):
                 if not fut.done():
                     fut.set_result((msg.text, is_error))
-        if delivery is not None:
-            self.sender.wake()
+            if record is None or not (record.want_callback and record.callback_url):
+                return
+            url, session = record.callback_url, record.session
+        delivery_id = msg.delivery_id or uuid.uuid4().hex  # type: ignore[union-attr]
+        body = callback_body(delivery_id=delivery_id, message_id=reply_to, session=session,
+                             chat_id=msg.target.chat_id, reply=msg.text, is_error=is_error)
+        await self.callbacks.post(url, body.encode("utf-8"), delivery_id=delivery_id, message_id=reply_to)
 
     # -- auth ---------------------------------------------------------------------------------
     def authorize(self, header: str | None) -> JSONResponse | None:

@@ -1,13 +1,12 @@
-"""Durable state of the webhook channel: accepted requests and the callback outbox.
+"""Durable state of the webhook channel: the accepted requests.
 
-One SQLite file in the workspace (``state/webhook.sqlite``). Two tables:
-
-``requests``  one row per accepted message that needs remembering — it carries an
-              ``idempotency_key`` (the same key within 24 h returns the first result and
-              never runs a second turn) or a ``callback_url`` (its answer may have to be
-              POSTed later, also after a restart).
-``outbox``    one row per callback to deliver; a row stays until it is delivered or given
-              up after N attempts, so a restart resumes pending deliveries.
+One SQLite file in the workspace (``state/webhook.sqlite``), one table: ``requests`` holds a
+row per accepted message that needs remembering — it carries an ``idempotency_key`` (the
+same key within 24 h returns the first result and never runs a second turn) or a
+``callback_url`` (its answer may have to be POSTed later, also after a restart). The answers
+themselves wait in the gateway's one outbox (``channels.outbox``) until the callback is
+accepted. Earlier versions kept their own ``outbox`` table here; ``take_legacy_deliveries``
+hands its pending rows over once, at start.
 
 Every method is one transaction on one connection behind a lock, so "record the reply"
 and "the client stopped waiting, call back instead" can never interleave: whichever runs
@@ -21,14 +20,12 @@ import json
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 IDEMPOTENCY_TTL_S = 24 * 3600
 PENDING_TTL_S = 7 * 24 * 3600
-OUTBOX_KEEP_S = 7 * 24 * 3600
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -47,18 +44,6 @@ CREATE TABLE IF NOT EXISTS requests (
     finished_at   REAL
 );
 CREATE INDEX IF NOT EXISTS requests_chat ON requests (chat_id, created_at);
-CREATE TABLE IF NOT EXISTS outbox (
-    delivery_id TEXT PRIMARY KEY,
-    message_id  TEXT,
-    url         TEXT NOT NULL,
-    body        TEXT NOT NULL,
-    attempts    INTEGER NOT NULL DEFAULT 0,
-    next_at     REAL NOT NULL,
-    status      TEXT NOT NULL DEFAULT 'pending',
-    last_error  TEXT,
-    created_at  REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS outbox_due ON outbox (status, next_at);
 """
 
 
@@ -80,15 +65,6 @@ class RequestRecord:
     @property
     def done(self) -> bool:
         return self.status == "done"
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    delivery_id: str
-    message_id: str | None
-    url: str
-    body: str
-    attempts: int
 
 
 def callback_body(*, delivery_id: str, message_id: str | None, session: str, chat_id: str,
@@ -117,13 +93,8 @@ class WebhookStore:
 
     # -- connection ------------------------------------------------------------------------
     def open(self) -> None:
-        now = self._clock()
         with self._lock:
-            db = self._connection()
-            # Deliveries leased or backing off when the process stopped: resume them now.
-            with db:
-                db.execute("UPDATE outbox SET next_at = ? WHERE status = 'pending' AND next_at > ?",
-                           (now, now))
+            self._connection()
 
     def _connection(self) -> sqlite3.Connection:
         # Reopened on demand: a reply that lands after stop() (the bus flushes last) is
@@ -201,107 +172,74 @@ class WebhookStore:
                                      (message_id,)).fetchone()
         return _record(row)
 
-    def finish(self, message_id: str, reply: str, is_error: bool) -> tuple[RequestRecord | None, str | None]:
-        """Record the answer; queue its callback when one is wanted. Returns (record, delivery id)."""
+    def finish(self, message_id: str, reply: str, is_error: bool) -> RequestRecord | None:
+        """Record the answer (the first one wins; a retry of the same answer changes nothing).
+
+        Returns the request as stored, so the caller knows whether a callback is wanted."""
         now = self._clock()
         with self._lock:
             db = self._connection()
             with db:
-                row = db.execute("SELECT * FROM requests WHERE message_id = ?", (message_id,)).fetchone()
-                if row is None:
-                    return None, None
-                if row["status"] == "done":  # answered once already; never twice
-                    return _record(row), None
                 db.execute("UPDATE requests SET status = 'done', reply = ?, is_error = ?, finished_at = ?"
-                           " WHERE message_id = ?", (reply, int(is_error), now, message_id))
-                delivery_id = None
-                if row["want_callback"] and row["callback_url"]:
-                    delivery_id = self._enqueue(db, row["callback_url"], message_id, row["session"],
-                                                row["chat_id"], reply, is_error, now)
+                           " WHERE message_id = ? AND status != 'done'", (reply, int(is_error), now, message_id))
                 row = db.execute("SELECT * FROM requests WHERE message_id = ?", (message_id,)).fetchone()
-        return _record(row), delivery_id
+        return None if row is None else _record(row)
 
-    def push(self, chat_id: str, session: str, text: str, is_error: bool) -> str | None:
-        """An unsolicited message (a reminder, the ``message`` tool): the chat's latest callback."""
-        now = self._clock()
+    def want_callback_to(self, message_id: str, url: str) -> None:
+        """The answer to ``message_id`` is to be POSTed to ``url`` (moving an old pending callback)."""
         with self._lock:
             db = self._connection()
             with db:
-                row = db.execute(
-                    "SELECT callback_url FROM requests WHERE chat_id = ? AND callback_url IS NOT NULL"
-                    " ORDER BY created_at DESC LIMIT 1", (chat_id,)).fetchone()
-                if row is None:
-                    return None
-                return self._enqueue(db, row["callback_url"], None, session, chat_id, text, is_error, now)
+                db.execute("UPDATE requests SET callback_url = ?, want_callback = 1 WHERE message_id = ?",
+                           (url, message_id))
 
-    @staticmethod
-    def _enqueue(db: sqlite3.Connection, url: str, message_id: str | None, session: str, chat_id: str,
-                 reply: str, is_error: bool, now: float) -> str:
-        delivery_id = uuid.uuid4().hex
-        body = callback_body(delivery_id=delivery_id, message_id=message_id, session=session,
-                             chat_id=chat_id, reply=reply, is_error=is_error)
-        db.execute("INSERT INTO outbox (delivery_id, message_id, url, body, next_at, created_at)"
-                   " VALUES (?, ?, ?, ?, ?, ?)", (delivery_id, message_id, url, body, now, now))
-        return delivery_id
-
-    # -- outbox ----------------------------------------------------------------------------
-    def lease_due(self, *, limit: int, lease_s: float) -> list[Delivery]:
-        """Due deliveries, leased for ``lease_s`` so the next scan does not send them twice."""
-        now = self._clock()
-        with self._lock:
-            db = self._connection()
-            with db:
-                rows = db.execute(
-                    "SELECT * FROM outbox WHERE status = 'pending' AND next_at <= ? ORDER BY next_at LIMIT ?",
-                    (now, limit)).fetchall()
-                db.executemany("UPDATE outbox SET next_at = ? WHERE delivery_id = ?",
-                               [(now + lease_s, r["delivery_id"]) for r in rows])
-        return [Delivery(r["delivery_id"], r["message_id"], r["url"], r["body"], r["attempts"]) for r in rows]
-
-    def next_due(self) -> float | None:
+    def latest_callback(self, chat_id: str) -> str | None:
+        """Where an unsolicited message (a reminder, the ``message`` tool) goes: the chat's latest callback."""
         with self._lock:
             row = self._connection().execute(
-                "SELECT MIN(next_at) FROM outbox WHERE status = 'pending'").fetchone()
-        return None if row is None else row[0]
-
-    def delivered(self, delivery_id: str) -> None:
-        self._set_outcome(delivery_id, "delivered", None, None)
-
-    def attempt_failed(self, delivery_id: str, error: str, retry_in: float | None) -> int:
-        """Count a failed attempt; retry in ``retry_in`` s, or give up when None. Returns attempts."""
-        retry_at = None if retry_in is None else self._clock() + retry_in
-        return self._set_outcome(delivery_id, "pending" if retry_at is not None else "failed",
-                                 error, retry_at)
-
-    def _set_outcome(self, delivery_id: str, status: str, error: str | None, retry_at: float | None) -> int:
-        with self._lock:
-            db = self._connection()
-            with db:
-                db.execute(
-                    "UPDATE outbox SET status = ?, attempts = attempts + 1, last_error = ?,"
-                    " next_at = COALESCE(?, next_at) WHERE delivery_id = ?",
-                    (status, error, retry_at, delivery_id))
-                row = db.execute("SELECT attempts FROM outbox WHERE delivery_id = ?", (delivery_id,)).fetchone()
-        return 0 if row is None else int(row[0])
-
-    def outbox_counts(self) -> dict[str, int]:
-        with self._lock:
-            rows = self._connection().execute(
-                "SELECT status, COUNT(*) FROM outbox GROUP BY status").fetchall()
-        return {r[0]: int(r[1]) for r in rows}
+                "SELECT callback_url FROM requests WHERE chat_id = ? AND callback_url IS NOT NULL"
+                " ORDER BY created_at DESC LIMIT 1", (chat_id,)).fetchone()
+        return None if row is None else str(row["callback_url"])
 
     def purge(self) -> int:
-        """Drop answered requests past the idempotency window and old finished deliveries."""
+        """Drop answered requests past the idempotency window and unanswered ones after a week."""
         now = self._clock()
         with self._lock:
             db = self._connection()
             with db:
-                n = db.execute(
+                return db.execute(
                     "DELETE FROM requests WHERE (status = 'done' AND created_at < ?) OR created_at < ?",
                     (now - IDEMPOTENCY_TTL_S, now - PENDING_TTL_S)).rowcount
-                n += db.execute("DELETE FROM outbox WHERE status != 'pending' AND created_at < ?",
-                                (now - OUTBOX_KEEP_S,)).rowcount
-        return n
+
+    def take_legacy_deliveries(self) -> list[LegacyDelivery]:
+        """Pending callbacks of the old per-channel outbox table, removed from it as they are
+        returned (the caller records them in the gateway's outbox first thing)."""
+        with self._lock:
+            db = self._connection()
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='outbox'").fetchone() is None:
+                return []
+            with db:
+                rows = db.execute("SELECT url, body FROM outbox WHERE status = 'pending'"
+                                  " ORDER BY created_at").fetchall()
+                db.execute("DROP TABLE outbox")
+        found = []
+        for row in rows:
+            try:
+                data = json.loads(row["body"])
+                found.append(LegacyDelivery(str(data["chat_id"]), data.get("message_id"), str(data["reply"]),
+                                            bool(data.get("error")), str(row["url"])))
+            except (ValueError, KeyError, TypeError):
+                continue  # a row this version cannot read was never deliverable either
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyDelivery:
+    chat_id: str
+    message_id: str | None
+    reply: str
+    is_error: bool
+    url: str
 
 
 def _record(row: sqlite3.Row) -> RequestRecord:

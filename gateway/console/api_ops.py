@@ -156,15 +156,13 @@ def router(ctx: ConsoleContext) -> APIRouter:
     @api.get("/status", response_model=Status, summary="Channels, outbox, model, version, uptime")
     async def status() -> Status:
         channels = []
-        for name, channel in sorted(ctx.gateway.channels.items()):
-            outbox = None
-            counts = getattr(getattr(channel, "store", None), "outbox_counts", None)
-            if callable(counts):
-                try:
-                    outbox = dict(await asyncio.to_thread(counts))
-                except Exception as exc:  # noqa: BLE001 - status must still answer
-                    outbox = None
-                    channels.append(ChannelState(name=f"{name} outbox", up=False, reason=str(exc)))
+        try:
+            outboxes: dict[str, dict[str, int]] | None = await gw.bus.outbox_counts_by_channel()
+        except Exception as exc:  # noqa: BLE001 - status must still answer
+            outboxes = None
+            channels.append(ChannelState(name="outbox", up=False, reason=str(exc)))
+        for name in sorted(ctx.gateway.channels):
+            outbox = None if outboxes is None else outboxes.get(name, {"pending": 0, "delivered": 0, "dead": 0})
             channels.append(ChannelState(name=name, up=True, outbox=outbox))
         for name, why in sorted(ctx.gateway.failed_channels.items()):
             channels.append(ChannelState(name=name, up=False, reason=why))

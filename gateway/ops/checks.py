@@ -240,7 +240,7 @@ def stores_check(config: Config) -> list[Result]:
     """Outbox, reminders (scheduler) and any index: SQLite integrity, JSON readable."""
     state = config.workspace / "state"
     results: list[Result] = []
-    for name, label in (("outbox.sqlite", "outbox"), ("webhook.sqlite", "webhook callbacks"),
+    for name, label in (("outbox.sqlite", "outbox"), ("webhook.sqlite", "webhook requests"),
                         ("reminders.sqlite", "scheduler store")):
         path = state / name
         if not path.exists():
