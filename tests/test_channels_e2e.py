@@ -31,6 +31,7 @@ from gateway.server import create_app
 from tests.fakes.llm import FakeLLMServer, Reply, message_text
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
+from tests.served import served_client
 
 OWNER = 42
 FRIEND = 43  # allowed, not an owner
@@ -239,10 +240,8 @@ async def slack_gateway(config: Config) -> AsyncIterator[tuple[Gateway, httpx.As
     gw.add_channel("slack", slack_channel.build(config, gw.parts.bus, workspace=config.workspace,
                                                 commands=gw.parts.commands.specs()))
     app = create_app(config, gateway=gw)  # mounts the channel's /slack/events route
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
-            yield gw, client
+    async with served_client(app, lifespan="on") as client:
+        yield gw, client
 
 
 def signed(body: bytes) -> dict[str, str]:

@@ -32,6 +32,7 @@ from channels.slack import SlackChannel, build
 from channels.slack.format import as_command, parse_event, split_message, to_mrkdwn
 from config.errors import ConfigError
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
+from tests.served import served_client
 
 SECRET = "test-signing-secret"
 
@@ -94,7 +95,7 @@ async def http_slack(make_channel: Callable[..., Any]) -> AsyncIterator[tuple[Sl
     channel = await make_channel()
     app = FastAPI()
     app.include_router(channel.router())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as client:
+    async with served_client(app) as client:
         yield channel, client
 
 
@@ -253,6 +254,23 @@ async def test_bad_signature_and_stale_timestamp_are_rejected(
     assert bus.inbound_depth == 0
 
 
+async def test_a_captured_request_replayed_is_not_a_second_message(
+    http_slack: tuple[SlackChannel, httpx.AsyncClient], bus: MessageBus
+) -> None:
+    _, client = http_slack
+    body = json.dumps(event_callback(dm("pay the invoice", ts="9.1"), event_id="EvReplay")).encode()
+    headers = {"Content-Type": "application/json", **sign(body)}
+    assert (await client.post("/slack/events", content=body, headers=headers)).status_code == 200
+    assert (await next_inbound(bus)).text == "pay the invoice"
+    # The same bytes and signature again (no retry header: an attacker's replay, not Slack's retry).
+    assert (await client.post("/slack/events", content=body, headers=headers)).status_code == 200
+    # Re-signed with the captured timestamp moved back beyond five minutes: refused outright.
+    stale = {"Content-Type": "application/json", **sign(body, timestamp=int(time.time()) - 301)}
+    assert (await client.post("/slack/events", content=body, headers=stale)).status_code == 401
+    await post_event(client, event_callback(dm("next", ts="9.2"), event_id="EvNext"))
+    assert (await next_inbound(bus)).text == "next"  # the replay never became a message before it
+
+
 async def test_oversized_body_is_refused(
     http_slack: tuple[SlackChannel, httpx.AsyncClient], bus: MessageBus
 ) -> None:
@@ -344,7 +362,7 @@ async def test_refusal_null_means_silence(
     channel = await make_channel(refusal=None)
     app = FastAPI()
     app.include_router(channel.router())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+    async with served_client(app) as client:
         assert (await post_event(client, event_callback(dm("hi", user="U_X")))).status_code == 200
     await asyncio.sleep(0.2)
     assert slack_api.calls_to("chat.postMessage") == [] and bus.inbound_depth == 0
@@ -356,7 +374,7 @@ async def test_pairing_code_then_approval_lets_the_sender_in(
     channel = await make_channel(pairing=True)
     app = FastAPI()
     app.include_router(channel.router())
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+    async with served_client(app) as client:
         await post_event(client, event_callback(dm("hi", user="U_BOB", ts="3.1")))
         await slack_api.wait_until(lambda: len(slack_api.calls_to("chat.postMessage")) == 1)
         text = slack_api.calls_to("chat.postMessage")[0].params["text"]
@@ -418,7 +436,7 @@ async def test_failed_publish_is_not_acked_and_a_retry_waits_for_the_first_attem
     try:
         app = FastAPI()
         app.include_router(channel.router())
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw") as client:
+        async with served_client(app) as client:
             payload = event_callback(dm("important"), event_id="EvFail")
             first = asyncio.create_task(post_event(client, payload))
             while gated.calls < 1:

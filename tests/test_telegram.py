@@ -31,6 +31,7 @@ from channels.telegram.format import convert_line, html_to_plain, markdown_to_ht
 from channels.telegram.send import classify
 from config.errors import ConfigError
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
+from tests.served import served_client
 
 OWNER = 42
 COMMANDS = (CommandSpec("help", "list commands"), CommandSpec("new", "start fresh"),
@@ -586,8 +587,7 @@ async def test_webhook_mode_checks_the_secret_and_publishes(
     update = {"update_id": 1, "message": {"message_id": 77, "date": 1, "chat": {"id": OWNER, "type": "private"},
                                           "from": {"id": OWNER, "is_bot": False, "first_name": "Ann"},
                                           "text": "via webhook"}}
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+    async with served_client(app) as client:
         assert (await client.post("/telegram/webhook", json=update)).status_code == 403
         wrong = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-valuX"}
         assert (await client.post("/telegram/webhook", json=update, headers=wrong)).status_code == 403
@@ -616,7 +616,7 @@ async def test_webhook_caps_chunked_bodies_and_rejected_setup_is_a_config_error(
             yield b"x" * 4096
 
     good = {"X-Telegram-Bot-Api-Secret-Token": "s3cret-value"}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as client:
+    async with served_client(app) as client:
         response = await client.post("/telegram/webhook", content=chunks(), headers=good)
     assert response.status_code == 413
     assert bus.inbound_depth == 0

@@ -28,6 +28,7 @@ from channels.webhook.store import WebhookStore
 from gateway.serve import GatewayServer
 from memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply
+from tests.served import served_client
 
 TOKEN = "wh-token-0123456789abcdef"
 SECRET = "cb-secret-0123456789abcdef"
@@ -376,8 +377,7 @@ async def test_503_when_the_bus_is_full_and_the_key_is_released(tmp_path, make_c
     await bus.start()
     await channel.start()
     try:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=AUTH) as client:
+        async with served_client(app, headers=AUTH) as client:
             assert (await client.post("/v1/messages", json=body(wait=False))).status_code == 202
             full = await client.post("/v1/messages", json=body("second", wait=False, idempotency_key="k2"))
             await bus.consume_inbound()  # room again
