@@ -24,7 +24,7 @@ from config.schema import AgentDefaults
 from gateway.skills import Skill, SkillsLoader
 from gateway.turn import TurnContext
 from memory import tokens
-from memory.search.query import Hit, Scope
+from memory.search.hits import Hit, Scope
 from memory.sessions import Session
 
 SECTION_SEPARATOR = "\n\n---\n\n"

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import secrets
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -26,13 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from channels.bus import BusClosed, BusFull
 from channels.cli import CliChannel
 from channels.webhook.api import guarded_route
-from config.fileio import atomic_write_text
+from gateway.local_client import SESSION_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
 
-LOCAL_FILE = Path("state") / "local.json"
 MAX_LOCAL_CHARS = 1_000_000
-SESSION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MAX_LOCAL_BODY_BYTES = 4 * MAX_LOCAL_CHARS + 1024  # JSON-escaped text may take up to ~4 bytes a char
 
 
@@ -81,50 +78,3 @@ def add_local_route(app: FastAPI, cli: CliChannel, token: str) -> None:
         return LocalReply(ok=ok, reply=reply)
 
     app.include_router(router)
-
-
-def publish(workspace: Path, url: str, token: str) -> Path:
-    """Write ``state/local.json`` (0600) once the gateway listens."""
-    path = workspace / LOCAL_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps({"url": url, "token": token, "pid": os.getpid()}))
-    os.chmod(path, 0o600)
-    return path
-
-
-def withdraw(workspace: Path) -> None:
-    (workspace / LOCAL_FILE).unlink(missing_ok=True)
-
-
-def find_running(workspace: Path) -> tuple[str, str] | None:
-    """(url, token) of a gateway running on ``workspace``, if its file names a live process."""
-    try:
-        data = json.loads((workspace / LOCAL_FILE).read_text(encoding="utf-8"))
-        os.kill(int(data["pid"]), 0)
-        return str(data["url"]), str(data["token"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def ask_running(url: str, token: str, text: str, *, timeout_s: float,
-                session: str | None = None) -> tuple[bool, str] | None:
-    """Send ``text`` to the running gateway; None when it cannot be reached (fall back)."""
-    import httpx
-
-    try:
-        response = httpx.post(f"{url}/v1/local/messages", json={"text": text, "session": session},
-                              headers={"Authorization": f"Bearer {token}"},
-                              timeout=httpx.Timeout(timeout_s, connect=2.0))
-    except (httpx.ConnectError, httpx.ConnectTimeout):
-        return None
-    except httpx.HTTPError as exc:
-        return False, f"the gateway did not answer ({type(exc).__name__})"
-    if response.status_code == 401:
-        return None  # a stale file from an earlier run: not our gateway
-    try:
-        data = response.json()
-    except ValueError:
-        return False, f"the gateway answered HTTP {response.status_code}"
-    if response.status_code != 200:
-        return False, str(data.get("detail", f"HTTP {response.status_code}"))
-    return bool(data["ok"]), str(data["reply"])

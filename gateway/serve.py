@@ -33,7 +33,7 @@ import uvicorn
 
 from config.errors import LucidError
 from config.schema import Config
-from gateway import local_api
+from gateway import local_client
 from gateway.ops.sdnotify import Notifier
 from gateway.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
 from gateway.server import GatewayState, create_app
@@ -211,7 +211,7 @@ async def _main(config: Config, sock: socket.socket, on_listening: Callable[[str
 
     async def announce() -> None:
         await server.state.started.wait()
-        await asyncio.to_thread(local_api.publish, config.workspace, server.url, server.state.local_token)
+        await asyncio.to_thread(local_client.publish, config.workspace, server.url, server.state.local_token)
         if on_listening is not None:
             on_listening(server.url)
 
@@ -220,4 +220,4 @@ async def _main(config: Config, sock: socket.socket, on_listening: Callable[[str
         return await server.serve()
     finally:
         announcer.cancel()
-        local_api.withdraw(config.workspace)
+        local_client.withdraw(config.workspace)

@@ -23,11 +23,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from filelock import FileLock, Timeout
-from git import Repo
-from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
 from memory.errors import GitStoreError
+
+if TYPE_CHECKING:  # GitPython loads on the first repository operation, not at import
+    from git import Repo
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +201,9 @@ class GitStore:
     @contextmanager
     def _repo(self, *, create: bool = True) -> Iterator[Repo]:
         """Open the workspace repository, re-creating it when missing or broken."""
+        from git import Repo
+        from git.exc import InvalidGitRepositoryError, NoSuchPathError
+
         git_dir = self.workspace / ".git"
         repo: Repo | None = None
         if git_dir.exists():
@@ -235,6 +241,8 @@ class GitStore:
         # Validate before git sees it: a "sha" from chat must never become a git option.
         if not _SHA_RE.match(text):
             raise GitStoreError(f"{sha!r} is not a commit id; see /dream-log for valid ones")
+        from git.exc import GitCommandError
+
         try:
             full = repo.git.rev_parse("--verify", "--quiet", f"{text}^{{commit}}").strip()
             repo.git.merge_base("--is-ancestor", full, "HEAD")
@@ -268,6 +276,8 @@ class GitStore:
     def _stage(self, repo: Repo) -> list[str]:
         """``git add`` the tracked paths; the files whose staged state differs from HEAD."""
         self._clear_stale_index_lock()
+        from git.exc import GitCommandError
+
         try:
             known = _lines(repo.git.ls_files("--", *TRACKED))
         except GitCommandError as exc:

@@ -2,14 +2,31 @@
 
 ``SchedulerService`` is the one long-lived part the composition root creates; the rest are
 its pieces (SQLite reminders, the persisted job state, DST-safe triggers, the heartbeat).
+
+The names load on first use (PEP 562), so a tool that only needs ``scheduler.errors`` does
+not pull APScheduler into a one-shot ``lucid agent -m``.
 """
 
 from __future__ import annotations
 
-from scheduler.errors import ReminderError, SchedulerError
-from scheduler.reminders import Reminder, ReminderStore
-from scheduler.service import SchedulerService
-from scheduler.state import JobState
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scheduler.errors import ReminderError, SchedulerError
+    from scheduler.reminders import Reminder, ReminderStore
+    from scheduler.service import SchedulerService
+    from scheduler.state import JobState
 
 __all__ = ["JobState", "Reminder", "ReminderError", "ReminderStore", "SchedulerError",
            "SchedulerService"]
+
+_HOMES = {"JobState": "state", "Reminder": "reminders", "ReminderError": "errors", "ReminderStore": "reminders",
+          "SchedulerError": "errors", "SchedulerService": "service"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"scheduler.{home}"), name)

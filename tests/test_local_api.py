@@ -74,7 +74,7 @@ async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path
 
 
 async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
-    from gateway.local_api import find_running, publish
+    from gateway.local_client import find_running, publish
 
     publish(tmp_path, "http://127.0.0.1:9", "t")
     assert find_running(tmp_path) == ("http://127.0.0.1:9", "t")  # this very process is alive

@@ -214,7 +214,7 @@ def port_check(config: Config) -> Result:
             return ok("port", f"{host}:{port} is free")
         except OSError as exc:
             busy = exc
-    from gateway.local_api import find_running
+    from gateway.local_client import find_running
 
     running = find_running(config.workspace)
     if running is not None and running[0].rsplit(":", 1)[-1] == str(port):

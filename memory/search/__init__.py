@@ -3,9 +3,29 @@
 ``MemoryIndex`` keeps ``memory/index.sqlite`` in step with the files, ``search`` answers
 queries (keyword + vector, scoped per chat), ``RecallService`` runs both off the event loop
 for the gateway, ``rebuild`` swaps in a fresh index atomically.
+
+The names load on first use (PEP 562): the index and the ranking pull in numpy, which a
+one-shot ``lucid agent -m`` that never searches should not pay for.
 """
 
-from memory.search.index import MemoryIndex
-from memory.search.query import Hit, Scope, SearchError, SearchSettings, search
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory.search.hits import Hit, Scope, SearchError, SearchSettings
+    from memory.search.index import MemoryIndex
+    from memory.search.query import search
 
 __all__ = ["Hit", "MemoryIndex", "Scope", "SearchError", "SearchSettings", "search"]
+
+_HOMES = {"Hit": "hits", "Scope": "hits", "SearchError": "hits", "SearchSettings": "hits",
+          "MemoryIndex": "index", "search": "query"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'memory.search' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"memory.search.{home}"), name)

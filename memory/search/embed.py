@@ -14,9 +14,10 @@ import logging
 import os
 import threading
 from importlib.util import find_spec
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class Embedder(Protocol):
 
 
 def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:
         matrix = matrix[None, :]
@@ -102,6 +105,8 @@ class LiteLLMEmbedder:
         self._timeout = timeout_s
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         import litellm
 
         try:

@@ -31,8 +31,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from memory.search import _db
 from memory.search.chunking import Chunk
 from memory.search.embed import Embedder, EmbedderError
@@ -290,6 +288,8 @@ class MemoryIndex:
             except Exception as exc:
                 self._fail(f"{type(exc).__name__}: {exc}")
                 return done
+            import numpy as np  # only when vectors are written: numpy loads lazily
+
             if matrix.ndim != 2 or matrix.shape != (len(batch), dim) or not np.isfinite(matrix).all():
                 self._fail(f"returned vectors of shape {matrix.shape}, expected ({len(batch)}, {dim})")
                 return done

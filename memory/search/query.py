@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from memory.search import _db
+from memory.search.hits import Hit, Scope, SearchError, SearchSettings
 from memory.search.fts_text import fts_query
 from memory.search.index import MemoryIndex
 from memory.search.rank import Candidate, merge, mmr
@@ -31,56 +32,6 @@ __all__ = ["Hit", "Scope", "SearchError", "SearchSettings", "search"]
 SNIPPET_CHARS = 700
 # Below this a candidate matched nothing that counts (cosine at the model's noise floor).
 MIN_SCORE = 0.01
-
-
-class SearchError(ValueError):
-    """A query the index cannot answer (empty); the message says what to do."""
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """``session_key=None``: everything (the owner's private chat); else that chat only."""
-
-    session_key: str | None = None
-
-    @classmethod
-    def everything(cls) -> Scope:
-        return cls(None)
-
-
-@dataclass(frozen=True, slots=True)
-class SearchSettings:
-    vector_weight: float = 0.7
-    text_weight: float = 0.3
-    half_life_days: float = 30.0
-    mmr_lambda: float = 0.7
-    decay_floor: float = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    source: str
-    path: str
-    start_line: int | None
-    end_line: int | None
-    cursor: int | None
-    session_key: str | None
-    date: str | None
-    score: float
-    snippet: str
-    text: str
-
-    def where(self) -> str:
-        if self.start_line is not None:
-            return f"{self.path}:{self.start_line}-{self.end_line}"
-        if self.cursor is not None:
-            return f"{self.path} cursor {self.cursor}"
-        return f"session {self.session_key}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"source": self.source, "path": self.path, "start_line": self.start_line,
-                "end_line": self.end_line, "cursor": self.cursor, "session_key": self.session_key,
-                "date": self.date, "score": round(self.score, 4), "snippet": self.snippet}
 
 
 def _where(scope: Scope, sources: Collection[str] | None, alias: str = "c") -> tuple[str, list[Any]]:

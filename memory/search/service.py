@@ -31,7 +31,7 @@ from pathlib import Path
 from config.schema import Config
 from memory.search.embed import make_embedder
 from memory.search.index import MemoryIndex
-from memory.search.query import Hit, Scope, SearchSettings, search
+from memory.search.hits import Hit, Scope, SearchSettings
 from memory.search.sources import source_of
 
 logger = logging.getLogger(__name__)
@@ -146,6 +146,8 @@ class RecallService:
         def run() -> list[Hit]:
             if dirty:
                 self.index.sync_files()
+            from memory.search.query import search  # numpy and the ranking load on the first search
+
             return search(self.index, query, k=k or self.max_results, scope=scope,
                           sources=sources, settings=self.settings,
                           vectors_if_ready=vectors_if_ready)

@@ -1,0 +1,61 @@
+"""What a recall search is asked and answers: scope, settings, hits, the query error.
+
+Kept apart from ``query`` (the ranking, which needs numpy) so the prompt builder and the
+tools can name these types without loading the search machinery; ``query`` is imported only
+when a search actually runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class SearchError(ValueError):
+    """A query the index cannot answer (empty); the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """``session_key=None``: everything (the owner's private chat); else that chat only."""
+
+    session_key: str | None = None
+
+    @classmethod
+    def everything(cls) -> Scope:
+        return cls(None)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    vector_weight: float = 0.7
+    text_weight: float = 0.3
+    half_life_days: float = 30.0
+    mmr_lambda: float = 0.7
+    decay_floor: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    source: str
+    path: str
+    start_line: int | None
+    end_line: int | None
+    cursor: int | None
+    session_key: str | None
+    date: str | None
+    score: float
+    snippet: str
+    text: str
+
+    def where(self) -> str:
+        if self.start_line is not None:
+            return f"{self.path}:{self.start_line}-{self.end_line}"
+        if self.cursor is not None:
+            return f"{self.path} cursor {self.cursor}"
+        return f"session {self.session_key}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "path": self.path, "start_line": self.start_line,
+                "end_line": self.end_line, "cursor": self.cursor, "session_key": self.session_key,
+                "date": self.date, "score": round(self.score, 4), "snippet": self.snippet}

@@ -1,0 +1,81 @@
+"""Start light (issue 16, item 4): a process imports only what its configuration uses.
+
+Each case runs in a fresh interpreter (``sys.modules`` of the test process proves nothing)
+and reports the top-level packages it ended up importing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakes.llm import FakeLLMServer
+
+WEB_STACK = {"fastapi", "starlette", "uvicorn"}
+CHAT_SDKS = {"telegram", "slack_bolt", "slack_sdk"}
+
+# Runs the CLI, then reports the imported top-level packages however the CLI exits
+# (it ends with os._exit, which skips atexit handlers).
+AGENT_PROBE = """
+import os, sys
+def report():
+    tops = sorted({name.split('.')[0] for name in list(sys.modules)})
+    with open(os.environ['PROBE_OUT'], 'w') as out:
+        out.write('\\n'.join(tops))
+real_exit = os._exit
+def exit_and_report(code):
+    report()
+    real_exit(code)
+os._exit = exit_and_report
+from gateway.cli import main
+sys.argv = ['lucid', 'agent', '-m', 'hi', '--config', sys.argv[1]]
+try:
+    main()
+finally:
+    report()
+"""
+
+GATEWAY_PROBE = """
+import os, sys
+from config.loader import load_config
+from gateway.app import build_gateway
+build_gateway(load_config(sys.argv[1]))
+with open(os.environ['PROBE_OUT'], 'w') as out:
+    out.write('\\n'.join(sorted({name.split('.')[0] for name in list(sys.modules)})))
+"""
+
+
+def imported(tmp_path: Path, probe: str, config: dict[str, object]) -> set[str]:
+    path, out = tmp_path / "config.json", tmp_path / "modules.txt"
+    path.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LUCIDGATE_")}
+    env.update(HOME=str(tmp_path), LITELLM_LOCAL_MODEL_COST_MAP="True", PROBE_OUT=str(out))
+    proc = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
+                          env=env, timeout=180, cwd=Path(__file__).resolve().parents[1])
+    assert out.exists(), proc.stdout + proc.stderr
+    return set(out.read_text().split())
+
+
+def test_a_one_shot_answer_loads_no_web_stack_and_no_chat_sdk(tmp_path: Path) -> None:
+    llm = FakeLLMServer().start_in_thread()  # this test blocks on the subprocess: not the loop's server
+    try:
+        modules = imported(tmp_path, AGENT_PROBE, {
+            "agents": {"defaults": {"workspace": str(tmp_path / "ws"), "model": "openai/fake-model"}},
+            "providers": {"openai": {"apiKey": "sk-probe", "apiBase": llm.base_url}}})
+    finally:
+        llm.stop_thread()
+    assert len(llm.requests) == 1  # it really answered
+    assert "litellm" in modules  # the probe sees what the run imported
+    assert modules.isdisjoint(WEB_STACK | CHAT_SDKS), sorted(modules & (WEB_STACK | CHAT_SDKS))
+
+
+def test_a_webhook_only_gateway_loads_no_chat_sdk(tmp_path: Path) -> None:
+    modules = imported(tmp_path, GATEWAY_PROBE, {
+        "agents": {"defaults": {"workspace": str(tmp_path / "ws"), "model": "openai/fake-model"}},
+        "providers": {"openai": {"apiKey": "sk-probe", "apiBase": "http://127.0.0.1:9/v1"}},
+        "channels": {"webhook": {"token": "t" * 32}}})
+    assert "litellm" in modules or "gateway" in modules
+    assert modules.isdisjoint(CHAT_SDKS), sorted(modules & CHAT_SDKS)
