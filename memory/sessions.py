@@ -210,11 +210,6 @@ class SessionStore:
             state = {"last_consolidated": count, "updated_at": session.updated_at}
             await asyncio.to_thread(atomic_write_text, state_path(session.path), _dumps(state) + "\n")
 
-    async def update_metadata(self, session: Session, **values: Any) -> None:
-        async with self.lock(session.key):
-            session.metadata.update(values)
-            await asyncio.to_thread(self._rewrite, session)
-
     def _rewrite(self, session: Session) -> None:
         """Write a new header followed by the existing message lines, then swap atomically."""
         with atomic_write(session.path) as out:

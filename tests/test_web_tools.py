@@ -197,7 +197,7 @@ async def test_a_mixed_dns_answer_is_refused() -> None:
     async def resolve(host: str, port: int) -> list[str]:
         return ["93.184.215.14", "10.0.0.5"]
 
-    with pytest.raises(RefusedURL, match="10.0.0.5, a private network address"):
+    with pytest.raises(RefusedURL, match="10.0.0.5, a private address"):
         await NetGuard(resolver=resolve).check("https://rebind.example/")
 
 

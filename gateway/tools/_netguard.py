@@ -9,32 +9,27 @@ answer that changes between check and connect (rebinding) cannot move the reques
 Redirects are never followed by the client: the caller re-checks every hop.
 
 Allow-list entries are networks (``10.0.0.0/8``, ``127.0.0.1``) or exact host names.
-The resolver is injectable, so tests can make a name resolve to loopback.
+The resolver is injectable, so tests can make a name resolve to loopback. What counts as
+public, and the system resolver, are the ones the webhook's callback check uses
+(``channels._netguard``); this guard adds network allow-lists and a model-facing message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
-import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import httpx
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+from channels._netguard import IPAddress, Resolver, ip_refusal, system_resolver
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 
 class RefusedURL(Exception):
     """The URL may not be fetched; the message says why, fit for the model and the user."""
-
-
-async def system_resolver(host: str, port: int) -> list[str]:
-    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,20 +39,6 @@ class Checked:
     host: str  # as written in the URL (lower case, no brackets)
     port: int
     ip: IPAddress
-
-
-def _forbidden(ip: IPAddress) -> str | None:
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_loopback:
-        return "a loopback address"
-    if ip.is_link_local:
-        return "a link-local address (cloud metadata lives there)"
-    if ip.is_private:
-        return "a private network address"
-    if ip.is_multicast or ip.is_unspecified or ip.is_reserved or not ip.is_global:
-        return "not a public internet address"
-    return None
 
 
 class NetGuard:
@@ -109,7 +90,7 @@ class NetGuard:
             if not addresses:
                 raise RefusedURL(f"the host {host!r} has no address")
         for ip in addresses:  # every answer must pass: a mixed answer is a rebinding attempt
-            why = _forbidden(ip)
+            why = ip_refusal(ip)
             if why is not None and not self._allowed(host, ip):
                 raise RefusedURL(
                     f"{host} resolves to {ip}, {why}; fetching it is refused (an operator can "
