@@ -179,7 +179,7 @@ def _capped(receive: Receive, limit: int) -> Receive:
     return receive_capped
 
 
-async def _discard_body(receive: Receive) -> None:
+async def discard_body(receive: Receive) -> None:
     """Read and drop the rest of an oversized body so the client can read our 413.
 
     Closing with unread data in the socket makes the kernel send a reset, which destroys the
@@ -223,7 +223,7 @@ def guarded_route(authorize: Callable[[str | None], Response | None],
                 declared = request.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > limit:
                     if int(declared) <= DISCARD_MAX_BYTES:
-                        await _discard_body(request.receive)
+                        await discard_body(request.receive)
                     return error_response(413, f"the body is {int(declared):,} bytes; the limit is {limit:,} "
                                                "(channels.webhook.maxBodyBytes)", headers={"Connection": "close"})
                 try:
@@ -231,7 +231,7 @@ def guarded_route(authorize: Callable[[str | None], Response | None],
                 except HTTPException as exc:
                     if exc.status_code != 413:
                         raise
-                    await _discard_body(request.receive)
+                    await discard_body(request.receive)
                     return error_response(413, str(exc.detail), headers={"Connection": "close"})
 
             return guarded

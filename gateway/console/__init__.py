@@ -26,7 +26,7 @@ def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleCon
     """Mount the console unless ``console.enabled`` is false; returns its context."""
     from gateway.console import api_auth, api_chat, api_dream, api_history, api_memory, api_ops, api_sessions
     from gateway.console.api_sessions import last_turn_tools
-    from gateway.console.security import ConsoleHeaders
+    from gateway.console.security import ConsoleBodyCap, ConsoleHeaders
     from gateway.console.static import add_static_routes
 
     config = gateway.parts.config
@@ -48,6 +48,7 @@ def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleCon
     ctx = ConsoleContext(gateway=gateway, auth=auth, web=web, version=version)
     app.state.console = ctx
     app.add_middleware(ConsoleHeaders)
+    app.add_middleware(ConsoleBodyCap)
     for module in (api_auth, api_chat, api_memory, api_history, api_dream, api_sessions, api_ops):
         app.include_router(module.router(ctx))
     add_static_routes(app)
