@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
+from config.backoff import backoff_delay
 from config.errors import LucidError
 
 logger = logging.getLogger(__name__)
@@ -162,7 +163,7 @@ class OutboundLimiter:
                     self.waits.append(verdict.delay)
                     self._paused_until = max(self._paused_until, time.monotonic() + verdict.delay)
                 else:
-                    delay = self._backoff_s * 2 ** (attempt - 1)
+                    delay = backoff_delay(attempt, self._backoff_s)
                     logger.info("%s: %s failed (%s); retrying in %.1fs", self.name, what, exc, delay)
                     await asyncio.sleep(delay)
 

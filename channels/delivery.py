@@ -23,12 +23,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from config.backoff import backoff_delay
 from channels._ratelimit import DeliveryFailed, DeliveryRetry
 from channels.messages import OutboundMessage
 from channels.outbox import Item, Outbox, chat_key
@@ -179,8 +179,8 @@ class ChannelRoute:
                     await self._dead(item, f"undeliverable until its deadline; last error: {_describe(exc)}")
                     return
                 after = getattr(exc, "after_s", None)
-                delay = float(after) if after is not None else min(
-                    self._max_backoff_s, self._backoff_s * 2 ** min(failures - 1, 20)) * (1 + random.random() / 4)
+                delay = float(after) if after is not None else backoff_delay(
+                    failures, self._backoff_s, self._max_backoff_s)
                 delay = min(delay, max(0.0, item.deadline_at - now))
                 logger.info("%s: delivery to chat %s failed (%s); retrying in %.1fs",
                             self.channel, msg.target.chat_id, _describe(exc), delay)

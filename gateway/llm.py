@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from config.backoff import backoff_delay
 from config.schema import Config, ProviderConfig
 from gateway._offline import set_offline_environment
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
@@ -227,7 +228,7 @@ class LiteLLMChatModel:
                     continue
                 if retries_left > 0 and is_transient(exc):
                     retries_left -= 1
-                    delay = agent.llm_retry_base_delay_s * (2 ** (attempt - 1)) * (1 + random.random() / 4)
+                    delay = backoff_delay(attempt, agent.llm_retry_base_delay_s)
                     logger.warning("LLM call failed (%s: %s), retrying in %.2fs (%d left)",
                                    type(exc).__name__, detail, delay, retries_left)
                     await asyncio.sleep(delay)

@@ -23,6 +23,8 @@ from aiohttp import WSMessage
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 
+from config.backoff import backoff_delay
+
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 300.0
@@ -92,7 +94,7 @@ class SocketSupervisor:
         return time.time() - max(self._last_frame, pong)
 
     async def _run(self) -> None:
-        backoff = self._backoff_s
+        failures = 0
         outage_since: float | None = None
         force = True
         while True:
@@ -108,15 +110,15 @@ class SocketSupervisor:
                     )
                 else:
                     logger.debug("Slack Socket Mode still unreachable: %s", _describe(exc))
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                failures += 1
+                await asyncio.sleep(backoff_delay(failures, self._backoff_s, MAX_BACKOFF_S))
                 continue
             if outage_since is not None:
                 logger.info("Slack Socket Mode connected again after %.0fs", time.monotonic() - outage_since)
                 outage_since = None
             else:
                 logger.info("Slack Socket Mode connected")
-            backoff = self._backoff_s
+            failures = 0
             self.connected.set()
             force = await self._watch()
             self.connected.clear()

@@ -29,6 +29,7 @@ from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
+from config.backoff import backoff_delay
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
 from channels._redact import TokenRedactor, logger_family
 from channels.base import CommandSpec
@@ -36,7 +37,7 @@ from channels.bus import MessageBus
 from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
 from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
-from channels.telegram.poll import TelegramPoller, backoff_delay
+from channels.telegram.poll import TelegramPoller
 from channels.telegram.send import TelegramSender, classify
 from channels.telegram.webhook import webhook_router
 from config.errors import ConfigError

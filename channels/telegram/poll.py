@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from config.backoff import backoff_delay
 from channels.bus import BusClosed
 from config.fileio import atomic_write_bytes
 
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("channels.telegram")
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], asyncio.Task[None]]
-
-
-def backoff_delay(failures: int, base_s: float, cap_s: float) -> float:
-    """Exponential delay after ``failures`` consecutive failures: base, 2·base, 4·base, … capped."""
-    return float(min(cap_s, base_s * 2 ** max(0, failures - 1)))
 
 
 def read_state(path: Path) -> int | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import random
 import time
 from collections.abc import Collection
 from typing import NoReturn
@@ -34,6 +33,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from config.backoff import backoff_delay
 from channels._netguard import (
     Destination,
     Refused,
@@ -161,7 +161,7 @@ class CallbackPoster:
                                  f"{failures} attempts; last error: {error}", permanent=True)
         self._failures[delivery_id] = failures
         if after_s is None:
-            after_s = min(self._max_backoff_s, self._backoff_s * 2 ** (failures - 1)) * (1 + random.random() / 4)
+            after_s = backoff_delay(failures, self._backoff_s, self._max_backoff_s)
         logger.info("webhook: callback %s to %s failed (%s); attempt %d/%d, retrying in %.1fs",
                     delivery_id, where, error, failures, self._max_attempts, after_s)
         raise DeliveryRetry(f"callback to {where}: {error}", after_s=after_s)

@@ -25,6 +25,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from config.backoff import backoff_delay
 from config.schema import McpServerConfig
 from gateway.errors import ToolError
 from gateway.mcp.tools import McpTool, render_result
@@ -178,7 +179,7 @@ class McpManager:
                 error = _short(exc)
                 logger.warning("MCP server %s: %s", name, error)
                 failures = status.failures + 1
-                delay = min(self._backoff_max_s, self._backoff_base_s * 2 ** (failures - 1))
+                delay = backoff_delay(failures, self._backoff_base_s, self._backoff_max_s)
                 self._set(name, state="retrying", error=error, failures=failures,
                           next_retry_at=time.monotonic() + delay)
                 try:
