@@ -28,25 +28,22 @@ from prometheus_client import Counter
 
 from config.fileio import atomic_write_text
 from config.schema import Config
+from gateway.llm_errors import is_transient
 from gateway.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
-_TRANSIENT = {"RateLimitError", "APIConnectionError", "Timeout", "InternalServerError",
-              "ServiceUnavailableError", "BadGatewayError", "APITimeoutError"}
-_NEVER = {"AuthenticationError", "PermissionDeniedError", "BadRequestError", "NotFoundError",
-          "ContextWindowExceededError", "ContentPolicyViolationError", "UnprocessableEntityError"}
 
 
 def is_fallback_error(exc: BaseException) -> bool:
     """Timeouts, connection errors, 5xx and 429 fail over; auth and bad requests never do."""
-    name = type(exc).__name__
-    if name in _NEVER:
+    import litellm  # loaded already: a model call has just failed
+
+    never = (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.BadRequestError,
+             litellm.NotFoundError, litellm.UnprocessableEntityError)  # overflow and policy are bad requests
+    if isinstance(exc, never):
         return False
-    if name in _TRANSIENT:
-        return True
-    status = getattr(exc, "status_code", None)
-    return isinstance(status, int) and (status >= 500 or status == 429)
+    return is_transient(exc)
 
 
 class SessionModels:

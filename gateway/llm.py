@@ -25,7 +25,7 @@ from gateway.fallback import ModelChain
 from gateway.metrics import Metrics
 from gateway.usage import UsageLedger
 from memory.calibration import TokenCalibration
-from gateway.llm_errors import is_overflow, is_transient, provider_detail, user_message
+from gateway.llm_errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
 from memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
@@ -228,7 +228,8 @@ class LiteLLMChatModel:
                     continue
                 if retries_left > 0 and is_transient(exc):
                     retries_left -= 1
-                    delay = backoff_delay(attempt, agent.llm_retry_base_delay_s)
+                    asked = retry_after_s(exc)
+                    delay = asked if asked is not None else backoff_delay(attempt, agent.llm_retry_base_delay_s)
                     logger.warning("LLM call failed (%s: %s), retrying in %.2fs (%d left)",
                                    type(exc).__name__, detail, delay, retries_left)
                     await asyncio.sleep(delay)

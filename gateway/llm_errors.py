@@ -8,29 +8,60 @@ and into one short sentence the user can act on, naming the config key to check.
 from __future__ import annotations
 
 import re
+from types import ModuleType
+from typing import Any
 
-_TRANSIENT_NAMES = {
-    "RateLimitError",
-    "APIConnectionError",
-    "Timeout",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "BadGatewayError",
-}
+# A provider that asks for more than this is treated as down for now: the call fails with
+# the usual "try again in a moment" rather than holding a turn for minutes.
+MAX_RETRY_AFTER_S = 60.0
+
+
+def _litellm() -> ModuleType:
+    """litellm, which is loaded already whenever a model call has failed (cheap then)."""
+    import litellm
+
+    return litellm
+
+
+def _transient_classes() -> tuple[type[BaseException], ...]:
+    ll = _litellm()
+    # litellm.Timeout derives from openai's connection error, not litellm's: listed apart.
+    return (ll.RateLimitError, ll.APIConnectionError, ll.Timeout, ll.InternalServerError,
+            ll.ServiceUnavailableError, ll.BadGatewayError)
 
 
 def is_transient(exc: BaseException) -> bool:
-    if type(exc).__name__ in _TRANSIENT_NAMES:
+    if isinstance(exc, _transient_classes()):
         return True
     status = getattr(exc, "status_code", None)
     return isinstance(status, int) and (status >= 500 or status == 429)
 
 
 def is_overflow(exc: BaseException) -> bool:
-    if type(exc).__name__ == "ContextWindowExceededError":
+    if isinstance(exc, _litellm().ContextWindowExceededError):
         return True
     text = str(exc).lower()
     return "context_length_exceeded" in text or "maximum context length" in text
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The wait a 429 (or 503) asked for, from ``retry-after-ms`` or ``retry-after`` (seconds);
+    None when it gave none, or asked for more than ``MAX_RETRY_AFTER_S``."""
+    # litellm keeps the provider's headers apart (``litellm_response_headers``); the
+    # exception's own ``response`` carries them only on some routes.
+    for headers in (getattr(exc, "litellm_response_headers", None),
+                    getattr(getattr(exc, "response", None), "headers", None)):
+        if not headers:
+            continue
+        lowered: dict[str, Any] = {str(k).lower(): v for k, v in dict(headers).items()}
+        for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            try:
+                value = float(str(lowered.get(name, "")).strip()) * scale
+            except ValueError:
+                continue
+            if 0 <= value <= MAX_RETRY_AFTER_S:
+                return value
+    return None
 
 
 # Some litellm providers report a refused connection as a 500 "InternalServerError".
@@ -39,16 +70,17 @@ _CONNECT_FAILED = re.compile(r"connection error|cannot connect to host|connect c
 
 
 def user_message(exc: BaseException, provider: str = "openai", api_base: str | None = None) -> str:
+    ll = _litellm()
     name = type(exc).__name__
-    if name == "AuthenticationError":
+    if isinstance(exc, ll.AuthenticationError):
         return f"the model provider refused the API key; check providers.{provider}.apiKey in the config"
-    if name in ("Timeout",) or "timed out" in str(exc).lower():
+    if isinstance(exc, ll.Timeout) or "timed out" in str(exc).lower():
         return "the model did not answer in time (agents.defaults.llmTimeoutS)"
-    if name == "APIConnectionError" or _CONNECT_FAILED.search(str(exc)):
+    if isinstance(exc, ll.APIConnectionError) or _CONNECT_FAILED.search(str(exc)):
         where = f" at {api_base}" if api_base else ""
         return (f"could not reach the model provider{where}; check providers.{provider}.apiBase "
                 "and your network")
-    if name == "NotFoundError":
+    if isinstance(exc, ll.NotFoundError):
         return "the model was not found at the provider; check agents.defaults.model"
     if is_transient(exc):
         return "the model provider kept failing; please try again in a moment"

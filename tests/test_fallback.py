@@ -137,17 +137,20 @@ async def test_model_presets_switch_per_session_and_only_for_the_owner(
 
 
 def test_error_classes() -> None:
-    class Timeout(Exception):
-        pass
+    import httpx
+    import litellm
 
-    class AuthenticationError(Exception):
-        status_code = 401
-
-    class Weird(Exception):
+    class Weird(Exception):  # not litellm's: judged by its status code
         status_code = 504
 
-    assert is_fallback_error(Timeout()) and is_fallback_error(Weird())
-    assert not is_fallback_error(AuthenticationError()) and not is_fallback_error(ValueError())
+    timeout = litellm.Timeout("slow", model="m", llm_provider="openai")
+    limited = litellm.RateLimitError("slow down", llm_provider="openai", model="m",
+                                     response=httpx.Response(429))
+    refused = litellm.AuthenticationError("bad key", llm_provider="openai", model="m")
+    overflow = litellm.ContextWindowExceededError("too long", model="m", llm_provider="openai")
+    assert is_fallback_error(timeout) and is_fallback_error(limited) and is_fallback_error(Weird())
+    assert not is_fallback_error(refused) and not is_fallback_error(overflow)
+    assert not is_fallback_error(ValueError())
 
 
 def test_costs_come_from_litellms_local_price_map(tmp_path: Path) -> None:

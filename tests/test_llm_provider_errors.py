@@ -10,7 +10,7 @@ import pytest
 from gateway.errors import LLMError
 from gateway.llm import LiteLLMChatModel
 from tests.fakes.channel import FakeChannel
-from tests.fakes.llm import Fail, FakeLLMServer
+from tests.fakes.llm import Fail, FakeLLMServer, Reply
 
 
 def closed_port_url() -> str:
@@ -60,3 +60,53 @@ async def test_the_user_hears_which_entry_to_fix_when_the_provider_is_down(make_
         [reply] = await channel.wait_replies(1, timeout=60)
     assert reply.kind == "error"
     assert "providers.openai.apiBase" in reply.text and "<name>" not in reply.text
+
+
+async def test_a_429_waits_as_long_as_retry_after_asks(fake_llm: FakeLLMServer, make_config: Callable) -> None:
+    import time
+
+    fake_llm.queue(Fail(429, "Rate limit reached, slow down", headers={"Retry-After": "1"}), Reply("at last"))
+    model = LiteLLMChatModel(make_config(agents={"defaults": {"llmRetries": 2, "llmRetryBaseDelayS": 0.01}}))
+    try:
+        started = time.monotonic()
+        result = await model.complete([{"role": "user", "content": "hi"}], job="turn")
+        waited = time.monotonic() - started
+    finally:
+        model.close()
+    assert result.content == "at last" and len(fake_llm.requests) == 2
+    assert waited >= 0.95  # the provider's second, not the 0.01 s backoff
+
+
+def test_retry_after_is_read_from_litellm_errors_and_bounded() -> None:
+    import httpx
+    import litellm
+
+    from gateway.llm_errors import MAX_RETRY_AFTER_S, is_transient, retry_after_s
+
+    def limited(headers: dict[str, str]) -> litellm.RateLimitError:
+        return litellm.RateLimitError("slow down", llm_provider="openai", model="m",
+                                      response=httpx.Response(429, headers=headers))
+
+    assert retry_after_s(limited({"retry-after": "2"})) == 2.0
+    assert retry_after_s(limited({"retry-after-ms": "250"})) == 0.25
+    assert retry_after_s(limited({"retry-after": str(MAX_RETRY_AFTER_S + 1)})) is None
+    assert retry_after_s(limited({"retry-after": "Wed, 21 Oct 2026 07:28:00 GMT"})) is None
+    assert retry_after_s(limited({})) is None
+    assert is_transient(limited({}))
+    bad = litellm.BadRequestError("no", model="m", llm_provider="openai")
+    assert not is_transient(bad) and retry_after_s(bad) is None
+
+
+class RenamedRateLimit(Exception):
+    """Not litellm's class, merely named like it: classification is by class, not by name."""
+
+
+RenamedRateLimit.__name__ = "RateLimitError"
+
+
+def test_classification_is_by_class_not_by_name() -> None:
+    from gateway.fallback import is_fallback_error
+    from gateway.llm_errors import is_transient
+
+    assert not is_transient(RenamedRateLimit("x"))
+    assert not is_fallback_error(RenamedRateLimit("x"))

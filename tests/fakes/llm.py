@@ -89,6 +89,7 @@ class Fail:
     message: str = "internal error"
     code: str | None = None
     error_type: str | None = None
+    headers: dict[str, str] | None = None  # e.g. {"Retry-After": "1"} on a 429
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +304,7 @@ class FakeLLMServer:
         if isinstance(scripted, Fail):
             fallback = "server_error" if scripted.status >= 500 else "invalid_request_error"
             kind = scripted.error_type or _ERROR_TYPES.get(scripted.status, fallback)
-            return _error(scripted.status, scripted.message, kind, scripted.code)
+            return _error(scripted.status, scripted.message, kind, scripted.code, headers=scripted.headers)
         if isinstance(scripted, ContextOverflow):
             message = (
                 f"This model's maximum context length is {scripted.max_tokens} tokens. "
@@ -440,11 +441,12 @@ def _usage(
 
 
 def _error(
-    status: int, message: str, kind: str, code: str | None, *, param: str | None = None
+    status: int, message: str, kind: str, code: str | None, *, param: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> web.Response:
     return web.json_response(
         {"error": {"message": message, "type": kind, "param": param, "code": code}},
-        status=status,
+        status=status, headers=headers,
     )
 
 
