@@ -28,10 +28,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from config.backoff import backoff_delay
 from channels._ratelimit import DeliveryFailed, DeliveryRetry
 from channels.messages import OutboundMessage
 from channels.outbox import Item, Outbox, chat_key
+from config.backoff import backoff_delay
 
 logger = logging.getLogger(__name__)
 

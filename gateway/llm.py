@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Coroutine

@@ -12,9 +12,7 @@ the CLI then falls back to running the agent in-process.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
-import os
 import secrets
 from typing import Any
 

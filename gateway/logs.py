@@ -1,12 +1,9 @@
 """Logging for the daemon: human-readable or JSON lines, with secrets redacted everywhere.
 
-The redaction is a filter on the root handler, not on our own loggers, because the lines
-that leak secrets usually come from libraries: an HTTP client logging a Telegram URL
-(``/bot<token>/``), an SDK echoing an ``Authorization`` header, a traceback quoting a
-config value. Every record that reaches the handler is rendered once, scrubbed of known
-secret values and of token-shaped strings, and handed on with no arguments left to
-re-format. Tracebacks are rendered and scrubbed here too (``exc_text``), so a formatter
-never sees the raw exception.
+The redaction (``config.redact``) is a filter on the root handler, not on our own loggers,
+because the lines that leak secrets usually come from libraries. Every record that reaches
+the handler is rendered once and scrubbed of the config's secret values and of token-shaped
+strings, tracebacks included, so a formatter never sees the raw text.
 
 In JSON mode each line of a turn also carries ``session``, ``channel`` and ``turn``
 (``journalctl -o cat | jq 'select(.turn == "…")'``): the agent loop binds them in a
@@ -21,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import sys
 import time
 import uuid
@@ -32,80 +28,11 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, SecretStr
 
+from config.redact import RedactingFilter, Redactor
+
 LogFormat = Literal["text", "json"]
 
-MASK = "***"
-# Known secret values shorter than this are not redacted by value: masking every "abc" in
-# every log line would destroy the logs and protect nothing.
-MIN_SECRET_LEN = 6
-
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # Authorization headers and similar: keep the scheme, drop the credential.
-    (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=\-]{6,}"), r"\1 " + MASK),
-    # Telegram bot tokens, wherever they appear (URLs: /bot<token>/getUpdates).
-    (re.compile(r"\b\d{5,}:[A-Za-z0-9_\-]{30,}"), MASK),
-    # Slack tokens.
-    (re.compile(r"\bx(?:ox[abposr]|app)-[A-Za-z0-9\-]{8,}"), MASK),
-    # OpenAI-style and similar API keys.
-    (re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"), MASK),
-    # key=value / "key": "value" pairs whose key names a secret (placeholders like "sk-..."
-    # in help texts are left alone).
-    (re.compile(r"""(?i)((?:api[_-]?key|apikey|access[_-]?token|secret|password|passwd|signing[_-]?secret|"""
-                r"""bot[_-]?token|app[_-]?token|callback[_-]?secret)["']?\s*[:=]\s*["']?)"""
-                r"""(?![^\s"',&;}]*\.\.\.)([^\s"',&;}]{4,})"""),
-     r"\1" + MASK),
-)
-
 _ENV_SECRET_SUFFIXES = ("_API_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
-
-
-class Redactor:
-    """Replaces known secret values and token-shaped strings with ``***``."""
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets: set[str] = set()
-        self._by_value: re.Pattern[str] | None = None
-        self.add(secrets)
-
-    def add(self, secrets: Iterable[str]) -> None:
-        fresh = {s for s in secrets if s and len(s) >= MIN_SECRET_LEN} - self._secrets
-        if not fresh:
-            return
-        self._secrets |= fresh
-        # Longest first so a secret that contains another is masked whole.
-        ordered = sorted(self._secrets, key=len, reverse=True)
-        self._by_value = re.compile("|".join(re.escape(s) for s in ordered))
-
-    def redact(self, text: str) -> str:
-        if self._by_value is not None:
-            text = self._by_value.sub(MASK, text)
-        for pattern, replacement in _PATTERNS:
-            text = pattern.sub(replacement, text)
-        return text
-
-
-class RedactingFilter(logging.Filter):
-    """Renders each record, redacts it, and freezes the result into ``record.msg``."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        super().__init__()
-        self.redactor = redactor
-        self._formatter = logging.Formatter()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken format string must not lose the line
-            message = f"{record.msg!r} {record.args!r}"
-        record.msg = self.redactor.redact(message)
-        record.args = None
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self._formatter.formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self.redactor.redact(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self.redactor.redact(record.stack_info)
-        return True
 
 
 _TURN: ContextVar[dict[str, str] | None] = ContextVar("lucid_turn", default=None)

@@ -7,7 +7,6 @@ checked one with the Host header kept; a name that answers a public address to t
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest

@@ -8,21 +8,20 @@ masked by shape on every logger that may carry one. ``classify`` tells the chann
 from __future__ import annotations
 
 import logging
-import re
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from channels._ratelimit import Verdict
-from channels._redact import TokenRedactor
+from config.redact import RedactingFilter, Redactor
 
 sdk_logger = logging.getLogger("channels.slack.sdk")  # handed to Bolt and slack-sdk
 
 # ----------------------------------------------------------------------------- redaction
 
-_TOKEN_RE = re.compile(r"\b(xox[a-z]|xapp)-[A-Za-z0-9-]+")
-# Stateless, so one filter serves every logger and every SlackChannel.
-_REDACTOR = TokenRedactor(patterns=[(_TOKEN_RE, lambda m: f"{m.group(1)}-***")])
+# The shared patterns catch Slack tokens by shape (``xoxb-***``): no per-channel secrets, so
+# one filter serves every logger and every SlackChannel.
+_REDACTOR = RedactingFilter(Redactor())
 
 
 def redact(text: str) -> str:

@@ -29,9 +29,7 @@ from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
-from config.backoff import backoff_delay
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
-from channels._redact import TokenRedactor, logger_family
 from channels.base import CommandSpec
 from channels.bus import MessageBus
 from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
@@ -40,8 +38,10 @@ from channels.telegram.format import clean_text, is_addressed, media_items, menu
 from channels.telegram.poll import TelegramPoller
 from channels.telegram.send import TelegramSender, classify
 from channels.telegram.webhook import webhook_router
+from config.backoff import backoff_delay
 from config.errors import ConfigError
 from config.fileio import atomic_write_bytes
+from config.redact import RedactingFilter, Redactor, logger_family
 
 if TYPE_CHECKING:
     from config.schema import TelegramConfig
@@ -94,7 +94,7 @@ class TelegramChannel:
         self._webhook_secret = secret or hmac.new(
             self._token.encode(), b"lucidgate-telegram-webhook", hashlib.sha256
         ).hexdigest()
-        self._redactor = TokenRedactor(self._token, self._webhook_secret)
+        self._redactor = RedactingFilter(Redactor([self._token, self._webhook_secret]))
         self._retry = (retry_base_s, retry_max_s)
         self._request_timeout_s = request_timeout_s
         self._send_wait_s = send_wait_s

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from config.backoff import backoff_delay
 from channels.bus import BusClosed
+from config.backoff import backoff_delay
 from config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:

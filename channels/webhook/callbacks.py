@@ -33,7 +33,6 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from config.backoff import backoff_delay
 from channels._netguard import (
     Destination,
     Refused,
@@ -43,6 +42,7 @@ from channels._netguard import (
     resolve_checked,
 )
 from channels._ratelimit import DeliveryFailed, DeliveryRetry
+from config.backoff import backoff_delay
 
 logger = logging.getLogger(__name__)
 
