@@ -191,7 +191,9 @@ async def test_help_is_answered_without_the_llm(
     tg.push_message(chat_id=FRIEND, text="/help", message_id=6001)
     await until(lambda: len(sends_to(tg, FRIEND)) == 1)
     friend_help = html_to_plain(sends_to(tg, FRIEND)[0].params["text"])
-    assert friend_help.startswith("Commands:")
+    assert friend_help.startswith("Commands:") and "/new" in friend_help and "/status" in friend_help
+    for owner_only in ("/dream", "/memory", "/forget"):  # in the owner's list above, not in this one
+        assert owner_only in plain and owner_only not in friend_help, owner_only
     assert fake_llm.requests == []
 
 

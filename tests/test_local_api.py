@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,10 +80,11 @@ async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
     publish(tmp_path, "http://127.0.0.1:9", "t")
     assert find_running(tmp_path) == ("http://127.0.0.1:9", "t")  # this very process is alive
     data = json.loads((tmp_path / "state" / "local.json").read_text())
-    data["pid"] = 2**22 + 12345  # no such process
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process that surely existed and has surely ended
+    data["pid"] = gone.pid
     (tmp_path / "state" / "local.json").write_text(json.dumps(data))
     assert find_running(tmp_path) is None
-    assert os.getpid() != data["pid"]
 
 
 async def test_local_route_checks_the_token_before_reading_the_body(make_config, fake_llm) -> None:

@@ -36,16 +36,33 @@ async def test_appends_do_not_rewrite_the_file(tmp_path: Path) -> None:
     assert s.path.stat().st_ino == inode  # same file: appended, never replaced
 
 
-async def test_header_rewrite_is_atomic_and_keeps_messages(tmp_path: Path) -> None:
+async def test_the_consolidation_mark_goes_to_the_sidecar_and_keeps_messages(tmp_path: Path) -> None:
     store = SessionStore(tmp_path)
     s = await store.get("cli:local")
     for i in range(10):
         await store.append(s, {"role": "user", "content": f"m{i}"})
+    transcript = s.path.read_bytes()
     await store.set_last_consolidated(s, 6)
+    assert s.path.read_bytes() == transcript  # the transcript is not copied or touched
     fresh = load_session_file(s.path)
     assert fresh.last_consolidated == 6 and len(fresh.messages) == 10
     assert [m["content"] for m in fresh.active()] == ["m6", "m7", "m8", "m9"]
     assert not list(tmp_path.glob("*.tmp"))
+
+
+async def test_header_rewrite_is_atomic_and_keeps_messages(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local", origin={"channel": "cli", "chat_id": "local"})
+    for i in range(10):
+        await store.append(s, {"role": "user", "content": f"m{i}"})
+    s.metadata["title"] = "renamed"
+    await asyncio.to_thread(store._rewrite, s)
+    lines = s.path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["metadata"]["title"] == "renamed"  # line 1 is the new header
+    fresh = load_session_file(s.path)
+    assert [m["content"] for m in fresh.messages] == [f"m{i}" for i in range(10)]
+    assert fresh.metadata["origin"] == {"channel": "cli", "chat_id": "local"}
+    assert not [p for p in tmp_path.iterdir() if p.name != s.path.name]  # no temp file left
 
 
 async def test_corrupt_lines_are_skipped(tmp_path: Path) -> None:

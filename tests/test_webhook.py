@@ -203,8 +203,11 @@ async def test_llm_failure_is_an_error_reply_not_a_crash(wh_config, fake_llm):
     fake_llm.queue(*[Fail(401, "bad key")] * 5)
     async with serving(wh_config()) as (_, client):
         r = await client.post("/v1/messages", json=body())
+        assert (await client.get("/healthz")).status_code == 200  # still serving
     assert r.status_code == 200
-    assert r.json()["error"] is True and r.json()["reply"]
+    assert r.json()["error"] is True
+    assert "providers.openai.apiKey" in r.json()["reply"]  # the reply names the key to fix
+    assert len(fake_llm.requests) == 1  # a refused key is not retried
 
 
 async def test_owner_gets_tools_and_guest_does_not(wh_config, fake_llm):
