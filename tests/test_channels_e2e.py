@@ -24,7 +24,7 @@ import pytest_asyncio
 
 from channels import slack as slack_channel
 from channels import telegram as telegram_channel
-from channels.telegram.format import html_to_plain
+from channels.telegram.markdown import html_to_plain
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
 from gateway.server import create_app
