@@ -7,6 +7,7 @@ literal brackets; raw HTML is off, so ``<b>`` in a reply is text like any other.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -16,6 +17,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 LineKind = Literal["inline", "code", "fence", "raw", "hr"]
+_LANG = re.compile(r"[\w+#.-]*")
 
 
 def _parser() -> MarkdownIt:
@@ -72,8 +74,8 @@ def blocks(markdown: str) -> list[Block]:
         end = _close(tokens, i)
         tok, inner = tokens[i], tokens[i + 1 : end]
         if tok.type in ("fence", "code_block"):
-            lang = tok.info.split()[0] if tok.info.strip() else ""
-            out.append(Block("code", tuple(Line((text_token(s),), "code") for s in _code_lines(tok)), lang))
+            lines = tuple(Line((text_token(s),), "code") for s in _code_lines(tok))
+            out.append(Block("code", lines, _lang(tok)))
         elif tok.type == "table_open":
             out.append(_table(inner))
         elif tok.type == "blockquote_open":
@@ -99,6 +101,13 @@ def _close(tokens: Sequence[Token], i: int) -> int:
 def _code_lines(tok: Token) -> list[str]:
     body = tok.content[:-1] if tok.content.endswith("\n") else tok.content
     return body.split("\n") if body else []
+
+
+def _lang(tok: Token) -> str:
+    """The fence's language, as a bare word: an info string may hold anything (even backticks
+    after ``~~~``), which must not reach a backtick fence or an HTML attribute."""
+    words = tok.info.split()
+    return _LANG.match(words[0]).group(0) if words else ""  # type: ignore[union-attr]
 
 
 def fence_for(lines: Iterable[str]) -> str:
@@ -139,8 +148,7 @@ def _flow(tokens: Sequence[Token], indent: int, quote: int, *, gaps: bool = Fals
         elif tok.type in ("fence", "code_block"):
             code = _code_lines(tok)
             fence = fence_for(code)
-            lang = tok.info.split()[0] if tok.info.strip() else ""
-            out.append(Line((text_token(fence + lang),), "fence", indent, quote=quote))
+            out.append(Line((text_token(fence + _lang(tok)),), "fence", indent, quote=quote))
             out.extend(Line((text_token(s),), "code", indent, quote=quote) for s in code)
             out.append(Line((text_token(fence),), "fence", indent, quote=quote))
         elif tok.type == "table_open":

@@ -12,10 +12,15 @@ from channels._markdown.parse import Line, text_token
 
 @dataclass(frozen=True, slots=True)
 class Unit:
+    """A block ready to pack. ``head`` and ``tail`` wrap every piece of it (a code fence);
+    ``lead`` lines open every piece (a table's header), unless they would take more than
+    half a chunk — then they are shown once, like any other line."""
+
     lines: Sequence[Line]
     render: Callable[[Line], str | None]  # None: the line is not shown on this platform
     head: str = ""
     tail: str = ""
+    lead: Sequence[Line] = ()
 
 
 @dataclass(slots=True)
@@ -39,10 +44,10 @@ class _Packer:
 
 def pack(units: Iterable[Unit], limit: int, measure: Callable[[str], int] = len) -> list[str]:
     """Chunks of at most ``limit`` (as ``measure`` counts), each whole units or whole
-    pieces of one (see the module docstring). Empty output for blank input."""
+    pieces of one (see the package docstring). Empty output for blank input."""
     packer = _Packer(limit, measure)
     for unit in units:
-        rendered = [r for r in map(unit.render, unit.lines) if r is not None]
+        rendered = [r for r in map(unit.render, [*unit.lead, *unit.lines]) if r is not None]
         whole = unit.head + "\n".join(rendered) + unit.tail
         if not whole.strip():
             continue
@@ -60,11 +65,15 @@ def pack(units: Iterable[Unit], limit: int, measure: Callable[[str], int] = len)
 
 def _pack_lines(packer: _Packer, unit: Unit) -> None:
     measure = packer.measure
+    lead = [r for r in map(unit.render, unit.lead) if r is not None]
     queue = list(reversed(unit.lines))
+    if measure(unit.head + "\n".join(lead) + unit.tail) > packer.limit // 2:
+        queue.extend(reversed(unit.lead))
+        lead = []
     body: list[str] = []
 
     def piece(lines: list[str]) -> str:
-        return unit.head + "\n".join(lines) + unit.tail
+        return unit.head + "\n".join([*lead, *lines]) + unit.tail
 
     while queue:
         line = queue.pop()
@@ -81,7 +90,7 @@ def _pack_lines(packer: _Packer, unit: Unit) -> None:
         elif packer.current:
             packer.flush()
         else:
-            room = packer.limit - measure(unit.head) - measure(unit.tail)
+            room = packer.limit - measure(piece([""]))
             parts = cut_line(line, unit.render, room, measure)
             if parts is None:
                 body.append(shown)  # nothing left to cut: a lone over-long line

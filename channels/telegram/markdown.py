@@ -21,7 +21,19 @@ from functools import partial
 
 from markdown_it.token import Token
 
-from channels._markdown import Block, Dialect, Line, Unit, blocks, grid, pack, render_inline, split_text, utf16_len
+from channels._markdown import (
+    Block,
+    Dialect,
+    Line,
+    Unit,
+    blocks,
+    grid,
+    pack,
+    render_inline,
+    split_text,
+    text_token,
+    utf16_len,
+)
 
 MAX_MESSAGE_CHARS = 4096
 
@@ -78,9 +90,8 @@ def _unit(block: Block) -> Unit:
         head = f'<pre><code class="language-{lang}">' if lang else "<pre><code>"
         return Unit(block.lines, _code_line, head, "</code></pre>")
     if block.kind == "table":
-        rows = [Line((Token("text", "", 0, content=row),), "raw") for row in grid(block)]
-        # the header and its rule open every piece of a long table
-        return Unit(rows[2:], _code_line, "<pre>" + "\n".join(map(_code_line, rows[:2])) + "\n", "</pre>")
+        rows = [Line((text_token(row),), "raw") for row in grid(block)]
+        return Unit(rows[2:], _code_line, "<pre>", "</pre>", lead=rows[:2])
     if block.kind == "quote":
         return Unit(block.lines, partial(_line, base_quote=1), "<blockquote>", "</blockquote>")
     return Unit(block.lines, _line)
