@@ -13,12 +13,13 @@ The model, from the top::
     Line   one rendered line: inline tokens that balance on their own (a mark open across
            a line break is closed at the end of the line and reopened on the next), and
            its place in lists and quotes (indent, list marker, quote depth)
-    Unit   what the splitter packs: head + lines joined by "\\n" + tail
+    Unit   what the splitter packs: head + (lead +) lines joined by "\\n" + tail
 
 ``pack`` is the one splitter: it fills chunks with whole units (blank line between),
-breaks an over-long unit between its lines (repeating head and tail, so a code block is
-closed and reopened), and hard-cuts only a single line longer than a chunk — inside a
-text token, never inside markup, with the marks closed before the cut and reopened after.
+breaks an over-long unit between its lines (repeating head, lead and tail, so a code block
+is closed and reopened and a table keeps its header), and hard-cuts only a single line
+longer than a chunk — inside a text token, never inside markup, with the marks closed
+before the cut and reopened after. Telegram and Slack both measure in UTF-16 units.
 
 Links are kept only for http(s) (``link_allowed``); any other scheme (``javascript:``,
 ``data:``, ``mailto:``, relative paths) is dropped and its text stays, as plain text.

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 LineKind = Literal["inline", "code", "fence", "raw", "hr"]
-_LANG = re.compile(r"[\w+#.-]*")
+_NOT_LANG = re.compile(r"[^\w+#.-]")
 
 
 def _parser() -> MarkdownIt:
@@ -107,7 +107,7 @@ def _lang(tok: Token) -> str:
     """The fence's language, as a bare word: an info string may hold anything (even backticks
     after ``~~~``), which must not reach a backtick fence or an HTML attribute."""
     words = tok.info.split()
-    return _LANG.match(words[0]).group(0) if words else ""  # type: ignore[union-attr]
+    return _NOT_LANG.split(words[0], maxsplit=1)[0] if words else ""
 
 
 def fence_for(lines: Iterable[str]) -> str:
@@ -205,11 +205,10 @@ def inline_lines(children: Sequence[Token], *, join: bool = False) -> list[tuple
 
 
 def _expand_images(children: Iterable[Token]) -> Iterable[Token]:
+    """An image as a link to it around its alt text: chat messages show no inline images."""
     for tok in children:
         if tok.type == "image":
-            src = str(tok.attrs.get("src", ""))
-            opener = Token("link_open", "a", 1, attrs={"href": src})
-            yield opener
+            yield Token("link_open", "a", 1, attrs={"href": str(tok.attrs.get("src", ""))})
             yield from _expand_images(tok.children or [])
             yield Token("link_close", "a", -1)
         else:
