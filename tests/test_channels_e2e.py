@@ -24,7 +24,7 @@ import pytest_asyncio
 
 from channels import slack as slack_channel
 from channels import telegram as telegram_channel
-from channels.telegram.format import html_to_plain
+from channels.telegram.markdown import html_to_plain
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
 from gateway.server import create_app
@@ -320,7 +320,9 @@ async def test_slack_signed_dm_is_answered_through_the_gateway(
         # ...and its answer must reach Slack, with the :eyes: reaction on while it ran.
         await slack_api.wait_until(lambda: bool(slack_api.calls_to("chat.postMessage")), timeout=3)
         (post,) = slack_api.calls_to("chat.postMessage")
-        assert post.params["channel"] == "D_OWNER" and post.params["text"] == "Your cat is *Miso*"
+        # standard Markdown in a markdown block, its plain text as the fallback
+        assert post.params["channel"] == "D_OWNER" and post.params["text"] == "Your cat is Miso"
+        assert post.params["blocks"] == [{"type": "markdown", "text": "Your cat is **Miso**"}]
         assert "thread_ts" not in post.params  # a DM is answered in the conversation itself
         assert post.token == slack_api.bot_token
         await slack_api.wait_until(lambda: bool(slack_api.calls_to("reactions.remove")))

@@ -26,10 +26,10 @@ from fastapi import FastAPI
 from channels._ratelimit import DeliveryFailed, DeliveryUncertain
 from channels.bus import MessageBus
 from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, OutboundError, OutboundText, OutboundTyping, Target
+from channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
 from channels.pairing import PairingStore, default_path
 from channels.slack import SlackChannel, build
-from channels.slack.format import as_command, parse_event, split_message, to_mrkdwn
+from channels.slack.format import as_command, parse_event, payload, to_chunks
 from config.errors import ConfigError
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 from tests.served import served_client
@@ -135,30 +135,31 @@ async def next_inbound(bus: MessageBus, timeout: float = 3.0) -> InboundMessage:
 # ----------------------------------------------------------------------------- pure helpers
 
 
-def test_markdown_becomes_mrkdwn() -> None:
+def test_markdown_is_sent_as_standard_markdown() -> None:
     md = "# Plan\nSome **bold**, *italic*, ~~old~~ and [docs](https://x.test/a?b=1&c=2).\n- one\n- two"
-    out = to_mrkdwn(md)
-    assert out.splitlines()[0] == "*Plan*"
-    assert "*bold*" in out and "_italic_" in out and "~old~" in out
-    assert "<https://x.test/a?b=1&amp;c=2|docs>" in out
-    assert "• one\n• two" in out
-    assert "**" not in out
+    (chunk,) = to_chunks(md)
+    assert chunk == (
+        "# Plan\n\nSome **bold**, *italic*, ~~old~~ and [docs](https://x.test/a?b=1&c=2).\n\n- one\n- two"
+    )
+    body = payload(chunk)
+    assert body["blocks"] == [{"type": "markdown", "text": chunk}]
+    assert body["text"] == "Plan\n\nSome bold, italic, old and docs.\n\n• one\n• two"
 
 
-def test_mrkdwn_keeps_code_and_escapes_control_characters() -> None:
-    md = "a < b & c\n```python\nif a < b and **x**:\n    pass\n```\nuse `**raw**` here"
-    out = to_mrkdwn(md)
-    assert out.startswith("a &lt; b &amp; c\n")
-    assert "```\nif a &lt; b and **x**:\n    pass\n```" in out  # code untouched but escaped
-    assert "`**raw**`" in out
-    assert "python" not in out  # the language tag would render as code text
+def test_code_is_kept_verbatim_and_escapes_survive() -> None:
+    md = "a < b & c \\*not italic\\*\n~~~python\nif a < b and **x**:\n    pass\n~~~\nuse `**raw**` here"
+    chunks = to_chunks(md)
+    assert chunks == [
+        "a < b & c \\*not italic\\*\n\n```python\nif a < b and **x**:\n    pass\n```\n\nuse `**raw**` here"
+    ]
+    assert payload(chunks[0])["text"] == "a < b & c *not italic*\n\nif a < b and **x**:\n    pass\n\nuse **raw** here"
 
 
 def test_split_prefers_paragraphs_and_never_breaks_a_code_block_silently() -> None:
     paragraphs = [f"paragraph {i} " + "word " * 150 for i in range(12)]
     code = "```\n" + "\n".join(f"line {i} = {i}" for i in range(500)) + "\n```"
     text = "\n\n".join(paragraphs[:6] + [code] + paragraphs[6:])
-    chunks = split_message(text, 3900)
+    chunks = to_chunks(text, 3900)
     assert len(chunks) > 3
     assert all(len(c) <= 3900 for c in chunks)
     assert all(c.count("```") % 2 == 0 for c in chunks)  # every piece of code is fenced
@@ -167,7 +168,7 @@ def test_split_prefers_paragraphs_and_never_breaks_a_code_block_silently() -> No
     joined = "\n".join(chunks)
     assert all(f"line {i} = {i}" in joined for i in range(500))
     assert all(p.strip() in joined for p in paragraphs)
-    assert split_message("short") == ["short"] and split_message("   ") == []
+    assert to_chunks("short") == ["short"] and to_chunks("   ") == []
 
 
 def test_plain_text_commands() -> None:
@@ -486,21 +487,67 @@ async def test_shared_files_are_downloaded_with_the_bot_token(
 # ----------------------------------------------------------------------------- outbound
 
 
-async def test_reply_is_mrkdwn_split_and_threaded(
+async def test_reply_is_a_markdown_block_split_and_threaded(
     make_channel: Callable[..., Any], slack_api: FakeSlackAPI
 ) -> None:
     channel = await make_channel()
-    body = "\n\n".join(f"**Part {i}** " + "text " * 300 for i in range(6))
+    body = "\n\n".join(f"**Part {i}**" + " text" * 300 for i in range(6))
     target = Target("slack", "C_GENERAL", "1700000002.000200", "1700000002.000200")
     await channel.send(OutboundText(target, body, in_reply_to="1700000002.000200"))
     posts = slack_api.calls_to("chat.postMessage")
     assert len(posts) >= 2
     assert all(p.params["thread_ts"] == "1700000002.000200" for p in posts)
     assert all(p.params["channel"] == "C_GENERAL" for p in posts)
-    assert all(len(p.params["text"]) <= 3900 for p in posts)
-    texts = "\n".join(p.params["text"] for p in posts)
-    assert "*Part 0*" in texts and "*Part 5*" in texts and "**" not in texts
+    blocks = [p.params["blocks"] for p in posts]
+    assert all(len(b) == 1 and b[0]["type"] == "markdown" and len(b[0]["text"]) <= 3900 for b in blocks)
+    markdown = "\n\n".join(b[0]["text"] for b in blocks)
+    assert markdown == body  # split between paragraphs, nothing lost or rewritten
+    assert all(p.params["text"] == p.params["blocks"][0]["text"].replace("**", "") for p in posts)
     assert all(p.token == slack_api.bot_token for p in posts)
+
+
+async def test_reply_through_the_stand_in_drops_unsafe_links_and_keeps_markup(
+    make_channel: Callable[..., Any], slack_api: FakeSlackAPI
+) -> None:
+    channel = await make_channel()
+    reply = ("Try [this](javascript:alert(1)) or [w](https://en.wikipedia.org/wiki/Foo_(bar)), ***now***"
+             "\n\n~~~\nx < y\n~~~")
+    await channel.send(OutboundText(Target("slack", "D_ALICE"), reply))
+    (post,) = slack_api.calls_to("chat.postMessage")
+    assert post.params["blocks"] == [{"type": "markdown", "text": (
+        "Try this or [w](https://en.wikipedia.org/wiki/Foo_(bar)), ***now***\n\n```\nx < y\n```")}]
+    assert post.params["text"] == "Try this or w, now\n\nx < y"
+    assert "mrkdwn" not in post.params
+
+
+async def test_previews_are_markdown_blocks_and_the_answer_replaces_them(
+    make_channel: Callable[..., Any], slack_api: FakeSlackAPI
+) -> None:
+    channel = await make_channel(streaming=True)
+    assert channel.previews is not None
+    channel.previews.interval_s = 0
+    target = Target("slack", "D_ALICE", None, "1700000001.000100")
+    await channel.send(OutboundProgress(target, "", activity="running grep…"))
+    await channel.send(OutboundProgress(target, "The **ans"))  # unfinished markup, as streamed
+    answer = "The **answer** [x](javascript:alert(1))"
+    await channel.send(OutboundText(target, answer, in_reply_to="1700000001.000100"))
+    (placeholder,) = slack_api.calls_to("chat.postMessage")
+    assert placeholder.params["blocks"] == [{"type": "markdown", "text": "_running grep…_"}]
+    assert placeholder.params["text"] == "running grep…"
+    updates = slack_api.calls_to("chat.update")
+    assert [u.params["blocks"] for u in updates] == [  # a stray "**" is escaped: shown as written
+        [{"type": "markdown", "text": "The \\*\\*ans"}], [{"type": "markdown", "text": "The **answer** x"}]]
+    assert [u.params["text"] for u in updates] == ["The **ans", "The answer x"]
+
+
+async def test_plain_replies_stay_plain_text(
+    make_channel: Callable[..., Any], slack_api: FakeSlackAPI
+) -> None:
+    channel = await make_channel()
+    await channel.send(OutboundText(Target("slack", "D_ALICE"), "Sorry, **not** you.", plain=True))
+    (post,) = slack_api.calls_to("chat.postMessage")
+    assert post.params["text"] == "Sorry, **not** you." and "blocks" not in post.params
+    assert post.params["mrkdwn"] is False
 
 
 async def test_typing_reaction_added_then_removed_with_the_reply(

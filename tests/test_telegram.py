@@ -27,7 +27,8 @@ from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
 from channels.pairing import PairingStore, default_path
 from channels.telegram import TelegramChannel, build
-from channels.telegram.format import convert_line, html_to_plain, markdown_to_html, menu_commands, render, split_plain
+from channels.telegram.format import menu_commands
+from channels.telegram.markdown import html_to_plain, markdown_to_html, render, split_plain
 from channels.telegram.send import classify
 from config.errors import ConfigError
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
@@ -674,26 +675,27 @@ def test_markdown_becomes_telegram_html() -> None:
         "5 < 6 & 7 > 3"
     )
     assert markdown_to_html(source) == (
-        "<b>Plan</b>\n"
+        "<b>Plan</b>\n\n"
         "Some <b>bold</b>, <i>italic</i>, <i>also italic</i>, <s>gone</s> and <code>x &lt; y &amp;&amp; z</code>"
-        " in snake_case_names.\n"
-        '• see <a href="https://example.org/a_b?x=1&amp;y=2">the docs</a> or https://example.org/c_d_e\n'
+        " in snake_case_names.\n\n"
+        '• see <a href="https://example.org/a_b?x=1&amp;y=2">the docs</a> or https://example.org/c_d_e\n\n'
         '<pre><code class="language-python">if a &lt; b and c &gt; d:\n'
-        "    print('**not bold**')</code></pre>\n"
+        "    print('**not bold**')</code></pre>\n\n"
         "5 &lt; 6 &amp; 7 &gt; 3"
     )
     assert html_error(markdown_to_html(source)) is None
 
 
 def test_headings_are_bold_once() -> None:
-    assert convert_line("## **Results** & notes ##") == "<b>Results &amp; notes</b>"
+    assert markdown_to_html("## **Results** & notes ##") == "<b>Results &amp; notes</b>"
 
 
-def test_unbalanced_markup_falls_back_to_escaped_text() -> None:
-    line = "**bold *nested***<b>"
-    html_ = convert_line(line)
+def test_raw_html_and_odd_markup_stay_text() -> None:
+    source = "**bold *nested***<b> and **open"
+    html_ = markdown_to_html(source)
+    assert html_ == "<b>bold <i>nested</i></b>&lt;b&gt; and **open"
     assert html_error(html_) is None
-    assert html_to_plain(html_) == line
+    assert html_to_plain(html_) == "bold nested<b> and **open"
 
 
 @pytest.mark.parametrize("limit", [50, 200, 4096])

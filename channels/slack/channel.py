@@ -6,8 +6,9 @@ sender, downloads attached files, publishes to the bus (journalled) and returns,
 then does Bolt acknowledge Slack (``process_before_response``), so an acked message is never
 lost. Slack's retries carry the same ``event_id`` and message ``ts``: both are deduplicated.
 
-Outbound: Markdown becomes mrkdwn, long replies are split, every Web API call goes through
-one ``OutboundLimiter`` that honours 429 ``Retry-After`` and never resends a timed-out post.
+Outbound: Markdown goes out in a ``markdown`` block with a plain-text fallback, long replies
+are split, every Web API call goes through one ``OutboundLimiter`` that honours 429
+``Retry-After`` and never resends a timed-out post.
 A reaction (``:eyes:``) marks the user's message while its turn runs.
 
 The SDK keeps its own HTTP clients; ``apiBase`` is injected as their ``base_url`` so tests
@@ -46,7 +47,7 @@ from channels.messages import (
 )
 from channels.slack.events import events_router
 from channels.slack.files import SlackFiles
-from channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, split_message, to_mrkdwn
+from channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, payload, split_plain, to_chunks
 from channels.slack.sdk import classify, install_redaction, redact, sdk_logger
 from channels.slack.socket import SocketSupervisor
 from channels.slack.stream import SlackPreviews
@@ -261,21 +262,21 @@ class SlackChannel:
             return
         if isinstance(msg, OutboundProgress):
             if self.previews is not None:  # else replies are posted whole
-                await self.previews.show(target, to_mrkdwn(msg.text), msg.activity, self._post)
+                await self.previews.show(target, msg.text, msg.activity, self._post)
             return
         text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
         plain = isinstance(msg, OutboundText) and msg.plain  # a refusal: as written
         done = msg.skip_parts
         placeholder = self.previews.take(target) if self.previews is not None and not plain else None
         try:
-            for i, chunk in enumerate(split_message(text if plain else to_mrkdwn(text))):
+            for i, chunk in enumerate(split_plain(text) if plain else to_chunks(text)):
                 if i < done:
                     continue  # accepted by Slack before a retry
                 if i == 0 and placeholder is not None and \
                         await self.previews.replace(target.chat_id, placeholder, chunk):  # type: ignore[union-attr]
                     done = 1
                     continue
-                await self._post(target.chat_id, chunk, target.thread_id)
+                await self._post(target.chat_id, chunk, target.thread_id, markdown=not plain)
                 done = i + 1
         except (DeliveryRetry, DeliveryFailed) as exc:
             exc.parts_done = done
@@ -290,8 +291,10 @@ class SlackChannel:
         finally:
             await self._react(target, add=False)
 
-    async def _post(self, channel: str, text: str, thread_ts: str | None) -> Any:
-        kwargs: dict[str, Any] = {"channel": channel, "text": text, "mrkdwn": True}
+    async def _post(self, channel: str, text: str, thread_ts: str | None, *,
+                    markdown: bool = True) -> Any:
+        """One message: Markdown in a ``markdown`` block, or (``markdown=False``) plain text."""
+        kwargs: dict[str, Any] = {"channel": channel, **(payload(text) if markdown else {"text": text, "mrkdwn": False})}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
         return await self.limiter.run(channel, lambda: self.web.chat_postMessage(**kwargs),

@@ -1,17 +1,41 @@
-"""Pure text helpers for the Slack adapter: Markdown -> mrkdwn, splitting, commands.
+"""Pure text helpers for the Slack adapter: replies as standard Markdown, commands, events.
 
-The agent writes ordinary Markdown; Slack renders its own "mrkdwn" dialect, where ``*x*`` is
-bold, links are ``<url|text>`` and ``&``, ``<``, ``>`` must be escaped. Code is kept verbatim
-(only escaped), so what the model put in a code block reaches the user unchanged.
+Replies go out in Slack's ``markdown`` block, which renders standard Markdown itself, so
+the text is not converted to mrkdwn. It is still re-written from markdown-it tokens
+(``channels._markdown``), for two reasons: a link to anything but http(s) (``javascript:``,
+``data:``...) must reach Slack as its plain text, and a chunk cut from a long reply must
+stand on its own (a mark open across a line break is closed and reopened, a code fence or
+table header is repeated in the next chunk). Every chunk also carries a plain-text
+fallback (``text``), which Slack shows in notifications and where blocks cannot render.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-# Slack accepts 40,000 characters but truncates the display well before; stay under 4,000.
+from markdown_it.token import Token
+from slack_sdk.models.blocks import MarkdownBlock
+
+from channels._markdown import (
+    Block,
+    Dialect,
+    Line,
+    Unit,
+    blocks,
+    fence_for,
+    pack,
+    render_inline,
+    split_text,
+    text_token,
+    to_plain,
+    utf16_len,
+)
+
+# A markdown block holds 12,000 characters (cumulative per message), and Slack truncates
+# the display of long messages well before; one block of under 4,000 per message.
 SLACK_CHUNK_CHARS = 3900
 
 # Commands the agent understands (DESIGN §7). A leading "/" belongs to Slack, so users type
@@ -24,129 +48,98 @@ _COMMAND_RE = re.compile(
     re.IGNORECASE,
 )
 
-_FENCE_RE = re.compile(r"```[^\n`]*\n?(.*?)```", re.DOTALL)
-_INLINE_CODE_RE = re.compile(r"`[^`\n]+`")
-_LINK_RE = re.compile(r"!?\[([^\]\n]+)\]\((\S+?)\)")
-_AUTOLINK_RE = re.compile(r"&lt;(https?://[^\s&]+)&gt;")
-_HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$", re.MULTILINE)
-_BULLET_RE = re.compile(r"^([ \t]*)[-*+][ \t]+", re.MULTILINE)
-_QUOTE_RE = re.compile(r"^&gt;[ \t]?", re.MULTILINE)
-_BOLD_RE = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
-_ITALIC_RE = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
-_STRIKE_RE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_HOLD_RE = re.compile("\x00(\\d+)\x00")
+_TICKS_RE = re.compile(r"`+")
+# "_" only where it is not inside a word, "<" only where a tag or an autolink could start
+_ESCAPE_RE = re.compile(r"[\\`*\[\]~]|(?<![^\W_])_|_(?![^\W_])|<(?=[A-Za-z/!?]|$)")
+_PIPE_RE = re.compile(r"(?<!\\)\|")
+_MARKUP = {"strong_open": "**", "em_open": "*", "s_open": "~~"}
+_RULE = {"left": ":--", "right": "--:", "center": ":-:"}
 
 
-def escape(text: str) -> str:
-    """Escape Slack's three control characters (required in text and in code)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def _code(tok: Token) -> str:
+    ticks = tok.markup or "`" * (max((len(run) for run in _TICKS_RE.findall(tok.content)), default=0) + 1)
+    edge = tok.content[:1] + tok.content[-1:]
+    # CommonMark strips one space from each end when both have one: pad to keep the text
+    pad = " " if "`" in edge or (edge == "  " and tok.content.strip()) else ""
+    return f"{ticks}{pad}{tok.content}{pad}{ticks}"
 
 
-def to_mrkdwn(markdown: str) -> str:
-    """Convert the Markdown an LLM writes into Slack mrkdwn."""
-    held: list[str] = []
-
-    def hold(value: str) -> str:
-        held.append(value)
-        return f"\x00{len(held) - 1}\x00"
-
-    def fence(match: re.Match[str]) -> str:
-        # Slack shows a language tag as code text, so only the body is kept.
-        body = match.group(1)
-        if body and not body.endswith("\n"):
-            body += "\n"
-        return hold("```\n" + escape(body) + "```")
-
-    text = _FENCE_RE.sub(fence, markdown)
-    text = _INLINE_CODE_RE.sub(lambda m: hold(escape(m.group(0))), text)
-    text = escape(text)
-    text = _QUOTE_RE.sub(lambda m: hold("> "), text)
-    text = _LINK_RE.sub(lambda m: hold(f"<{m.group(2)}|{m.group(1).replace('|', '¦')}>"), text)
-    text = _AUTOLINK_RE.sub(lambda m: hold(f"<{m.group(1)}>"), text)
-    # a heading is bold as a whole; held so the italic pass cannot turn it into _x_
-    text = _HEADING_RE.sub(lambda m: hold("*" + _inline(m.group(1).replace("**", "")) + "*"), text)
-    text = _BULLET_RE.sub(lambda m: m.group(1) + "• ", text)
-    text = _inline(text)
-    while _HOLD_RE.search(text):  # held values may nest (a link holding inline code)
-        text = _HOLD_RE.sub(lambda m: held[int(m.group(1))], text)
-    return text
+def _text(text: str) -> str:
+    """Escape what could turn text into markup where the text now stands: a dropped link's
+    brackets must not pair into a new link, a stray backtick not into code."""
+    return _ESCAPE_RE.sub(r"\\\g<0>", text)
 
 
-def _inline(text: str) -> str:
-    text = _ITALIC_RE.sub(lambda m: "_" + m.group(1) + "_", text)
-    text = _BOLD_RE.sub(lambda m: "*" + (m.group(1) or m.group(2)) + "*", text)
-    return _STRIKE_RE.sub(lambda m: "~" + m.group(1) + "~", text)
+def _open(tok: Token) -> str:
+    # an autolink (<https://…>) is written as [text](href) too: a hard cut may split its text
+    return "[" if tok.type == "link_open" else tok.markup or _MARKUP[tok.type]
 
 
-def _blocks(text: str) -> list[str]:
-    """Paragraphs, with each fenced code block kept whole even if it has blank lines."""
-    blocks: list[str] = []
-    current: list[str] = []
-    in_code = False
-    for line in text.split("\n"):
-        if line.strip().startswith("```"):
-            # a fence that both opens and closes on one line does not change state
-            if line.strip().count("```") % 2 == 1:
-                in_code = not in_code
-        if not in_code and not line.strip() and current:
-            blocks.append("\n".join(current))
-            current = []
-        elif in_code or line.strip() or current:
-            current.append(line)
-    if current:
-        blocks.append("\n".join(current))
-    return blocks
+def _close(tok: Token) -> str:
+    if tok.type != "link_open":
+        return tok.markup or _MARKUP[tok.type]
+    href = str(tok.attrs.get("href", ""))
+    if href.count("(") != href.count(")") or " " in href:
+        href = href.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+    return f"]({href})"
 
 
-def _hard_cut(line: str, limit: int) -> list[str]:
-    pieces: list[str] = []
-    while len(line) > limit:
-        cut = line.rfind(" ", limit // 2, limit)
-        cut = cut if cut > 0 else limit
-        pieces.append(line[:cut])
-        line = line[cut:].lstrip(" ")
-    return pieces + ([line] if line else [])
+# Escapes and entities are written back as they came (markdown-it keeps them as
+# ``text_special`` tokens with their markup); Slack honours backslash escapes.
+MARKDOWN = Dialect(text=_text, special=lambda tok: tok.markup or tok.content, code=_code,
+                   open=_open, close=_close)
 
 
-def _split_block(block: str, limit: int) -> list[str]:
-    """Split one over-long paragraph or code block on line boundaries."""
-    is_code = block.lstrip().startswith("```") and block.rstrip().endswith("```")
-    lines = block.split("\n")
-    if is_code:
-        lines = lines[1:-1]  # the fences are re-added around every piece
-        limit -= 8  # room for "```\n" + "\n```"
-    parts = [part for line in lines for part in (_hard_cut(line, limit) or [""])]
-    pieces = _pack(parts, limit, "\n")
-    return [f"```\n{p}\n```" for p in pieces] if is_code else pieces
+def to_chunks(markdown: str, limit: int = SLACK_CHUNK_CHARS) -> list[str]:
+    """Markdown → chunks of standard Markdown for ``markdown`` blocks, each at most
+    ``limit`` characters and readable on its own; none for blank text."""
+    return pack((_unit(block) for block in blocks(markdown)), limit, utf16_len)
 
 
-def split_message(text: str, limit: int = SLACK_CHUNK_CHARS) -> list[str]:
-    """Split ``text`` into chunks of at most ``limit`` characters.
-
-    Cuts fall between paragraphs, then between lines; a code block is only cut when it is
-    longer than a whole chunk, and then every piece is re-fenced so each renders as code.
-    """
-    if len(text) <= limit:
-        return [text] if text.strip() else []
-    pieces = [piece for block in _blocks(text)
-              for piece in ([block] if len(block) <= limit else _split_block(block, limit))]
-    return _pack(pieces, limit, "\n\n")
+def split_plain(text: str, limit: int = SLACK_CHUNK_CHARS) -> list[str]:
+    """Plain text (sent as written) split on paragraphs, then lines, then words."""
+    return split_text(text, limit, utf16_len)
 
 
-def _pack(pieces: list[str], limit: int, sep: str) -> list[str]:
-    """Join consecutive pieces with ``sep`` greedily, never past ``limit`` characters."""
-    chunks: list[str] = []
-    current = ""
-    for piece in pieces:
-        candidate = f"{current}{sep}{piece}" if current else piece
-        if len(candidate) > limit and current:
-            chunks.append(current)
-            current = piece
-        else:
-            current = candidate
-    if current:
-        chunks.append(current)
-    return chunks
+def payload(chunk: str) -> dict[str, Any]:
+    """The ``chat.postMessage`` / ``chat.update`` fields for one chunk: the Markdown in a
+    ``markdown`` block, and its plain text as the fallback."""
+    return {"blocks": [MarkdownBlock(text=chunk).to_dict()], "text": to_plain(chunk) or chunk}
+
+
+def _unit(block: Block) -> Unit:
+    if block.kind == "code":
+        fence = fence_for(_raw_lines(block.lines))
+        return Unit(block.lines, _raw, f"{fence}{block.lang}\n", f"\n{fence}")
+    if block.kind == "table":
+        rows = [_row(row) for row in block.rows]
+        rows.insert(1, "| " + " | ".join(_RULE.get(a, "---") for a in block.aligns) + " |")
+        lines = [Line((text_token(r),), "raw") for r in rows]
+        return Unit(lines[2:], _raw, lead=lines[:2])
+    return Unit(block.lines, _line)
+
+
+def _row(cells: tuple[tuple[Token, ...], ...]) -> str:
+    return "| " + " | ".join(_PIPE_RE.sub(r"\\|", render_inline(c, MARKDOWN)) for c in cells) + " |"
+
+
+def _raw_lines(lines: Iterable[Line]) -> list[str]:
+    return [line.tokens[0].content for line in lines if line.tokens]
+
+
+def _raw(line: Line) -> str:
+    return line.tokens[0].content if line.tokens else ""
+
+
+def _line(line: Line) -> str:
+    prefix = "> " * line.quote + " " * line.indent + (f"{line.marker} " if line.marker else "")
+    if line.kind == "hr":
+        body = "---"
+    elif line.kind in ("code", "fence", "raw"):
+        body = _raw(line)
+    else:
+        body = ("#" * line.heading + " " if line.heading else "") + render_inline(line.tokens, MARKDOWN)
+    return (prefix + body).rstrip()
 
 
 def strip_mention(text: str, bot_user_id: str | None) -> str:

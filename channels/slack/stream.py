@@ -24,13 +24,14 @@ from slack_sdk.errors import SlackApiError
 
 from channels._ratelimit import OutboundLimiter
 from channels.messages import Target
+from channels.slack.format import payload, to_chunks
 from config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 
 PREVIEW_MAX_CHARS = 3000  # a preview is a glimpse; the final text is split properly
 
-PostFn = Callable[[str, str, str | None], Awaitable[Any]]
+PostFn = Callable[[str, str, str | None], Awaitable[Any]]  # (channel, markdown, thread_ts)
 
 
 @dataclass(slots=True)
@@ -55,9 +56,11 @@ class SlackPreviews:
 
     async def show(self, target: Target, text: str, activity: str | None, post: PostFn) -> None:
         """Post or edit the turn's placeholder with the answer so far (or the step)."""
-        shown = (text or (f"_{activity}_" if activity else "")).strip()[:PREVIEW_MAX_CHARS]
-        if not shown:
+        # the first chunk of the answer so far: a preview cut mid-markup would show stray ** or ```
+        chunks = to_chunks(text or (f"_{activity}_" if activity else ""), PREVIEW_MAX_CHARS)
+        if not chunks:
             return
+        shown = chunks[0]
         key = _key(target)
         placeholder = self._open.get(key)
         now = time.monotonic()
@@ -77,7 +80,9 @@ class SlackPreviews:
         return placeholder.ts if placeholder is not None else None
 
     async def update(self, channel: str, ts: str, text: str) -> None:
-        await self.limiter.run(channel, lambda: self.web.chat_update(channel=channel, ts=ts, text=text),
+        """Edit the placeholder to show ``text`` (Markdown) in a ``markdown`` block."""
+        body = payload(text)
+        await self.limiter.run(channel, lambda: self.web.chat_update(channel=channel, ts=ts, **body),
                                what="chat.update")
 
     async def replace(self, channel: str, ts: str, text: str) -> bool:

@@ -1,7 +1,7 @@
 """Outbound delivery for the Telegram channel: replies, streaming previews, typing indicators.
 
 Every Bot API call goes through the channel's ``OutboundLimiter``. Replies are rendered to
-Telegram HTML (``channels.telegram.format``), split into chunks, and resent as plain text when
+Telegram HTML (``channels.telegram.markdown``), split into chunks, and resent as plain text when
 Telegram rejects the markup. With streaming on, progress updates become one preview message
 per turn that is edited in place and finally replaced by the reply's first chunk.
 """
@@ -23,7 +23,7 @@ from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, Tele
 
 from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
 from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
-from channels.telegram.format import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
+from channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
 from config.errors import LucidError
 
 logger = logging.getLogger(__name__)
