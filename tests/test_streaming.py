@@ -145,9 +145,11 @@ async def test_slack_placeholder_is_posted_once_edited_and_replaced_by_the_answe
     await channel.send(OutboundProgress(dm_target(), "The ans"))  # unchanged: no call
     await channel.send(OutboundText(dm_target(), "The **answer**", in_reply_to="1700000001.000100"))
     (placeholder,) = slack_api.calls_to("chat.postMessage")
-    assert placeholder.params["text"] == "_running grep…_"
+    assert placeholder.params["blocks"] == [{"type": "markdown", "text": "_running grep…_"}]
+    assert placeholder.params["text"] == "running grep…"
     updates = slack_api.calls_to("chat.update")
-    assert [u.params["text"] for u in updates] == ["The ans", "The *answer*"]
+    assert [u.params["blocks"][0]["text"] for u in updates] == ["The ans", "The **answer**"]
+    assert [u.params["text"] for u in updates] == ["The ans", "The answer"]
     assert {u.params["channel"] for u in updates} == {"D_ALICE"}
     assert len({u.params["ts"] for u in updates}) == 1
 

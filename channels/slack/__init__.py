@@ -4,7 +4,7 @@
 ``ChannelUnavailable`` naming the setting to fix (``preflight``) when the section cannot work
 in its mode. Modules: ``channel`` (lifecycle, intake, replies), ``socket`` (Socket Mode
 supervision), ``events`` (the HTTP Events route), ``files`` (downloads), ``format``
-(mrkdwn, splitting, event parsing), ``sdk`` (token redaction, failure classification).
+(replies as markdown blocks, event parsing), ``sdk`` (token redaction, failure classification).
 """
 
 from __future__ import annotations

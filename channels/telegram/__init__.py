@@ -3,8 +3,8 @@
 ``build`` is the registry's factory (``channels.registry``): it refuses early, with the
 setting to fix, when the section cannot work, and otherwise returns a ``TelegramChannel``.
 Modules: ``channel`` (lifecycle, intake, media), ``poll`` (long polling), ``webhook`` (the
-webhook route), ``send`` (outbound delivery, flood limits), ``format`` (markdown to
-Telegram HTML, mentions and commands).
+webhook route), ``send`` (outbound delivery, flood limits), ``markdown`` (replies as
+Telegram HTML, written from markdown-it tokens), ``format`` (mentions, commands, media).
 """
 
 from __future__ import annotations
