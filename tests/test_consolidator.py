@@ -12,19 +12,20 @@ import asyncio
 import json
 import re
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import litellm
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.llm import LiteLLMChatModel
 from memory._boundaries import find_cut, protected_start
 from memory.consolidation_prompt import RAW_CAP_CHARS, parse_summary, raw_entry
 from memory.consolidator import Consolidator
 from memory.errors import MemoryStoreError
-from memory.protocols import ChatResult, Usage
+from memory.protocols import ChatResult
 from memory.sessions import Session, SessionStore, load_session_file, persisted_last_consolidated
 from memory.store import MemoryStore
 from memory.tokens import count_messages, count_text
@@ -35,13 +36,11 @@ RANGE = re.compile(r"messages (\d+)-(\d+)")
 
 
 class LiteLLMChat:
-    """A minimal ``ChatModel`` over litellm (until the gateway runner is wired in).
+    """The gateway's real ``LiteLLMChatModel`` (litellm's HTTP path to the fake server), with
+    a record of its calls and of how many summarisation calls overlap, per session and overall."""
 
-    It also measures how many summarisation calls overlap, per session and overall.
-    """
-
-    def __init__(self, base_url: str) -> None:
-        self.base_url = base_url
+    def __init__(self, model: LiteLLMChatModel) -> None:
+        self.model = model
         self.calls: list[tuple[str, str | None, int | None]] = []
         self.inflight: Counter[str | None] = Counter()
         self.max_inflight: Counter[str | None] = Counter()
@@ -57,16 +56,11 @@ class LiteLLMChat:
         self.max_inflight[session_key] = max(self.max_inflight[session_key], self.inflight[session_key])
         self.max_total_inflight = max(self.max_total_inflight, self.total_inflight)
         try:
-            resp = await litellm.acompletion(
-                model="openai/fake-model", api_base=self.base_url, api_key="sk-test",
-                messages=messages, max_tokens=max_tokens, num_retries=0, max_retries=0)
+            return await self.model.complete(messages, tools=tools, job=job, session_key=session_key,
+                                             max_tokens=max_tokens, retries=retries)
         finally:
             self.inflight[session_key] -= 1
             self.total_inflight -= 1
-        choice = resp.choices[0]
-        return ChatResult(content=choice.message.content,
-                          usage=Usage(resp.usage.prompt_tokens, resp.usage.completion_tokens),
-                          finish_reason=choice.finish_reason)
 
 
 async def estimate(session: Session) -> int:
@@ -91,9 +85,11 @@ def store(workspace: Path) -> MemoryStore:
 
 
 @pytest.fixture
-def chat(fake_llm: FakeLLMServer) -> LiteLLMChat:
+def chat(fake_llm: FakeLLMServer, make_config: Callable[..., Any]) -> Iterator[LiteLLMChat]:
     fake_llm.default = summarise_range
-    return LiteLLMChat(fake_llm.base_url)
+    model = LiteLLMChatModel(make_config(agents={"defaults": {"llmRetries": 0, "llmRetryBaseDelayS": 0.01}}))
+    yield LiteLLMChat(model)
+    model.close()
 
 
 @pytest.fixture
@@ -310,17 +306,18 @@ async def test_newest_user_message_is_never_archived(sessions, store, make, fake
 
 # ----------------------------------------------------------------------------- failures
 
-@pytest.mark.parametrize("scripted", [Fail(500, "boom"), Reply(""), Reply("I cannot help with that.")],
-                         ids=["http-500", "empty", "prose"])
+@pytest.mark.parametrize("scripted", [[Fail(500, "boom")], [Reply(""), Reply("")], [Reply("I cannot help with that.")]],
+                         ids=["http-500", "empty-twice", "prose"])
 async def test_summary_failure_archives_raw(sessions, store, make, fake_llm, events, scripted):
     consolidator = make(budget=3000)
     session = await sessions.get("slack:C1")
     long_user = {"role": "user", "content": "m0 my name is Ada " + "detail " * 3000}
     await sessions.append(session, long_user, reply(1), user(2))
-    fake_llm.queue(scripted)
+    fake_llm.queue(*scripted)
     await consolidator.before_turn(session)
 
-    assert len(fake_llm.requests) == 1  # no hidden retries
+    # No hidden retries; an empty answer is asked again once (the model client's rule).
+    assert len(fake_llm.requests) == len(scripted)
     [entry] = history(store)
     assert entry["session_key"] == "slack:C1"
     assert entry["content"].startswith("[RAW]")
