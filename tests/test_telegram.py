@@ -229,7 +229,8 @@ async def test_restart_resumes_from_the_persisted_offset(
         await tg.wait_for("getUpdates", calls_before + 1)
         assert tg.calls_to("getUpdates")[calls_before].params["offset"] == str(old["update_id"] + 1)
         assert (await next_inbound(bus2)).text == "after restart"
-        await asyncio.sleep(0.2)
+        polls = len(tg.calls_to("getUpdates"))
+        await tg.wait_for("getUpdates", polls + 1)  # the batch after it was handled in full
         assert bus2.inbound_depth == 0
     finally:
         await bus2.stop()
@@ -363,9 +364,11 @@ async def test_pairing_code_in_refusal_and_approval_lets_the_sender_in(
 
 async def test_typing_is_refreshed_until_the_reply_is_sent(
         make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
-    await make_channel(typing_refresh_s=0.1)
+    channel = await make_channel(typing_refresh_s=0.1)
     await bus.publish_outbound(OutboundTyping(target()))
     await tg.wait_for("sendChatAction", 3)
+    typing = channel.sender.typing_task(target())
+    assert typing is not None and not typing.done()
     await bus.publish_outbound(OutboundText(target(), "**Done** & dusted <ok>", in_reply_to="5000"))
     await bus.flush_outbound()
     actions = tg.calls_to("sendChatAction")
@@ -374,21 +377,22 @@ async def test_typing_is_refreshed_until_the_reply_is_sent(
     assert sent.params["text"] == "<b>Done</b> &amp; dusted &lt;ok&gt;"
     assert sent.params["parse_mode"] == "HTML"
     assert sent.json("reply_parameters") == {"message_id": 5000, "allow_sending_without_reply": True}
-    count = len(tg.calls_to("sendChatAction"))
-    await asyncio.sleep(0.35)
-    assert len(tg.calls_to("sendChatAction")) == count, "typing continued after the reply"
+    # The reply ended the refresh loop itself: nothing is left that could send another action.
+    await asyncio.gather(typing, return_exceptions=True)
+    assert typing.cancelled() and channel.sender.typing_task(target()) is None
 
 
 async def test_typing_stops_at_its_cap(make_channel: MakeChannel, tg: FakeTelegramAPI,
                                        bus: MessageBus) -> None:
-    await make_channel(typing_refresh_s=0.05, typing_max_s=0.2)
+    channel = await make_channel(typing_refresh_s=0.05, typing_max_s=0.2)
     await bus.publish_outbound(OutboundTyping(target()))
     await bus.flush_outbound()
-    await asyncio.sleep(0.5)
-    count = len(tg.calls_to("sendChatAction"))
-    assert 2 <= count <= 6
-    await asyncio.sleep(0.2)
-    assert len(tg.calls_to("sendChatAction")) == count
+    typing = channel.sender.typing_task(target())
+    assert typing is not None
+    await asyncio.wait_for(typing, 30)  # the loop ends by itself at the cap, with no reply
+    assert not typing.cancelled() and channel.sender.typing_task(target()) is None
+    # One action at once, then at most one per refresh within the cap (fewer on a slow machine).
+    assert 1 <= len(tg.calls_to("sendChatAction")) <= 1 + round(0.2 / 0.05)
 
 
 async def test_long_reply_is_split_into_valid_html_chunks(

@@ -103,7 +103,7 @@ class TelegramChannel:
         self._ready = asyncio.Event()
         self._stopping = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._sender = TelegramSender(
+        self.sender = self._sender = TelegramSender(
             lambda: self.bot, self.limiter, streaming=cfg.streaming, preview_interval_s=preview_interval_s,
             typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s,
         )

@@ -214,6 +214,10 @@ class TelegramSender:
         await self._send_typing(target)
         self._typing[key] = asyncio.create_task(self._typing_loop(target), name=f"telegram-typing-{key[0]}")
 
+    def typing_task(self, target: Target) -> asyncio.Task[None] | None:
+        """The loop refreshing ``target``'s indicator, while there is one (tests wait on it)."""
+        return self._typing.get((target.chat_id, target.thread_id))
+
     def _stop_typing(self, target: Target) -> None:
         task = self._typing.pop((target.chat_id, target.thread_id), None)
         if task is not None:
