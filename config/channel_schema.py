@@ -1,0 +1,111 @@
+"""The ``channels`` part of the configuration schema (DESIGN §10): one section per channel.
+
+Apart from ``config.schema`` to keep each module to one idea; ``config.schema`` re-exports
+every name, so ``from config.schema import WebhookConfig`` keeps working.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+
+from config.section import Section
+
+
+class TelegramWebhookConfig(Section):
+    url: str = ""
+    secret_token: SecretStr = SecretStr("")
+
+
+class TelegramConfig(Section):
+    enabled: bool = False
+    token: SecretStr = SecretStr("")
+    api_base: str | None = None
+    allow_from: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    webhook: TelegramWebhookConfig | None = None
+    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    pairing: bool = False
+    streaming: bool = False
+    poll_timeout_s: int = Field(30, ge=0, le=300)
+    watchdog_s: float = Field(180, gt=0)
+    # How long the outbox keeps retrying a reply Telegram does not accept (5xx, outage).
+    delivery_deadline_h: float = Field(24, gt=0)
+
+
+class SlackConfig(Section):
+    enabled: bool = False
+    bot_token: SecretStr = SecretStr("")
+    app_token: SecretStr = SecretStr("")
+    signing_secret: SecretStr = SecretStr("")
+    api_base: str | None = None
+    mode: str = Field("socket", pattern="^(socket|http)$")
+    allow_from: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    pairing: bool = False
+    watchdog_s: float = Field(300, gt=0)
+    delivery_deadline_h: float = Field(24, gt=0)
+    # A placeholder reply edited with chat.update as the answer is written (like Telegram's).
+    streaming: bool = False
+    preview_interval_s: float = Field(1.0, ge=0.2)
+
+
+class WebhookConfig(Section):
+    enabled: bool = True
+    token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
+    admin_token: SecretStr = SecretStr("")  # lists/reads/resets every webhook session; empty: nobody
+    callback_secret: SecretStr = SecretStr("")
+    owners: list[str] = Field(default_factory=list)
+    wait_timeout_s: float = Field(120, gt=0)
+    max_body_bytes: int = Field(1_048_576, ge=1024)
+    rate_limit_per_min: int = Field(60, ge=1)
+    callback_allow_hosts: list[str] = Field(default_factory=list)
+    callback_timeout_s: float = Field(10, gt=0)
+    callback_max_attempts: int = Field(6, ge=1)
+    callback_backoff_s: float = Field(5.0, ge=0)
+    delivery_deadline_h: float = Field(24, gt=0)
+
+
+class OpenAIApiConfig(Section):
+    """``POST /v1/chat/completions``: any OpenAI client talks to the assistant.
+
+    The bearer token is ``token``, or the webhook's integration token when empty; callers are
+    guests unless ``owner`` is true (then they get the owner's tools and memory).
+    """
+
+    enabled: bool = True
+    token: SecretStr = SecretStr("")
+    owner: bool = False
+    wait_timeout_s: float = Field(300, gt=0)
+    max_body_bytes: int = Field(4_194_304, ge=1024)
+
+    @property
+    def owners(self) -> list[str]:
+        """The sender id an owner token speaks as (``role_of`` reads ``owners``)."""
+        return [OPENAI_OWNER_ID] if self.owner else []
+
+
+OPENAI_OWNER_ID = "api-owner"
+OPENAI_GUEST_ID = "api-guest"
+
+
+class CliChannelConfig(Section):
+    owners: list[str] = Field(default_factory=lambda: ["local"])
+    streaming: bool = True  # `lucid agent` prints the answer as it is written
+
+
+class WebChannelConfig(Section):
+    """The browser chat of the web console; its only sender is the logged-in console user."""
+
+    enabled: bool = True
+    owners: list[str] = Field(default_factory=lambda: ["console"])
+    streaming: bool = True  # replies appear as they are written
+
+
+class ChannelsConfig(Section):
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
+    cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
+    web: WebChannelConfig = Field(default_factory=WebChannelConfig)
+    openai: OpenAIApiConfig = Field(default_factory=OpenAIApiConfig)
