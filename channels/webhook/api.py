@@ -26,6 +26,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.types import Message, Receive
 
 # An oversized body is read and dropped up to this much, so the client sees the 413.
+CHANNEL = "webhook"
+SHUTTING_DOWN = "the gateway is shutting down; try again in a moment"
+
 DISCARD_MAX_BYTES = 64 * 1024 * 1024
 DISCARD_TIMEOUT_S = 10.0
 

@@ -28,9 +28,9 @@ import logging
 import math
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Request, Security
+from fastapi import APIRouter, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -38,15 +38,14 @@ from channels.bus import BusClosed, BusFull, MessageBus
 from channels.gate import Roster
 from channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
 from channels.webhook.api import (
+    CHANNEL,
+    SHUTTING_DOWN,
     AUTH_ERRORS,
     BODY_ERRORS,
     MessageAccepted,
     MessageReply,
     MessageRequest,
     SenderRateLimiter,
-    SessionDetail,
-    SessionList,
-    SessionSummary,
     SessionsView,
     bearer_scheme,
     client_gone,
@@ -55,27 +54,23 @@ from channels.webhook.api import (
     guarded_route,
 )
 from channels.webhook.auth import (
-    LIST_SCAN_LIMIT,
-    SESSION_403,
     ChatLedger,
     Credential,
     authorize,
     caller,
     role_refusal,
-    unwritten_refusal,
 )
 from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
 from channels.webhook.chat_messages import ChatMessages, chat_messages_route
 from channels.webhook.callbacks import CallbackPoster, check_callback_url
+from channels.webhook.sessions_api import SessionsApi
 from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.webhook.store import RequestRecord, WebhookStore, callback_body
 from config.schema import WebhookConfig
 
 logger = logging.getLogger(__name__)
 
-CHANNEL = "webhook"
 PUBLISH_TIMEOUT_S = 2.0
-SHUTTING_DOWN = "the gateway is shutting down; try again in a moment"
 
 
 class _Shutdown:
@@ -121,6 +116,10 @@ class WebhookChannel:
 
     def bind_sessions(self, view: SessionsView) -> None:
         self._sessions = view
+
+    @property
+    def sessions_view(self) -> SessionsView | None:
+        return self._sessions
 
     async def start(self) -> None:
         await asyncio.to_thread(self.store.open)
@@ -218,7 +217,7 @@ class WebhookChannel:
     def authorize(self, header: str | None) -> JSONResponse | None:
         return authorize(self.cfg, header)
 
-    def _caller(self, request: Request) -> tuple[Credential, str]:
+    def caller_of(self, request: Request) -> tuple[Credential, str]:
         return caller(self.cfg, request.headers.get("authorization"))
 
     # -- routes -------------------------------------------------------------------------------
@@ -239,21 +238,10 @@ class WebhookChannel:
                        429: doc("Too many messages from this sender (rateLimitPerMin)."),
                        504: doc("No answer within waitTimeoutS; the message stays queued and its "
                                 "answer goes to callback_url if given.")})
-        router.add_api_route("/sessions", self._list_sessions, methods=["GET"], response_model=SessionList,
-                             summary="List webhook sessions (the integration token: only its own chats)",
-                             responses=dict(AUTH_ERRORS))
-        router.add_api_route("/sessions/{key:path}", self._get_session, methods=["GET"],
-                             response_model=SessionDetail, summary="Recent messages of a session",
-                             responses={**AUTH_ERRORS, 403: doc(SESSION_403), 404: doc("No such webhook session.")})
-        router.add_api_route(
-            "/sessions/{key:path}", self._reset_session, methods=["DELETE"], response_model=MessageReply,
-            summary="Start the session afresh (/new), in order with its turns",
-            responses={**AUTH_ERRORS, 202: doc("Queued (wait=false).", MessageAccepted),
-                       403: doc(SESSION_403), 404: doc("No such webhook session."),
-                       504: doc("Not done within waitTimeoutS; it still runs.")})
+        SessionsApi(self).register(router)
         router.add_api_route(
             "/chats/{chat_id}/messages", chat_messages_route(
-                sessions=lambda: self._sessions, ledger=self.ledger, caller=self._caller,
+                sessions=lambda: self._sessions, ledger=self.ledger, caller=self.caller_of,
                 admin_configured=lambda: bool(self.cfg.admin_token.get_secret_value())),
             methods=["GET"], response_model=ChatMessages, responses=CHAT_RESPONSES,
             summary="What the assistant said in a chat after a position (reminders without a callback)")
@@ -272,7 +260,7 @@ class WebhookChannel:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "stream"),
                                            "msg": "stream=true needs wait=true (a 202 has nothing to stream)",
                                            "input": body.stream}])
-        _, token_fp = self._caller(request)
+        _, token_fp = self.caller_of(request)
         role = Roster.of(self.cfg).role(body.sender_id)
         claimed = await asyncio.to_thread(self.ledger.claim, body.chat_id, role, token_fp)
         if claimed != role:
@@ -283,7 +271,7 @@ class WebhookChannel:
             if reason is not None:
                 raise RequestValidationError([{"type": "value_error", "loc": ("body", "callback_url"),
                                                "msg": reason, "input": body.callback_url}])
-        return await self._submit(request, body.chat_id, body.sender_id, body.text,
+        return await self.submit(request, body.chat_id, body.sender_id, body.text,
                                   idem_key=body.idempotency_key, callback_url=body.callback_url, wait=body.wait,
                                   stream=body.stream)
 
@@ -292,7 +280,7 @@ class WebhookChannel:
             return "callbacks are off on this gateway: channels.webhook.callbackSecret is empty"
         return await check_callback_url(url, self.cfg.callback_allow_hosts)
 
-    async def _submit(self, request: Request, chat_id: str, sender_id: str, text: str, *,
+    async def submit(self, request: Request, chat_id: str, sender_id: str, text: str, *,
                       idem_key: str | None, callback_url: str | None, wait: bool,
                       stream: bool = False) -> Response:
         session = f"{CHANNEL}:{chat_id}"
@@ -413,53 +401,6 @@ class WebhookChannel:
             futures.discard(fut)
             if not futures:
                 del self._waiters[message_id]
-
-    # -- sessions -----------------------------------------------------------------------------
-    async def _list_sessions(self, request: Request,
-                             limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Response:
-        if self._sessions is None:
-            return error_response(503, "session listing is not available in this process")
-        kind, token_fp = self._caller(request)
-        if kind == "admin":
-            items = await self._sessions.list(f"{CHANNEL}:", limit)
-        else:  # the integration token sees the chats it wrote to, newest first like the rest
-            mine = await asyncio.to_thread(self.ledger.chats_of, token_fp)
-            everything = await self._sessions.list(f"{CHANNEL}:", LIST_SCAN_LIMIT) if mine else []
-            items = [i for i in everything if str(i.get("chat_id")) in mine][:limit]
-        return JSONResponse(SessionList(sessions=[SessionSummary(**i) for i in items]).model_dump())
-
-    async def _get_session(self, key: str, request: Request,
-                           limit: Annotated[int, Query(ge=1, le=500)] = 20) -> Response:
-        detail = await self._session(key, limit, request)
-        if isinstance(detail, Response):
-            return detail
-        return JSONResponse(SessionDetail(**detail).model_dump())
-
-    async def _reset_session(self, key: str, request: Request, wait: bool = True,
-                             sender_id: Annotated[str, Query(min_length=1, max_length=256)] = "webhook-api",
-                             ) -> Response:
-        found = await self._session(key, 1, request)
-        if isinstance(found, Response):
-            return found
-        if not self.bus.accepting:
-            return error_response(503, SHUTTING_DOWN)
-        return await self._submit(request, key.removeprefix(f"{CHANNEL}:"), sender_id, "/new",
-                                  idem_key=None, callback_url=None, wait=wait)
-
-    async def _session(self, key: str, limit: int, request: Request) -> dict[str, Any] | Response:
-        if self._sessions is None:
-            return error_response(503, "session access is not available in this process")
-        if not key.startswith(f"{CHANNEL}:") or key == f"{CHANNEL}:":
-            return error_response(404, f"no webhook session {key!r} (keys look like 'webhook:<chat_id>')")
-        detail = await self._sessions.recent(key, limit)
-        if detail is None:
-            return error_response(404, f"no webhook session {key!r}")
-        kind, token_fp = self._caller(request)
-        chat_id = key.removeprefix(f"{CHANNEL}:")
-        if kind != "admin" and not await asyncio.to_thread(self.ledger.wrote, token_fp, chat_id):
-            return error_response(403, unwritten_refusal(key, bool(self.cfg.admin_token.get_secret_value())))
-        return detail
-
 
 def _reply(text: str, session: str, message_id: str, is_error: bool) -> JSONResponse:
     return JSONResponse(MessageReply(reply=text, session=session, message_id=message_id, error=is_error)
