@@ -124,10 +124,10 @@ async def test_a_second_signal_skips_the_grace_period(shutdown_config, fake_llm,
         await fake_llm.wait_for_requests(1)
         began = time.monotonic()
         server.request_shutdown("SIGINT")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0)  # the drain task starts waiting for the running turn
         server.request_shutdown("SIGINT")
         assert await server.shutdown() == 0
-        assert time.monotonic() - began < 5.0
+        assert time.monotonic() - began < 30.0  # far below the 60 s grace it would have waited
     assert session(workspace).pending_state() == "pending_user_turn"
 
 
