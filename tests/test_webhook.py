@@ -558,14 +558,16 @@ async def test_pending_callbacks_survive_a_restart(wh_config, fake_llm, workspac
     config = wh_config({"callbackBackoffS": 60, "callbackMaxAttempts": 5})
     async with CallbackSink() as sink:
         sink.default = 503
-        async with serving(config) as (_, client):
+        async with serving(config) as (server, client):
             await client.post("/v1/messages", json=body("keep me", wait=False, callback_url=sink.url))
             await sink.wait_for(1)
-            await asyncio.sleep(0.1)
+            outbox = server.state.gateway.parts.bus.outbox
+            while not [i for i in await asyncio.to_thread(outbox.pending, "webhook") if i.attempts >= 1]:
+                await asyncio.sleep(0.02)  # the failed attempt is on record; the next is 60 s away
         assert len(sink.received) == 1
         sink.default = 200
         async with serving(config):
-            await sink.wait_for(2, timeout=5)
+            await sink.wait_for(2, timeout=30)
     assert sink.payload(1)["reply"].endswith("keep me")
     assert sink.payload(0)["delivery_id"] == sink.payload(1)["delivery_id"]
     assert len(fake_llm.requests) == 1
