@@ -150,6 +150,38 @@ def cold_start() -> float:
     return statistics.median(runs)
 
 
+def import_profile() -> dict[str, object]:
+    """What a one-shot ``lucid agent -m hi`` imports (``python -X importtime``): the module
+    count, the heaviest top-level imports and whether the web stack or a chat SDK came along."""
+    llm = FakeLLMServer().start_in_thread()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = Path(tmp) / "config.json"
+            cfg.write_text(json.dumps({
+                "agents": {"defaults": {"workspace": str(Path(tmp) / "ws"), "model": "openai/fake-model"}},
+                "providers": {"openai": {"apiKey": "sk-bench", "apiBase": llm.base_url}},
+            }))
+            env = {**os.environ, "HOME": tmp, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+            proc = subprocess.run([sys.executable, "-X", "importtime", "-c",
+                                   "from gateway.cli import main; main()", "agent", "-m", "hi", "--config", str(cfg)],
+                                  capture_output=True, text=True, timeout=180, env=env)
+    finally:
+        llm.stop_thread()
+    rows = [line.split("|") for line in proc.stderr.splitlines() if line.startswith("import time:") and "|" in line]
+    timed = [(int(r[1]), r[2].rstrip()) for r in rows[1:] if r[1].strip().isdigit()]
+    top_level = [(us, name.strip()) for us, name in timed if not name.startswith("  ")]
+    packages = sorted({name.strip().split(".")[0] for _, name in timed})
+    heavy = sorted(top_level, reverse=True)[:8]
+    watched = ["fastapi", "starlette", "uvicorn", "telegram", "slack_bolt", "slack_sdk", "git", "apscheduler",
+               "numpy", "watchfiles", "litellm", "tiktoken"]
+    return {
+        "modules_imported": len(timed),
+        "heaviest_imports": ", ".join(f"{name} {us / 1000:.0f} ms" for us, name in heavy),
+        "loaded_of_watched": ", ".join(p for p in watched if p in packages),
+        "not_loaded_of_watched": ", ".join(p for p in watched if p not in packages),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=200)
@@ -157,6 +189,7 @@ def main() -> None:
     args = parser.parse_args()
     result = asyncio.run(throughput(args.messages, args.sessions))
     result["cold_start_agent_m_s"] = cold_start()
+    result.update(import_profile())
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     width = max(len(k) for k in result)
     for key, value in result.items():

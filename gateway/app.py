@@ -150,7 +150,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
     bus.observe(metrics.outbound)
-    recall = _wire_recall(config, builder, tools)
+    recall = _wire_recall(config, builder, tools, watch=mode != "agent")
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
@@ -161,9 +161,10 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
 
 
-def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry) -> RecallService | None:
+def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *,
+                 watch: bool) -> RecallService | None:
     """The recall index (issue 10): background sync + watcher, two tools, auto-recall."""
-    recall = make_recall_service(config)
+    recall = make_recall_service(config, watch=watch)
     if recall is not None:
         builder.recall = recall
         tools.register(MemorySearch(recall))

@@ -70,6 +70,7 @@ def test_a_one_shot_answer_loads_no_web_stack_and_no_chat_sdk(tmp_path: Path) ->
     assert len(llm.requests) == 1  # it really answered
     assert "litellm" in modules  # the probe sees what the run imported
     assert modules.isdisjoint(WEB_STACK | CHAT_SDKS), sorted(modules & (WEB_STACK | CHAT_SDKS))
+    assert "watchfiles" not in modules  # a short-lived process syncs the index before searches instead
 
 
 def test_a_webhook_only_gateway_loads_no_chat_sdk(tmp_path: Path) -> None:

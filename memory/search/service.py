@@ -190,8 +190,11 @@ def _lower_priority() -> None:
         pass
 
 
-def make_recall_service(config: Config) -> RecallService | None:
-    """The service ``agents.defaults.memory.search`` describes; None when disabled."""
+def make_recall_service(config: Config, *, watch: bool = True) -> RecallService | None:
+    """The service ``agents.defaults.memory.search`` describes; None when disabled.
+
+    ``watch=False`` (``lucid agent``: a short-lived process) skips the file watcher; the
+    index is then brought up to date before each search instead."""
     conf = config.agent.memory.search
     if not conf.enabled:
         return None
@@ -206,4 +209,4 @@ def make_recall_service(config: Config) -> RecallService | None:
     settings = SearchSettings(vector_weight=conf.vector_weight, text_weight=conf.text_weight,
                               half_life_days=conf.half_life_days, mmr_lambda=conf.mmr_lambda,
                               decay_floor=conf.decay_floor)
-    return RecallService(index, settings=settings, watch=conf.watch, max_results=conf.max_results)
+    return RecallService(index, settings=settings, watch=conf.watch and watch, max_results=conf.max_results)
