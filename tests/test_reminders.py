@@ -57,7 +57,7 @@ def texts(channel: FakeChannel, chat_id: str | None = None) -> list[str]:
     return [m.text for m in channel.replies(chat_id)]  # type: ignore[union-attr]
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 8.0) -> None:
+async def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
@@ -87,6 +87,11 @@ def config(make_config: Callable) -> Any:
 # ----------------------------------------------------------------------------- happy paths
 
 
+def nothing_scheduled(service: Any) -> bool:
+    """No reminder job is left in the scheduler: nothing can fire any more."""
+    return "0 reminder(s) scheduled" in service.status_line()
+
+
 async def test_model_sets_a_reminder_that_survives_a_restart_and_fires_once(
     fake_llm: FakeLLMServer, config: Any, workspace: Path
 ) -> None:
@@ -105,13 +110,12 @@ async def test_model_sets_a_reminder_that_survives_a_restart_and_fires_once(
 
     async with running(config) as (gw, ch, service):  # a new gateway on the same workspace
         assert service.status_line().count("1 reminder(s) scheduled") == 1
-        await wait_for(lambda: len(texts(ch)) >= 1, timeout=6)
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: len(texts(ch)) >= 1, timeout=30)
+        await wait_for(lambda: nothing_scheduled(service))  # fired and retired: it cannot fire again
         assert texts(ch) == ["⏰ Reminder: call mom"]
         assert ch.replies()[0].target.chat_id == "1"
-    async with running(config) as (gw, ch, _):  # and never again
-        await asyncio.sleep(0.3)
-        assert texts(ch) == []
+    async with running(config) as (gw, ch, service):  # and never again
+        assert nothing_scheduled(service) and texts(ch) == []
     [row] = rows(workspace)
     assert row["status"] == "done" and row["fire_count"] == 1
 
@@ -121,12 +125,12 @@ async def test_overdue_one_shot_within_grace_fires_once_on_start(config: Any, wo
     now = datetime.now(UTC)
     store.add(session_key="cli:1", channel="cli", chat_id="1", thread_id=None, kind="at",
               spec=(now - timedelta(minutes=10)).isoformat(), text="stretch", created_at=now - timedelta(hours=1))
-    async with running(config) as (gw, ch, _):
+    async with running(config) as (gw, ch, service):
         await wait_for(lambda: len(texts(ch)) >= 1)
-        await asyncio.sleep(0.2)
+        await wait_for(lambda: nothing_scheduled(service))
     assert texts(ch) == ["⏰ Reminder: stretch"]
-    async with running(config) as (gw, ch, _):
-        await asyncio.sleep(0.3)
+    async with running(config) as (gw, ch, service):
+        assert nothing_scheduled(service)  # loaded, and nothing left that could fire
     assert texts(ch) == []
 
 
@@ -138,15 +142,15 @@ async def test_one_shot_missed_beyond_grace_is_reported_not_lost_not_repeated(
     store.add(session_key="cli:7", channel="cli", chat_id="7", thread_id=None, kind="at",
               spec=(now - timedelta(hours=3)).isoformat(), text="pay rent", created_at=now - timedelta(days=1))
     with caplog.at_level(logging.WARNING, logger="scheduler"):
-        async with running(config) as (gw, ch, _):
+        async with running(config) as (gw, ch, service):
             await wait_for(lambda: len(texts(ch)) >= 1)
-            await asyncio.sleep(0.2)
+            await wait_for(lambda: nothing_scheduled(service))
     [text] = texts(ch, "7")
     assert text.startswith(MISSED_PREFIX + "pay rent (it was due ")
     assert "missed" in caplog.text
     assert rows(workspace)[0]["status"] == "missed"
-    async with running(config) as (gw, ch, _):
-        await asyncio.sleep(0.3)
+    async with running(config) as (gw, ch, service):
+        assert nothing_scheduled(service)
     assert texts(ch) == []
 
 
@@ -226,7 +230,9 @@ async def test_cron_reminder_uses_the_configured_timezone_and_fires_once_per_occ
         job.modify(next_run_time=datetime.now(UTC))
         service._scheduler.wakeup()  # type: ignore[union-attr]
         await wait_for(lambda: len(texts(ch)) >= 1)
-        await asyncio.sleep(0.3)
+        # Fired, and the job has moved on to the next weekday: this occurrence is spent.
+        await wait_for(lambda: service._scheduler.get_job("reminder:1").next_run_time > datetime.now(UTC))  # type: ignore[union-attr]
+        await gw.parts.bus.flush_outbound()
         assert texts(ch) == ["⏰ Reminder: standup"]
         later = service._scheduler.get_job("reminder:1").next_run_time  # type: ignore[union-attr]
         assert later > datetime.now(UTC) and later.astimezone(ZoneInfo(TZ)).hour == 9
@@ -247,7 +253,8 @@ async def test_a_reminder_missed_at_runtime_is_reported_through_the_listener(
                 next_run_time=datetime.now(UTC) - timedelta(seconds=30))
             service._scheduler.wakeup()  # type: ignore[union-attr]
             await wait_for(lambda: len(texts(ch)) >= 1)
-            await asyncio.sleep(0.2)
+            await wait_for(lambda: nothing_scheduled(service))  # reported and retired
+            await gw.parts.bus.flush_outbound()
     [text] = texts(ch)
     assert text.startswith(MISSED_PREFIX + "water plants")
     assert "missed its run time" in caplog.text
@@ -307,9 +314,9 @@ async def test_reminder_for_a_channel_not_running_is_kept(
               spec=(now - timedelta(minutes=1)).isoformat(), text="feed cat", created_at=now - timedelta(hours=1))
     with caplog.at_level(logging.INFO, logger="scheduler"):
         async with running(config) as (gw, ch, service):
-            await asyncio.sleep(0.3)
+            await wait_for(lambda: "not running here; kept" in caplog.text)
             assert "0 reminder(s) scheduled" in service.status_line()
-    assert "not running here; kept" in caplog.text
+            await gw.parts.bus.flush_outbound()
     assert texts(ch) == []
     assert rows(workspace)[0]["status"] == "active"
 
@@ -319,10 +326,10 @@ async def test_a_claimed_reminder_is_never_delivered_twice(config: Any, workspac
     async with running(config) as (gw, ch, service):
         await cron(gw, action="add", at=local_iso(timedelta(hours=1)), text="once only")
         await asyncio.gather(service.reminders.fire(1), service.reminders.fire(1))
-        await asyncio.sleep(0.2)
+        await gw.parts.bus.flush_outbound()  # whatever the two firings sent has been delivered
         assert texts(ch) == ["⏰ Reminder: once only"]
         await service.reminders.report_missed(1)
-        await asyncio.sleep(0.1)
+        await gw.parts.bus.flush_outbound()
         assert texts(ch) == ["⏰ Reminder: once only"]
 
 
