@@ -50,6 +50,17 @@ def state(workspace: Path) -> dict[str, Any]:
     return json.loads(path.read_text())["jobs"].get("heartbeat", {}) if path.exists() else {}
 
 
+async def more_beats(workspace: Path, count: int = 2, timeout: float = 60.0) -> None:
+    """Wait until ``count`` more beats have finished (each records a new ``last_run``)."""
+    seen = {state(workspace).get("last_run")}
+
+    def new_beats() -> bool:
+        seen.add(state(workspace).get("last_run"))
+        return len(seen) > count
+
+    await wait_for(new_beats, timeout)
+
+
 async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
@@ -75,7 +86,7 @@ async def test_no_tasks_means_no_llm_calls(fake_llm: FakeLLMServer, make_config:
     async with running(beat_config(make_config)) as (_, ch, svc):
         assert "heartbeat every 0.005 min" in svc.status_line()
         await wait_for(lambda: state(workspace).get("last_result", "").startswith("idle"))
-        await asyncio.sleep(0.7)  # a few more beats
+        await more_beats(workspace, 2)
     assert fake_llm.requests == [] and ch.sent == []
 
 
@@ -106,7 +117,7 @@ async def test_something_to_say_goes_to_the_target_chat(
     async with running(beat_config(make_config)) as (_, ch, _):
         [msg] = await ch.wait_replies(1)
         await fake_llm.wait_for_requests(2, timeout=60)  # the next beat said NO_REPLY
-        await asyncio.sleep(0.2)
+        await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
     assert msg.text == "The basil looks dry: water it today."  # type: ignore[union-attr]
     assert (msg.target.channel, msg.target.chat_id) == ("cli", "1")
     assert len(ch.replies()) == 1
@@ -146,7 +157,7 @@ async def test_the_daily_token_budget_stops_beats(
     with caplog.at_level(logging.INFO, logger="scheduler"):
         async with running(beat_config(make_config, tokenBudget=1000)) as (_, _, _):
             await wait_for(lambda: "budget spent" in state(workspace).get("last_result", ""))
-            await asyncio.sleep(0.7)
+            await more_beats(workspace, 2)  # later beats came, and were skipped
     assert len(fake_llm.requests) == 1  # the first beat spent the budget; the rest were skipped
     assert "heartbeat skipped: 1510 tokens used today, budget 1000" in caplog.text
 
@@ -171,7 +182,7 @@ async def test_heartbeat_is_off_by_default(fake_llm: FakeLLMServer, make_config:
     async with running(make_config()) as (gw, _, svc):
         assert "heartbeat off" in svc.status_line()
         assert not gw.parts.bus.has_route("heartbeat")
-        await asyncio.sleep(0.4)
+        assert svc._job("heartbeat") is None  # no job: nothing that could ever beat
     assert fake_llm.requests == []
 
 
