@@ -88,13 +88,13 @@ async def make_channel(make_config: Any, workspace: Path, tg: FakeTelegramAPI,
         await channel.stop()
 
 
-async def next_inbound(bus: MessageBus, timeout: float = 5.0) -> InboundMessage:
+async def next_inbound(bus: MessageBus, timeout: float = 30.0) -> InboundMessage:
     delivery = await asyncio.wait_for(bus.consume_inbound(), timeout)
     await bus.ack(delivery)
     return delivery.msg
 
 
-async def until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
@@ -830,3 +830,39 @@ def test_telegram_failures_are_classified() -> None:
     dropped = NetworkError("httpx.RemoteProtocolError")
     dropped.__cause__ = httpx.RemoteProtocolError("peer closed")
     assert classify(dropped).action == "uncertain"
+
+
+async def test_an_update_that_keeps_failing_is_skipped_after_three_tries(
+        make_channel: MakeChannel, tg: FakeTelegramAPI, workspace: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    class PoisonBus(MessageBus):
+        """Publishing one particular text always fails (a bug, a full disk for that message)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.poison_attempts = 0
+
+        async def publish_inbound(self, msg: InboundMessage, *, timeout: float | None = None) -> bool:
+            if msg.text == "poison":
+                self.poison_attempts += 1
+                raise OSError("cannot store this one")
+            return await super().publish_inbound(msg, timeout=timeout)
+
+    poison_bus = PoisonBus()
+    await poison_bus.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="channels.telegram"):
+            await make_channel(bus_=poison_bus)
+            bad = tg.push_message(chat_id=OWNER, text="poison")
+            tg.push_message(chat_id=OWNER, text="fine")
+            assert (await next_inbound(poison_bus)).text == "fine"  # the next update is not held up
+        assert poison_bus.poison_attempts == 3
+        assert "failed 3 times; skipping it" in caplog.text
+        state_file = workspace / "state" / "telegram.json"
+
+        def saved_past_it() -> bool:
+            return state_file.exists() and json.loads(state_file.read_text())["last_update_id"] > bad["update_id"]
+
+        await until(saved_past_it)  # acknowledged: Telegram will not resend it
+    finally:
+        await poison_bus.stop()
