@@ -40,3 +40,26 @@ async def test_a_reminder_without_a_callback_is_fetched_by_the_integration(
     assert later["next_after"] == page["next_after"]
     assert unwritten.status_code == 403 and "adminToken" in unwritten.json()["detail"]
     assert bad.status_code == 422
+
+
+async def test_a_reminder_in_a_chat_with_a_callback_is_posted_to_it_signed(
+        wh_config: Callable[..., Any], fake_llm: FakeLLMServer) -> None:
+    from tests.test_webhook import CallbackSink, signature_ok
+
+    later_today = (datetime.now(UTC) + timedelta(hours=1)).replace(tzinfo=None).isoformat(timespec="milliseconds")
+    fake_llm.queue(ToolCalls([("cron", {"action": "add", "at": later_today, "text": "stretch"})]), Reply("Will do."))
+    config = wh_config({"owners": ["boss"]}, agents={"defaults": {"timezone": "UTC"}})
+    async with CallbackSink() as sink, serving(config) as (server, client):
+        # Answered in the response (wait=true), so the reply itself is not called back…
+        set_it = await client.post("/v1/messages", json=body("remind me to stretch", sender="boss",
+                                                               callback_url=sink.url))
+        assert set_it.status_code == 200 and set_it.json()["reply"] == "Will do."
+        scheduler = server.app.state.lucid.gateway.parts.scheduler._scheduler
+        scheduler.get_job("reminder:1").modify(next_run_time=datetime.now(UTC))
+        scheduler.wakeup()
+        await sink.wait_for(1, timeout=60)  # …but the reminder goes to the chat's callback
+        await server.app.state.lucid.gateway.parts.bus.flush_outbound()
+    assert len(sink.received) == 1 and signature_ok(sink.received[0])
+    payload = sink.payload(0)
+    assert payload["reply"] == "⏰ Reminder: stretch" and payload["message_id"] is None
+    assert payload["chat_id"] == "c1" and payload["type"] == "reply"
