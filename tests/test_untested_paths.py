@@ -3,6 +3,7 @@ provider is unreachable or the model unknown, and corrupt state files that must 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -93,3 +94,66 @@ async def test_a_corrupt_session_sidecar_falls_back_to_the_header(
         loaded = load_session_file(session.path)
     # Nothing is hidden: the header (0) wins over a mark that cannot be read.
     assert loaded.last_consolidated == 0 and [m["content"] for m in loaded.active()] == ["m0", "m1", "m2", "m3"]
+
+
+async def test_a_crash_mid_turn_closes_the_turn_and_the_chat_goes_on(
+        make_config: Callable[..., Any], fake_llm: FakeLLMServer) -> None:
+    """Not a LucidError (a bug, a malformed provider answer): the user hears something went
+    wrong, the transcript closes the turn (so a restart does not run it again), and the
+    next message is answered normally."""
+    gw = build_gateway(make_config())
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
+    real_complete = gw.parts.model.complete
+    calls = 0
+
+    async def crashing_once(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("'NoneType' object is not subscriptable")
+        return await real_complete(*args, **kwargs)
+
+    gw.parts.model.complete = crashing_once  # type: ignore[method-assign]
+    fake_llm.queue(Reply("all good now"))
+    async with gw:
+        await channel.say("first", sender_id="local")
+        [crashed] = await channel.wait_replies(1)
+        session = await gw.parts.sessions.get("cli:1")
+        assert session.pending_state() is None  # closed: nothing to resume at the next start
+        await channel.say("second", sender_id="local")
+        replies = await channel.wait_replies(2)
+    assert crashed.kind == "error" and "something went wrong on my side" in crashed.text
+    assert replies[1].text == "all good now"
+    errors = [m for m in session.messages if m.get("status") == "error"]
+    assert len(errors) == 1 and errors[0]["content"].startswith("(no reply: ")
+
+
+async def test_stop_while_a_turn_is_starting_stops_it_before_the_model_is_called(
+        make_config: Callable[..., Any], fake_llm: FakeLLMServer) -> None:
+    gw = build_gateway(make_config())
+    channel = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", channel)
+    sessions = gw.parts.sessions
+    real_append = sessions.append
+    writing_user_line, release = asyncio.Event(), asyncio.Event()
+
+    async def held_append(session: Any, *messages: dict[str, Any], sync: bool = False) -> None:
+        if any(m.get("content") == "long task" for m in messages):
+            writing_user_line.set()
+            await release.wait()  # the turn is starting: its user line is being written
+        await real_append(session, *messages, sync=sync)
+
+    sessions.append = held_append  # type: ignore[method-assign]
+    async with gw:
+        await channel.say("long task", sender_id="local")
+        await writing_user_line.wait()
+        await channel.say("/stop", sender_id="local")
+        [stopping] = await channel.wait_replies(1)
+        release.set()
+        replies = await channel.wait_replies(2)
+    assert stopping.text == "Stopping…"
+    assert replies[1].text == "Stopped."
+    assert fake_llm.requests == []  # the turn never reached the model
+    session = await sessions.get("cli:1")
+    assert session.messages[-1]["status"] == "cancelled" and session.pending_state() is None
