@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 OutboundHandler = Callable[[OutboundMessage], Awaitable[None]]
 OutboundObserver = Callable[[OutboundMessage], None]
+RecordedHook = Callable[[OutboundMessage], Awaitable[object]]
 
 
 class BusFull(LucidError):
@@ -62,6 +63,7 @@ class MessageBus:
         self._retry_backoff_s = retry_backoff_s
         self._replay: deque[Delivery] = deque()
         self._observers: list[OutboundObserver] = []
+        self._recorded: dict[str, RecordedHook] = {}
         self._inbox = inbox
         self._closed = False
         # Message ids whose sender reads the answer as it is written (a webhook request with
@@ -193,6 +195,18 @@ class MessageBus:
         """Synchronous observers see every outbound message (webhook waiters, metrics)."""
         self._observers.append(observer)
 
+    def on_recorded(self, channel: str, hook: RecordedHook | None) -> None:
+        """Call ``hook`` for each final message of ``channel`` once it is durable (recorded in
+        the outbox, its transcript line written), before it joins its chat's delivery lane.
+
+        What must not wait behind the lane goes here: the webhook answers a waiting HTTP
+        request at this point, even while an earlier callback of the same chat is backing off
+        in the lane. ``None`` removes the hook. Replayed items (a restart) do not pass here."""
+        if hook is None:
+            self._recorded.pop(channel, None)
+        else:
+            self._recorded[channel] = hook
+
     async def publish_outbound(self, msg: OutboundMessage, *,
                                before_route: Callable[[], Awaitable[None]] | None = None) -> None:
         """Record ``msg`` in the outbox (when durable), then run ``before_route``, then hand it
@@ -216,6 +230,12 @@ class MessageBus:
             item = await asyncio.to_thread(self.outbox.record, msg)  # type: ignore[arg-type]
         if before_route is not None:
             await before_route()
+        hook = self._recorded.get(msg.target.channel)
+        if hook is not None and is_durable(msg):
+            try:
+                await hook(msg)
+            except Exception:  # the lane still delivers it
+                logger.exception("%s: the recorded-message hook failed", msg.target.channel)
         # Looked up again: the channel may have been replaced while the record was written.
         route = self._routes.get(msg.target.channel)
         if route is not None:  # else the channel stopped meanwhile: the outbox keeps the item

@@ -56,11 +56,15 @@ class _Lane:
         self.queue: deque[Entry] = deque()
         self.wake = asyncio.Event()
         self.settled = asyncio.Event()
+        # Waiting out a retry delay: what queues behind it cannot go either, so a flush
+        # (shutdown) does not wait for it; it stays durable in the outbox.
+        self.backing_off = False
         self.task = asyncio.create_task(self._run(), name=f"out-{route.channel}-{key}")
 
     def put(self, entry: Entry) -> None:
         self.queue.append(entry)
-        self.settled.clear()
+        if not self.backing_off:
+            self.settled.clear()
         self.wake.set()
 
     async def _run(self) -> None:
@@ -73,7 +77,7 @@ class _Lane:
             self.settled.clear()
             msg, item = self.queue[0]
             try:
-                await self.route.deliver(msg, item, self.settled)
+                await self.route.deliver(msg, item, self)
             except asyncio.CancelledError:
                 raise
             except Exception:  # e.g. the disk is full while marking: the next start resends it
@@ -149,7 +153,7 @@ class ChannelRoute:
         return tasks
 
     # -- one message -----------------------------------------------------------------------
-    async def deliver(self, msg: OutboundMessage, item: Item | None, settled: asyncio.Event) -> None:
+    async def deliver(self, msg: OutboundMessage, item: Item | None, lane: _Lane) -> None:
         if item is None:
             try:
                 await self._handler(msg)
@@ -184,11 +188,13 @@ class ChannelRoute:
                 delay = min(delay, max(0.0, item.deadline_at - now))
                 logger.info("%s: delivery to chat %s failed (%s); retrying in %.1fs",
                             self.channel, msg.target.chat_id, _describe(exc), delay)
-                settled.set()  # a backoff is not work a flush can wait for
+                lane.settled.set()  # a backoff is not work a flush can wait for
+                lane.backing_off = True
                 try:
                     await asyncio.sleep(delay)
                 finally:
-                    settled.clear()
+                    lane.backing_off = False
+                    lane.settled.clear()
                 continue
             await asyncio.to_thread(self._outbox.delivered, item.id)
             self._stats.delivered += 1

@@ -243,3 +243,32 @@ async def test_the_bus_purges_week_old_delivered_items_and_keeps_the_rest(tmp_pa
         assert await bus.outbox_counts() == {"pending": 1, "delivered": 1, "dead": 0}
     finally:
         await bus.stop()
+
+
+async def test_a_flush_does_not_wait_for_messages_queued_behind_a_backoff(tmp_path: Path) -> None:
+    """Shutdown flushes the lanes; a chat waiting out a 30 s retry delay holds what queued
+    behind it, durable, instead of holding the shutdown."""
+    from channels._ratelimit import DeliveryRetry
+
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    bus = MessageBus(outbox=outbox)
+    await bus.start()
+    attempts: list[str] = []
+
+    async def receiver_down(msg: Any) -> None:
+        attempts.append(msg.text)
+        raise DeliveryRetry("receiver down", after_s=30)
+
+    try:
+        bus.subscribe("hook", receiver_down)
+        chat = Target("hook", "c1")
+        await bus.publish_outbound(OutboundText(chat, "first"))
+        while not attempts:
+            await asyncio.sleep(0.01)
+        await bus.publish_outbound(OutboundText(chat, "second"))  # queued behind the backoff
+        await asyncio.wait_for(bus.flush_outbound(), 10)  # returns: nothing can go out now
+        assert attempts == ["first"]
+        assert [i.msg.text for i in await asyncio.to_thread(outbox.pending, "hook")] == ["first", "second"]
+    finally:
+        await bus.stop()
+        outbox.close()

@@ -750,3 +750,17 @@ async def test_expired_records_are_purged_while_running(tmp_path: Path, make_con
     finally:
         await channel.stop()
         await bus.stop()
+
+
+async def test_a_waiting_request_is_answered_while_an_earlier_callback_backs_off(wh_config, fake_llm):
+    """Callbacks keep per-chat order in the outbox lane, but an answer someone waits for on
+    the open HTTP request never queues behind a failing callback of the same chat."""
+    config = wh_config({"callbackBackoffS": 30, "callbackMaxAttempts": 5, "waitTimeoutS": 20})
+    async with CallbackSink() as sink, serving(config) as (server, client):
+        sink.default = 503  # the receiver is down: the first answer's callback backs off for 30 s
+        first = await client.post("/v1/messages", json=body("first", wait=False, callback_url=sink.url))
+        assert first.status_code == 202
+        await sink.wait_for(1)
+        second = await client.post("/v1/messages", json=body("second"))  # same chat, waits for its answer
+        assert second.status_code == 200 and second.json()["reply"].endswith("second")
+        assert len(sink.received) == 1  # the callback is still backing off, in order

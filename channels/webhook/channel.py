@@ -126,6 +126,7 @@ class WebhookChannel:
         await self._purge()
         await self.callbacks.start()
         self.bus.subscribe(self.name, self.send)
+        self.bus.on_recorded(self.name, self._answered)
         await self._adopt_legacy_callbacks()
         self._purger = asyncio.create_task(self._purge_periodically(), name="webhook-purge")
 
@@ -201,10 +202,9 @@ class WebhookChannel:
                             "reads it with GET /v1/chats/{chat_id}/messages", msg.target.chat_id)
                 return
         else:
-            record = await asyncio.to_thread(self.store.finish, reply_to, msg.text, is_error)
-            for fut in self._waiters.get(reply_to, ()):
-                if not fut.done():
-                    fut.set_result((msg.text, is_error))
+            # Normally done already when the answer was recorded (``_answered``); after a
+            # restart the outbox replays it straight here. Idempotent either way.
+            record = await self._answered(msg)
             if record is None or not (record.want_callback and record.callback_url):
                 return
             url, session = record.callback_url, record.session
@@ -212,6 +212,21 @@ class WebhookChannel:
         body = callback_body(delivery_id=delivery_id, message_id=reply_to, session=session,
                              chat_id=msg.target.chat_id, reply=msg.text, is_error=is_error)
         await self.callbacks.post(url, body.encode("utf-8"), delivery_id=delivery_id, message_id=reply_to)
+
+    async def _answered(self, msg: OutboundMessage) -> RequestRecord | None:
+        """Record the answer to a request and hand it to a client still waiting for it.
+
+        Runs as soon as the answer is durable (``bus.on_recorded``), so a waiting request is
+        answered even while an earlier callback of the same chat backs off in the lane."""
+        reply_to = getattr(msg, "in_reply_to", None)
+        if reply_to is None or msg.kind not in ("text", "error"):
+            return None
+        text, is_error = msg.text, msg.kind == "error"  # type: ignore[union-attr]
+        record = await asyncio.to_thread(self.store.finish, reply_to, text, is_error)
+        for fut in self._waiters.get(reply_to, ()):
+            if not fut.done():
+                fut.set_result((text, is_error))
+        return record
 
     # -- auth ---------------------------------------------------------------------------------
     def authorize(self, header: str | None) -> JSONResponse | None:
