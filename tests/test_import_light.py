@@ -42,13 +42,14 @@ GATEWAY_PROBE = """
 import os, sys
 from config.loader import load_config
 from gateway.app import build_gateway
-build_gateway(load_config(sys.argv[1]))
+build_gateway(load_config(sys.argv[1]), "daemon")  # the channels lucid gateway would run
 with open(os.environ['PROBE_OUT'], 'w') as out:
     out.write('\\n'.join(sorted({name.split('.')[0] for name in list(sys.modules)})))
 """
 
 
 def imported(tmp_path: Path, probe: str, config: dict[str, object]) -> set[str]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path, out = tmp_path / "config.json", tmp_path / "modules.txt"
     path.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUCIDGATE_")}
@@ -73,10 +74,13 @@ def test_a_one_shot_answer_loads_no_web_stack_and_no_chat_sdk(tmp_path: Path) ->
     assert "watchfiles" not in modules  # a short-lived process syncs the index before searches instead
 
 
-def test_a_webhook_only_gateway_loads_no_chat_sdk(tmp_path: Path) -> None:
-    modules = imported(tmp_path, GATEWAY_PROBE, {
-        "agents": {"defaults": {"workspace": str(tmp_path / "ws"), "model": "openai/fake-model"}},
-        "providers": {"openai": {"apiKey": "sk-probe", "apiBase": "http://127.0.0.1:9/v1"}},
-        "channels": {"webhook": {"token": "t" * 32}}})
-    assert "litellm" in modules or "gateway" in modules
-    assert modules.isdisjoint(CHAT_SDKS), sorted(modules & CHAT_SDKS)
+def test_a_gateway_loads_a_chat_sdk_only_for_an_enabled_channel(tmp_path: Path) -> None:
+    base = {"agents": {"defaults": {"workspace": str(tmp_path / "ws"), "model": "openai/fake-model"}},
+            "providers": {"openai": {"apiKey": "sk-probe", "apiBase": "http://127.0.0.1:9/v1"}}}
+    webhook_only = imported(tmp_path / "a", GATEWAY_PROBE, {**base, "channels": {"webhook": {"token": "t" * 32}}})
+    with_telegram = imported(tmp_path / "b", GATEWAY_PROBE, {**base, "channels": {
+        "webhook": {"token": "t" * 32},
+        "telegram": {"enabled": True, "token": "123456:" + "A" * 35, "apiBase": "http://127.0.0.1:9"}}})
+    assert "telegram" in with_telegram  # the probe sees a channel's SDK when it is configured…
+    assert webhook_only.isdisjoint(CHAT_SDKS), sorted(webhook_only & CHAT_SDKS)  # …and only then
+    assert "slack_bolt" not in with_telegram
