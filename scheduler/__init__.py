@@ -9,8 +9,9 @@ not pull APScheduler into a one-shot ``lucid agent -m``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from config.lazy import lazy_names
 
 if TYPE_CHECKING:
     from scheduler.errors import ReminderError, SchedulerError
@@ -24,9 +25,4 @@ __all__ = ["JobState", "Reminder", "ReminderError", "ReminderStore", "SchedulerE
 _HOMES = {"JobState": "state", "Reminder": "reminders", "ReminderError": "errors", "ReminderStore": "reminders",
           "SchedulerError": "errors", "SchedulerService": "service"}
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'scheduler' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"scheduler.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)

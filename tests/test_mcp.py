@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from gateway.app import Gateway, build_gateway
 from gateway.mcp import McpManager, probe, tool_name
 from gateway.mcp.tools import compact_schema
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
+from tests.served import served
 
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
 
@@ -79,21 +78,8 @@ async def http_mcp_server() -> AsyncIterator[str]:
         """How many notes are stored."""
         return len(notes)
 
-    app = server.streamable_http_app()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(uv.serve(sockets=[sock]))
-    try:
-        while not uv.started:
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        uv.should_exit = True
-        await asyncio.wait_for(task, 30)
-        sock.close()
+    async with served(server.streamable_http_app(), lifespan="on") as url:
+        yield f"{url}/mcp"
 
 
 async def test_time_server_over_stdio_answers_in_a_turn(fake_llm: FakeLLMServer, make_config: Callable) -> None:

@@ -10,8 +10,9 @@ one-shot ``lucid agent -m`` that never searches should not pay for.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from config.lazy import lazy_names
 
 if TYPE_CHECKING:
     from memory.search.hits import Hit, Scope, SearchError, SearchSettings
@@ -23,9 +24,4 @@ __all__ = ["Hit", "MemoryIndex", "Scope", "SearchError", "SearchSettings", "sear
 _HOMES = {"Hit": "hits", "Scope": "hits", "SearchError": "hits", "SearchSettings": "hits",
           "MemoryIndex": "index", "search": "query"}
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'memory.search' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"memory.search.{home}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)
