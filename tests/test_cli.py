@@ -110,3 +110,27 @@ async def test_version_and_help_screens(tmp_path: Path) -> None:
         assert "Usage: lucid" in out and "<bool>" not in out
     code, out, _ = await lucid("--help", home=tmp_path)
     assert all(name in out for name in ("onboard", "agent", "status", "gateway", "jobs", "memory", "pairing"))
+
+
+async def test_models_lists_every_model_and_whether_its_provider_answers(fake_llm: FakeLLMServer, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "agents": {"defaults": {"workspace": str(tmp_path / "ws"), "model": "openai/fake-model",
+                                "fallbackModels": ["backup/small", "openai/fake-model-2"],
+                                "modelPresets": {"deep": "anthropic/claude-x", "cheap": "nokey/tiny"}}},
+        "providers": {"openai": {"apiBase": fake_llm.base_url}, "backup": {"apiBase": dead},
+                      "anthropic": {"apiKey": "sk-ant-probe-0123456789"}, "nokey": {}},
+    }))
+    code, out, err = await lucid("models", "--config", str(config), home=tmp_path,
+                                 env={"COLUMNS": "200", "ANTHROPIC_API_KEY": "", "NOKEY_API_KEY": ""})
+    assert code == 0, err
+    lines = {line.split()[1]: line for line in out.splitlines() if line.strip() and len(line.split()) > 3}
+    assert "yes" in lines["default"]  # GET <apiBase>/models answered
+    assert "unreachable (ConnectError)" in out  # the backup provider's port is closed
+    assert "API key set (hosted; not probed)" in out and "no API key" in out
+    assert out.count("preset") == 2 and out.count("fallback") == 2
