@@ -761,7 +761,7 @@ async def test_limiter_paces_each_chat_after_its_burst() -> None:
 
     await asyncio.gather(*(limiter.run(k, lambda k=k: call(k)) for k in ["a"] * 4 + ["b"] * 2))
     a = sorted(stamps["a"])
-    assert a[1] - a[0] < 0.1  # the burst goes out at once
+    assert a[1] - a[0] < 0.15  # the burst goes out at once (paced ones are ≥ 0.18 apart)
     assert a[2] - a[1] >= 0.18 and a[3] - a[2] >= 0.18  # then 5/s
     assert max(stamps["b"]) < a[2]  # another chat is not held up behind chat a's pacing
 
