@@ -23,6 +23,7 @@ was accepted.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import logging
@@ -42,6 +43,10 @@ from channels._netguard import (
     resolve_checked,
 )
 from channels._ratelimit import DeliveryFailed, DeliveryRetry
+from channels.bus import MessageBus
+from channels.messages import OutboundError, OutboundText, Target
+from channels.webhook.api import CHANNEL
+from channels.webhook.store import WebhookStore
 from config.backoff import backoff_delay
 
 logger = logging.getLogger(__name__)
@@ -176,3 +181,20 @@ def retry_after_s(value: str | None, *, cap_s: float = 3600.0) -> float | None:
     except ValueError:
         return None
     return min(max(seconds, 0.0), cap_s) if seconds == seconds else None
+
+
+async def adopt_legacy_callbacks(store: WebhookStore, bus: MessageBus) -> None:
+    """Callbacks an earlier version left pending in its own table go to the outbox once."""
+    try:
+        legacy = await asyncio.to_thread(store.take_legacy_deliveries)
+    except Exception:
+        logger.exception("webhook: reading the old callback table failed; it is left as it was")
+        return
+    for old in legacy:
+        target = Target(CHANNEL, old.chat_id)
+        if old.message_id is not None:
+            await asyncio.to_thread(store.want_callback_to, old.message_id, old.url)
+        cls = OutboundError if old.is_error else OutboundText
+        await bus.publish_outbound(cls(target, old.reply, in_reply_to=old.message_id))
+    if legacy:
+        logger.info("webhook: moved %d pending callback(s) into the outbox", len(legacy))

@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.gate import Roster
-from channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
+from channels.messages import InboundMessage, OutboundMessage
 from channels.webhook.api import (
     CHANNEL,
     SHUTTING_DOWN,
@@ -62,7 +62,7 @@ from channels.webhook.auth import (
 )
 from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
 from channels.webhook.chat_messages import ChatMessages, chat_messages_route
-from channels.webhook.callbacks import CallbackPoster, check_callback_url
+from channels.webhook.callbacks import CallbackPoster, adopt_legacy_callbacks, check_callback_url
 from channels.webhook.sessions_api import SessionsApi
 from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.webhook.store import RequestRecord, WebhookStore, callback_body
@@ -127,7 +127,7 @@ class WebhookChannel:
         await self.callbacks.start()
         self.bus.subscribe(self.name, self.send)
         self.bus.on_recorded(self.name, self._answered)
-        await self._adopt_legacy_callbacks()
+        await adopt_legacy_callbacks(self.store, self.bus)
         self._purger = asyncio.create_task(self._purge_periodically(), name="webhook-purge")
 
     async def _purge(self) -> None:
@@ -143,22 +143,6 @@ class WebhookChannel:
         while True:
             await asyncio.sleep(self.purge_interval_s)
             await self._purge()
-
-    async def _adopt_legacy_callbacks(self) -> None:
-        """Callbacks an earlier version left pending in its own table go to the outbox once."""
-        try:
-            legacy = await asyncio.to_thread(self.store.take_legacy_deliveries)
-        except Exception:
-            logger.exception("webhook: reading the old callback table failed; it is left as it was")
-            return
-        for old in legacy:
-            target = Target(CHANNEL, old.chat_id)
-            if old.message_id is not None:
-                await asyncio.to_thread(self.store.want_callback_to, old.message_id, old.url)
-            cls = OutboundError if old.is_error else OutboundText
-            await self.bus.publish_outbound(cls(target, old.reply, in_reply_to=old.message_id))
-        if legacy:
-            logger.info("webhook: moved %d pending callback(s) into the outbox", len(legacy))
 
     async def drain(self) -> None:
         """Shutdown: answer requests still waiting (their turns resume at next start); the
