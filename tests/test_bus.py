@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,42 @@ def test_journal_compacts_while_running_and_stays_private(tmp_path: Path, monkey
     journal.close()
     replay = InboxJournal(tmp_path / "inbox.jsonl").open()
     assert [entry_id for entry_id, _ in replay] == [kept]
+
+
+async def test_the_recorded_hook_sees_durable_messages_and_a_failing_hook_loses_nothing(tmp_path) -> None:
+    from channels.messages import OutboundProgress
+    from channels.outbox import Outbox
+
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    bus = MessageBus(outbox=outbox)
+    await bus.start()
+    seen: list[str] = []
+    delivered: list[str] = []
+
+    async def hook(msg: Any) -> None:
+        seen.append(msg.text)
+        assert [i.msg.text for i in outbox.pending("hook")][-1] == msg.text  # already on disk
+        if msg.text == "boom":
+            raise RuntimeError("a broken hook")
+
+    async def channel(msg: Any) -> None:
+        if msg.kind == "text":
+            delivered.append(msg.text)
+
+    try:
+        bus.subscribe("hook", channel)
+        bus.on_recorded("hook", hook)
+        chat = Target("hook", "c1")
+        await bus.publish_outbound(OutboundProgress(chat, "preview"))  # best-effort: not recorded, no hook
+        await bus.publish_outbound(OutboundText(chat, "boom"))
+        await bus.publish_outbound(OutboundText(chat, "fine"))
+        await bus.flush_outbound()
+        assert seen == ["boom", "fine"]
+        assert delivered == ["boom", "fine"]  # the failing hook did not stop the delivery
+        bus.on_recorded("hook", None)
+        await bus.publish_outbound(OutboundText(chat, "after"))
+        await bus.flush_outbound()
+        assert seen == ["boom", "fine"] and delivered[-1] == "after"
+    finally:
+        await bus.stop()
+        outbox.close()
