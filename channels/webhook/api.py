@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import hashlib
+import json
 import time
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal, Protocol
@@ -240,3 +242,28 @@ def guarded_route(authorize: Callable[[str | None], Response | None],
             return guarded
 
     return WebhookRoute
+
+
+def request_fingerprint(chat_id: str, sender_id: str, text: str) -> str:
+    """What an idempotency key is bound to: the same key with other content is a conflict."""
+    return hashlib.sha256(json.dumps([chat_id, sender_id, text]).encode("utf-8")).hexdigest()
+
+
+def reply_response(text: str, session: str, message_id: str, is_error: bool) -> JSONResponse:
+    return JSONResponse(MessageReply(reply=text, session=session, message_id=message_id, error=is_error)
+                        .model_dump())
+
+
+# The documented answers of POST /v1/messages (the OpenAPI page and the schemathesis fuzz read them).
+MESSAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_ERRORS, **BODY_ERRORS,
+    200: {"description": "The reply; with stream=true, server-sent events: `activity` "
+                         "and `progress` previews, then `reply` (this JSON) or `error`.",
+          "content": {"text/event-stream": {}}},
+    202: doc("Accepted (wait=false); the answer goes to callback_url.", MessageAccepted),
+    403: doc("The chat belongs to another role (owner vs guest); use another chat_id."),
+    409: doc("idempotency_key was used for a different message within 24 h."),
+    429: doc("Too many messages from this sender (rateLimitPerMin)."),
+    504: doc("No answer within waitTimeoutS; the message stays queued and its "
+             "answer goes to callback_url if given."),
+}

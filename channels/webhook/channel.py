@@ -22,7 +22,6 @@ a retried request never runs a second turn and a restart loses no callback.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import math
@@ -39,9 +38,8 @@ from channels.gate import Roster
 from channels.messages import InboundMessage, OutboundMessage
 from channels.webhook.api import (
     CHANNEL,
+    MESSAGE_RESPONSES,
     SHUTTING_DOWN,
-    AUTH_ERRORS,
-    BODY_ERRORS,
     MessageAccepted,
     MessageReply,
     MessageRequest,
@@ -49,9 +47,10 @@ from channels.webhook.api import (
     SessionsView,
     bearer_scheme,
     client_gone,
-    doc,
     error_response,
     guarded_route,
+    reply_response,
+    request_fingerprint,
 )
 from channels.webhook.auth import (
     ChatLedger,
@@ -60,9 +59,13 @@ from channels.webhook.auth import (
     caller,
     role_refusal,
 )
+from channels.webhook.callbacks import (
+    CallbackPoster,
+    adopt_legacy_callbacks,
+    check_callback_url,
+)
 from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
 from channels.webhook.chat_messages import ChatMessages, chat_messages_route
-from channels.webhook.callbacks import CallbackPoster, adopt_legacy_callbacks, check_callback_url
 from channels.webhook.sessions_api import SessionsApi
 from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.webhook.store import RequestRecord, WebhookStore, callback_body
@@ -78,10 +81,6 @@ class _Shutdown:
 
 
 SHUTDOWN = _Shutdown()
-
-
-def _fingerprint(chat_id: str, sender_id: str, text: str) -> str:
-    return hashlib.sha256(json.dumps([chat_id, sender_id, text]).encode("utf-8")).hexdigest()
 
 
 class WebhookChannel:
@@ -186,9 +185,11 @@ class WebhookChannel:
                             "reads it with GET /v1/chats/{chat_id}/messages", msg.target.chat_id)
                 return
         else:
-            # Normally done already when the answer was recorded (``_answered``); after a
-            # restart the outbox replays it straight here. Idempotent either way.
-            record = await self._answered(msg)
+            # Recorded already when the answer became durable (``_answered``); an answer the
+            # outbox replays after a restart comes straight here and is recorded now.
+            record = await asyncio.to_thread(self.store.get, reply_to)
+            if record is None or not record.done:
+                record = await self._answered(msg)
             if record is None or not (record.want_callback and record.callback_url):
                 return
             url, session = record.callback_url, record.session
@@ -227,16 +228,7 @@ class WebhookChannel:
         router.add_api_route(
             "/messages", self._post_message, methods=["POST"], response_model=MessageReply,
             summary="Send a message to the assistant",
-            responses={**AUTH_ERRORS, **BODY_ERRORS,
-                       200: {"description": "The reply; with stream=true, server-sent events: `activity` "
-                                            "and `progress` previews, then `reply` (this JSON) or `error`.",
-                             "content": {"text/event-stream": {}}},
-                       202: doc("Accepted (wait=false); the answer goes to callback_url.", MessageAccepted),
-                       403: doc("The chat belongs to another role (owner vs guest); use another chat_id."),
-                       409: doc("idempotency_key was used for a different message within 24 h."),
-                       429: doc("Too many messages from this sender (rateLimitPerMin)."),
-                       504: doc("No answer within waitTimeoutS; the message stays queued and its "
-                                "answer goes to callback_url if given.")})
+            responses=MESSAGE_RESPONSES)
         SessionsApi(self).register(router)
         router.add_api_route(
             "/chats/{chat_id}/messages", chat_messages_route(
@@ -284,7 +276,7 @@ class WebhookChannel:
                       stream: bool = False) -> Response:
         session = f"{CHANNEL}:{chat_id}"
         message_id = uuid.uuid4().hex
-        fingerprint = _fingerprint(chat_id, sender_id, text)
+        fingerprint = request_fingerprint(chat_id, sender_id, text)
         remembered = idem_key is not None or callback_url is not None
         if remembered:
             record, created = await asyncio.to_thread(
@@ -343,7 +335,7 @@ class WebhookChannel:
             return error_response(409, "this idempotency_key was already used for a different message in "
                                        "the last 24 hours", session=record.session, message_id=record.message_id)
         if record.done:
-            return _reply(record.reply or "", record.session, record.message_id, record.is_error)
+            return reply_response(record.reply or "", record.session, record.message_id, record.is_error)
         if not wait:
             return JSONResponse(MessageAccepted(session=record.session, message_id=record.message_id)
                                 .model_dump(), status_code=202)
@@ -351,7 +343,7 @@ class WebhookChannel:
         fresh = await asyncio.to_thread(self.store.get, record.message_id)
         if fresh is not None and fresh.done:
             self._drop_waiter(record.message_id, fut)
-            return _reply(fresh.reply or "", fresh.session, fresh.message_id, fresh.is_error)
+            return reply_response(fresh.reply or "", fresh.session, fresh.message_id, fresh.is_error)
         return await self._wait(request, fut, record.message_id, record.session, remembered=True)
 
     async def _wait(self, request: Request, fut: asyncio.Future[Any], message_id: str, session: str, *,
@@ -365,7 +357,7 @@ class WebhookChannel:
             self._drop_waiter(message_id, fut)
         if fut in done and fut.result() is not SHUTDOWN:
             text, is_error = fut.result()
-            return _reply(text, session, message_id, is_error)
+            return reply_response(text, session, message_id, is_error)
         if gone in done:
             logger.info("webhook: client stopped waiting for %s; the turn carries on", message_id)
         late = await self._unanswered(message_id, session, remembered=remembered, shutdown=fut in done)
@@ -380,7 +372,7 @@ class WebhookChannel:
         the status and the words that say where the answer will go."""
         record = await asyncio.to_thread(self.store.want_callback, message_id) if remembered else None
         if record is not None and record.done:
-            return _reply(record.reply or "", session, message_id, record.is_error)
+            return reply_response(record.reply or "", session, message_id, record.is_error)
         if record is not None and record.want_callback:
             later = "; its answer will be POSTed to callback_url"
         else:
@@ -400,7 +392,3 @@ class WebhookChannel:
             futures.discard(fut)
             if not futures:
                 del self._waiters[message_id]
-
-def _reply(text: str, session: str, message_id: str, is_error: bool) -> JSONResponse:
-    return JSONResponse(MessageReply(reply=text, session=session, message_id=message_id, error=is_error)
-                        .model_dump())
