@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 # litellm fetches several data files from the internet unless told to use its bundled
 # copies, and in its default "DEV" mode loads a `.env` from the current directory into
@@ -22,3 +23,17 @@ def set_offline_environment() -> None:
     """Apply the defaults above without overriding what the operator set explicitly."""
     for name, value in _LITELLM_ENV.items():
         os.environ.setdefault(name, value)
+
+
+def import_litellm() -> Any:
+    """Import litellm offline-safe: bundled data files, no .env loading, no telemetry.
+
+    Cheap once litellm is loaded, so the error classifiers call it to reach its exception
+    classes after a failed call."""
+    set_offline_environment()
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    litellm.drop_params = True
+    return litellm

@@ -28,19 +28,18 @@ from prometheus_client import Counter
 
 from config.fileio import atomic_write_text
 from config.schema import Config
+from gateway._offline import import_litellm
 from gateway.llm_errors import is_transient
 from gateway.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 
 
-
 def is_fallback_error(exc: BaseException) -> bool:
     """Timeouts, connection errors, 5xx and 429 fail over; auth and bad requests never do."""
-    import litellm  # loaded already: a model call has just failed
-
-    never = (litellm.AuthenticationError, litellm.PermissionDeniedError, litellm.BadRequestError,
-             litellm.NotFoundError, litellm.UnprocessableEntityError)  # overflow and policy are bad requests
+    ll = import_litellm()  # loaded already: a model call has just failed
+    never = (ll.AuthenticationError, ll.PermissionDeniedError, ll.BadRequestError,
+             ll.NotFoundError, ll.UnprocessableEntityError)  # overflow and policy are bad requests
     if isinstance(exc, never):
         return False
     return is_transient(exc)

@@ -18,7 +18,7 @@ from typing import Any
 
 from config.backoff import backoff_delay
 from config.schema import Config, ProviderConfig
-from gateway._offline import set_offline_environment
+from gateway._offline import import_litellm
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
 from gateway.fallback import ModelChain
 from gateway.metrics import Metrics
@@ -28,16 +28,6 @@ from gateway.llm_errors import is_overflow, is_transient, provider_detail, retry
 from memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
-
-def import_litellm() -> Any:
-    """Import litellm offline-safe: bundled data files, no .env loading, no telemetry."""
-    set_offline_environment()
-    import litellm
-
-    litellm.telemetry = False
-    litellm.suppress_debug_info = True
-    litellm.drop_params = True
-    return litellm
 
 
 def _compatible_route(model: str, provider: str) -> str:

@@ -8,23 +8,17 @@ and into one short sentence the user can act on, naming the config key to check.
 from __future__ import annotations
 
 import re
-from types import ModuleType
 from typing import Any
+
+from gateway._offline import import_litellm
 
 # A provider that asks for more than this is treated as down for now: the call fails with
 # the usual "try again in a moment" rather than holding a turn for minutes.
 MAX_RETRY_AFTER_S = 60.0
 
 
-def _litellm() -> ModuleType:
-    """litellm, which is loaded already whenever a model call has failed (cheap then)."""
-    import litellm
-
-    return litellm
-
-
 def _transient_classes() -> tuple[type[BaseException], ...]:
-    ll = _litellm()
+    ll = import_litellm()
     # litellm.Timeout derives from openai's connection error, not litellm's: listed apart.
     return (ll.RateLimitError, ll.APIConnectionError, ll.Timeout, ll.InternalServerError,
             ll.ServiceUnavailableError, ll.BadGatewayError)
@@ -38,7 +32,7 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def is_overflow(exc: BaseException) -> bool:
-    if isinstance(exc, _litellm().ContextWindowExceededError):
+    if isinstance(exc, import_litellm().ContextWindowExceededError):
         return True
     text = str(exc).lower()
     return "context_length_exceeded" in text or "maximum context length" in text
@@ -70,7 +64,7 @@ _CONNECT_FAILED = re.compile(r"connection error|cannot connect to host|connect c
 
 
 def user_message(exc: BaseException, provider: str = "openai", api_base: str | None = None) -> str:
-    ll = _litellm()
+    ll = import_litellm()
     name = type(exc).__name__
     if isinstance(exc, ll.AuthenticationError):
         return f"the model provider refused the API key; check providers.{provider}.apiKey in the config"
