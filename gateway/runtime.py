@@ -18,6 +18,7 @@ the parts themselves are in ``parts`` for the built-in commands and for tests.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import tempfile
@@ -178,6 +179,7 @@ class Gateway:
             self._grace_s = 0
             await stack.aclose()
             raise
+        _freeze_startup_heap()
         self.started.set()
         logger.info("gateway started: workspace %s, model %s", p.config.workspace, p.config.agent.model)
 
@@ -298,3 +300,22 @@ def _workspace_writable(workspace: Path) -> tuple[bool, str]:
     except OSError as exc:
         return False, f"{workspace} is not writable ({exc.strerror or exc})"
     return True, str(workspace)
+
+
+_heap_frozen = False
+
+
+def _freeze_startup_heap() -> None:
+    """Move everything alive after start-up out of the cyclic collector's sight, once per process.
+
+    Importing litellm leaves ~300,000 long-lived objects; every full collection walks all of
+    them, which took ~120 ms with the whole interpreter stopped, an event-loop stall at a
+    random turn. Start-up objects (modules, classes, the model cost map) live until exit, so
+    there is nothing for the collector to find among them. No ``gc.collect()`` first: that
+    would be the same stall; the little garbage alive now simply stays. Once, so a process
+    that starts gateways repeatedly (the tests) does not keep each start's garbage forever.
+    """
+    global _heap_frozen
+    if not _heap_frozen:
+        gc.freeze()
+        _heap_frozen = True
