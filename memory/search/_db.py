@@ -9,6 +9,8 @@ and a busy timeout let the gateway and a CLI process read and write it at the sa
            date, channel, chat_type, owner)          provenance on every chunk
     chunks_fts(body)                      FTS5, rowid = chunks.id
     vectors(provider, model, hash, dim, vec)         the embedding cache (float32 blobs)
+    appended(path, size, head, tail, resume_…, open_…)  where append-only files resume
+                                                       (memory.search.appended)
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
 CREATE TABLE IF NOT EXISTS vectors (
     provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL, dim INTEGER NOT NULL,
     vec BLOB NOT NULL, PRIMARY KEY (provider, model, hash));
+CREATE TABLE IF NOT EXISTS appended (
+    path TEXT PRIMARY KEY, size INTEGER NOT NULL, head TEXT NOT NULL, tail TEXT NOT NULL,
+    resume_offset INTEGER NOT NULL, resume_said INTEGER NOT NULL, open_count INTEGER NOT NULL,
+    open_ids TEXT NOT NULL);
 """
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Chunk", "chunk_history", "chunk_markdown", "chunk_transcript", "estimate_tokens"]
+__all__ = ["Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
+           "estimate_tokens", "transcript_head"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
@@ -131,75 +132,148 @@ def chunk_markdown(text: str, *, source: str, path: str, date: str | None = None
     return chunks
 
 
-def chunk_history(raw_lines: Iterable[bytes], *, path: str) -> list[Chunk]:
-    """One chunk per well-formed entry; provenance fields are taken when recorded."""
+def chunk_history(data: bytes, *, path: str, offset: int = 0) -> tuple[list[Chunk], Resume]:
+    """One chunk per well-formed entry of ``data`` (the file from byte ``offset`` on);
+    provenance fields are taken when recorded."""
     chunks: list[Chunk] = []
-    for raw in raw_lines:
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        cursor, content = data.get("cursor"), data.get("content")
-        if type(cursor) is not int or not isinstance(content, str) or not content.strip():
-            continue
-        stamp = data.get("timestamp")
-        key = data.get("session_key")
-        owner = data.get("owner")
-        chunks.append(Chunk(
-            "history", path, content.strip(), cursor=cursor,
-            session_key=key if isinstance(key, str) else None,
-            date=stamp[:10] if isinstance(stamp, str) and len(stamp) >= 10 else None,
-            channel=_str_or_none(data.get("channel")), chat_type=_str_or_none(data.get("chat_type")),
-            owner=owner if isinstance(owner, bool) else True,
-        ))
-    return chunks
+    open_ = 0
+    for _at, raw, ended in _lines(data, offset):
+        chunk = _history_entry(raw, path)
+        if chunk is not None:
+            chunks.append(chunk)
+            open_ += not ended  # a line still being written is read again next time
+    return chunks, Resume(_complete_end(data, offset), 0, open_)
 
 
-def chunk_transcript(raw_lines: Iterable[bytes], *, path: str, owner: bool) -> list[Chunk]:
-    """Windows of ``WINDOW_MESSAGES`` user/assistant texts, advancing ``WINDOW_STRIDE``."""
-    key: str | None = None
-    origin: dict = {}
-    said: list[tuple[str, str]] = []  # (line text, timestamp)
-    for raw in raw_lines:
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if not isinstance(data, dict):
-            continue
-        if data.get("_type") == "metadata":
-            key = _str_or_none(data.get("key"))
-            meta = data.get("metadata")
-            origin = (meta.get("origin") or {}) if isinstance(meta, dict) else {}
-            continue
-        role, content = data.get("role"), data.get("content")
-        if role not in ("user", "assistant") or data.get("status") in ("error", "cancelled"):
-            continue
-        if not isinstance(content, str) or not content.strip():
-            continue
-        text = content.strip()
-        if len(text) > _MESSAGE_CHARS:
-            text = text[:_MESSAGE_CHARS] + "…"
-        stamp = data.get("timestamp")
-        said.append((f"{role}: {text}", stamp if isinstance(stamp, str) else ""))
+def _history_entry(raw: bytes, path: str) -> Chunk | None:
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    cursor, content = data.get("cursor"), data.get("content")
+    if type(cursor) is not int or not isinstance(content, str) or not content.strip():
+        return None
+    stamp = data.get("timestamp")
+    key = data.get("session_key")
+    owner = data.get("owner")
+    return Chunk(
+        "history", path, content.strip(), cursor=cursor,
+        session_key=key if isinstance(key, str) else None,
+        date=stamp[:10] if isinstance(stamp, str) and len(stamp) >= 10 else None,
+        channel=_str_or_none(data.get("channel")), chat_type=_str_or_none(data.get("chat_type")),
+        owner=owner if isinstance(owner, bool) else True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where re-chunking an append-only JSONL file starts next time.
+
+    Every chunk made from bytes before ``offset`` is final: appending lines cannot change
+    it. The last ``open`` chunks made may still change (a transcript window not yet full,
+    an entry on a line without its newline) and are made again from ``offset``.
+    """
+
+    offset: int  # byte offset of the first line to read again
+    said: int  # transcripts: index, among user/assistant texts, of the text at ``offset``
+    open: int
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptHead:
+    key: str
+    channel: str | None
+    chat_type: str | None
+
+
+def transcript_head(first_line: bytes) -> TranscriptHead | None:
+    """A transcript's metadata line; None when the file has none (it is not indexed)."""
+    try:
+        data = json.loads(first_line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("_type") != "metadata":
+        return None
+    key, meta = _str_or_none(data.get("key")), data.get("metadata")
+    origin = (meta.get("origin") or {}) if isinstance(meta, dict) else {}
     if key is None or not isinstance(origin, dict):
-        return []
+        return None
+    return TranscriptHead(key, _str_or_none(origin.get("channel")), _str_or_none(origin.get("chat_type")))
+
+
+def _lines(data: bytes, base: int) -> Iterator[tuple[int, bytes, bool]]:
+    """(absolute offset, line, ended by a newline) for each line of ``data``."""
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            yield base + pos, data[pos:], False
+            return
+        yield base + pos, data[pos:end], True
+        pos = end + 1
+
+
+def _complete_end(data: bytes, base: int) -> int:
+    return base + data.rfind(b"\n") + 1
+
+
+def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: bool,
+                     offset: int = 0, said: int = 0) -> tuple[list[Chunk], Resume]:
+    """Windows of ``WINDOW_MESSAGES`` user/assistant texts, advancing ``WINDOW_STRIDE``.
+
+    ``data`` holds the file from byte ``offset`` on, where text number ``said`` starts (both
+    0 for a whole file; a ``Resume`` from the previous call otherwise): the windows made are
+    exactly those a whole-file pass makes from text ``said`` on, so appending a turn costs
+    that turn, not the transcript.
+    """
+    texts: list[tuple[str, str, int]] = []  # (line text, timestamp, line offset)
+    complete = 0  # texts on lines that have their newline
+    for at, raw, ended in _lines(data, offset):
+        text = _said_text(raw)
+        if text is not None:
+            texts.append((*text, at))
+            complete += ended
+    total, final = said + len(texts), said + complete
     chunks: list[Chunk] = []
-    starts = range(0, max(1, len(said) - WINDOW_MESSAGES + WINDOW_STRIDE), WINDOW_STRIDE)
-    for start in starts:
-        window = said[start:start + WINDOW_MESSAGES]
+    open_ = 0
+    # Window starts are multiples of the stride; the rule depends only on the total count.
+    for start in range(said, max(1, total - WINDOW_MESSAGES + WINDOW_STRIDE), WINDOW_STRIDE):
+        window = texts[start - said:start - said + WINDOW_MESSAGES]
         if not window:
             break
         stamp = window[0][1]
         chunks.append(Chunk(
-            "session", path, "\n".join(t for t, _ in window), session_key=key,
-            date=stamp[:10] if len(stamp) >= 10 else None,
-            channel=_str_or_none(origin.get("channel")), chat_type=_str_or_none(origin.get("chat_type")),
-            owner=owner,
-        ))
-    return chunks
+            "session", path, "\n".join(t for t, _, _ in window), session_key=head.key,
+            date=stamp[:10] if len(stamp) >= 10 else None, channel=head.channel,
+            chat_type=head.chat_type, owner=owner))
+        open_ += start + WINDOW_MESSAGES > final
+    # The first window that can still change: the first stride multiple not yet full.
+    first_open = max(said, final - WINDOW_MESSAGES + 1)
+    first_open += -first_open % WINDOW_STRIDE
+    at = texts[first_open - said][2] if first_open < total else _complete_end(data, offset)
+    return chunks, Resume(at, first_open, open_)
+
+
+def _said_text(raw: bytes) -> tuple[str, str] | None:
+    """("role: text", timestamp) of a user/assistant line worth finding, else None."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("_type") == "metadata":
+        return None
+    role, content = data.get("role"), data.get("content")
+    if role not in ("user", "assistant") or data.get("status") in ("error", "cancelled"):
+        return None
+    if not isinstance(content, str) or not content.strip():
+        return None
+    text = content.strip()
+    if len(text) > _MESSAGE_CHARS:
+        text = text[:_MESSAGE_CHARS] + "…"
+    stamp = data.get("timestamp")
+    return f"{role}: {text}", stamp if isinstance(stamp, str) else ""
 
 
 def _str_or_none(value: object) -> str | None:

@@ -26,16 +26,16 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Collection
-from dataclasses import astuple
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memory.search import _db
-from memory.search.chunking import Chunk
+from memory.search.appended import Mark, digest, drop_mark, load_mark, read_growth, save_mark, tail_digest
+from memory.search.chunking import Chunk, Resume
+from memory.search._rows import apply_diff, delete_chunks, insert_chunk
 from memory.search.embed import Embedder, EmbedderError
-from memory.search.fts_text import fts_text
-from memory.search.sources import chunk_file, discover
+from memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +134,10 @@ class MemoryIndex:
 
     def _sync_file(self, rel: str, source: str, old: tuple | None, owners: Collection[str],
                    forgotten: list[str]) -> int:
+        if source in APPEND_ONLY and old is not None:
+            grown = self._sync_growth(rel, source, old[0], owners, forgotten)
+            if grown is not None:
+                return grown
         path = self.workspace / rel
         try:
             st = path.stat()
@@ -143,28 +147,37 @@ class MemoryIndex:
         except OSError as exc:
             logger.warning("recall index: cannot read %s (%s); kept its old chunks", rel, exc)
             return 0
-        digest = hashlib.sha256(data).hexdigest()[:32] if data is not None else ""
-        if data is not None and old is not None and old[2] == digest:
+        content_hash = hashlib.sha256(data).hexdigest()[:32] if data is not None else ""
+        if data is not None and old is not None and old[2] == content_hash:
             with self._lock:
                 self.conn().execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
                                     (st.st_size, st.st_mtime_ns, rel))
             return 0
         chunks: list[Chunk] = []
+        resume: Resume | None = None
         if data is not None:
-            chunks = chunk_file(rel, source, data, owner_sessions=owners,
-                                max_tokens=self.chunk_tokens, overlap=self.chunk_overlap)
-            if forgotten:
-                chunks = [c for c in chunks if not any(n in c.text.casefold() for n in forgotten)]
+            chunks, resume = chunk_file(rel, source, data, owner_sessions=owners,
+                                        max_tokens=self.chunk_tokens, overlap=self.chunk_overlap)
+        opened = _trailing(len(chunks), resume)
+        chunks, opened = _unforgotten(chunks, opened, forgotten)
         with self._lock:
             conn = self.conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                self._apply_diff(conn, rel, chunks)
+                ids = apply_diff(conn, rel, chunks)
+                drop_mark(conn, rel)
                 if data is None:
                     conn.execute("DELETE FROM files WHERE path = ?", (rel,))
                 else:
+                    # An append-only file is recorded as read up to what was read, so the next
+                    # sync resumes exactly there even if lines were appended since the stat.
+                    size = len(data) if resume is not None else st.st_size
                     conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?)",
-                                 (rel, source, st.st_size, st.st_mtime_ns, digest))
+                                 (rel, source, size, st.st_mtime_ns, content_hash))
+                    if resume is not None:
+                        save_mark(conn, rel, Mark(
+                            size, digest(data.split(b"\n", 1)[0]), tail_digest(data), resume,
+                            tuple(i for i, o in zip(ids, opened, strict=True) if o)))
                 _db.bump_generation(conn)
                 conn.execute("COMMIT")
             except BaseException:
@@ -172,35 +185,40 @@ class MemoryIndex:
                 raise
         return 1
 
-    @staticmethod
-    def _apply_diff(conn: sqlite3.Connection, rel: str, chunks: list[Chunk]) -> None:
-        existing: dict[tuple, list[int]] = {}
-        for row in conn.execute(
-                "SELECT id, source, path, text, start_line, end_line, cursor, session_key, date, "
-                "channel, chat_type, owner FROM chunks WHERE path = ?", (rel,)):
-            key = (row[1], row[2], row[3], *row[4:11], bool(row[11]))
-            existing.setdefault(key, []).append(row[0])
-        fresh: list[Chunk] = []
-        for chunk in chunks:
-            ids = existing.get(astuple(chunk))
-            if ids:
-                ids.pop()
-            else:
-                fresh.append(chunk)
-        stale = [i for ids in existing.values() for i in ids]
-        for start in range(0, len(stale), 500):
-            part = stale[start:start + 500]
-            marks = ",".join("?" * len(part))
-            conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
-            conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
-        for c in fresh:
-            cur = conn.execute(
-                "INSERT INTO chunks (path, source, hash, text, start_line, end_line, cursor, "
-                "session_key, date, channel, chat_type, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                (c.path, c.source, _hash(c.text), c.text, c.start_line, c.end_line, c.cursor,
-                 c.session_key, c.date, c.channel, c.chat_type, int(c.owner)))
-            conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)",
-                         (cur.lastrowid, fts_text(c.text)))
+    def _sync_growth(self, rel: str, source: str, recorded_size: int, owners: Collection[str],
+                     forgotten: list[str]) -> int | None:
+        """Index what was appended to ``rel`` since the last sync; None when a whole-file
+        pass is needed instead (no mark, or the file changed other than by growing)."""
+        with self._lock:
+            mark = load_mark(self.conn(), rel)
+        if mark is None or mark.size != recorded_size:
+            return None
+        growth = read_growth(self.workspace / rel, mark)
+        if growth is None:
+            return None
+        chunks, resume = chunk_appended(rel, source, growth.first_line, growth.data, mark.resume,
+                                        owner_sessions=owners)
+        opened = _trailing(len(chunks), resume)
+        chunks, opened = _unforgotten(chunks, opened, forgotten)
+        with self._lock:
+            conn = self.conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if load_mark(conn, rel) != mark:  # another process synced it meanwhile
+                    conn.execute("ROLLBACK")
+                    return None
+                delete_chunks(conn, list(mark.open_ids))
+                ids = [insert_chunk(conn, c) for c in chunks]
+                conn.execute("UPDATE files SET size = ?, mtime_ns = ?, hash = '' WHERE path = ?",
+                             (growth.size, growth.mtime_ns, rel))
+                save_mark(conn, rel, Mark(growth.size, mark.head, growth.tail, resume,
+                                          tuple(i for i, o in zip(ids, opened, strict=True) if o)))
+                _db.bump_generation(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return 1
 
     def _owner_sessions(self) -> set[str]:
         try:
@@ -336,3 +354,18 @@ class MemoryIndex:
         s = self.status()
         return (f"recall index: {s['chunks']:,} chunks from {s['files']} files, "
                 f"embedder {s['embedder']}, last sync {s['last_sync'] or 'never'}")
+
+
+def _trailing(count: int, resume: Resume | None) -> list[bool]:
+    """Which of ``count`` chunks may still change: the last ``resume.open`` of them."""
+    first_open = count - (resume.open if resume is not None else 0)
+    return [i >= first_open for i in range(count)]
+
+
+def _unforgotten(chunks: list[Chunk], opened: list[bool],
+                 forgotten: list[str]) -> tuple[list[Chunk], list[bool]]:
+    if not forgotten:
+        return chunks, opened
+    kept = [(c, o) for c, o in zip(chunks, opened, strict=True)
+            if not any(n in c.text.casefold() for n in forgotten)]
+    return [c for c, _ in kept], [o for _, o in kept]

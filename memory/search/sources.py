@@ -11,20 +11,28 @@ warning; it is never an error for the sync as a whole.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from memory.search.chunking import Chunk, chunk_history, chunk_markdown, chunk_transcript
+from memory.search.chunking import (
+    Chunk,
+    Resume,
+    chunk_history,
+    chunk_markdown,
+    chunk_transcript,
+    transcript_head,
+)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SourceFile", "chunk_file", "daily_notes_summary", "discover", "note_date", "source_of"]
+__all__ = ["APPEND_ONLY", "SourceFile", "chunk_appended", "chunk_file", "daily_notes_summary", "discover", "note_date", "source_of"]
 
 EVERGREEN = ("SOUL.md", "USER.md", "memory/MEMORY.md")
+# Sources written only by appending lines: a sync re-reads what was appended, not the file.
+APPEND_ONLY = ("history", "session")
 _DATED = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[-_ .].*)?\.md$")
 
 
@@ -80,27 +88,37 @@ def note_date(rel: str) -> str | None:
 
 
 def chunk_file(rel: str, source: str, data: bytes, *, owner_sessions: Collection[str],
-               max_tokens: int, overlap: int) -> list[Chunk]:
-    """The chunks of one file's bytes (empty for junk)."""
+               max_tokens: int, overlap: int) -> tuple[list[Chunk], Resume | None]:
+    """The chunks of one file's bytes (empty for junk), and for an append-only source
+    (``APPEND_ONLY``) where to resume when lines are appended."""
     if source in ("memory", "notes"):
         if b"\x00" in data[:65536]:
             logger.warning("recall index: %s looks binary; not indexed", rel)
-            return []
+            return [], None
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             logger.warning("recall index: %s is not UTF-8 text; not indexed", rel)
-            return []
+            return [], None
         date = note_date(rel) if source == "notes" else None
         return chunk_markdown(text, source=source, path=rel, date=date,
-                              max_tokens=max_tokens, overlap=overlap)
-    lines = data.splitlines()
+                              max_tokens=max_tokens, overlap=overlap), None
+    return chunk_appended(rel, source, data.split(b"\n", 1)[0], data, Resume(0, 0, 0),
+                          owner_sessions=owner_sessions)
+
+
+def chunk_appended(rel: str, source: str, first_line: bytes, data: bytes, resume: Resume, *,
+                   owner_sessions: Collection[str]) -> tuple[list[Chunk], Resume]:
+    """Chunks of an append-only file's bytes from ``resume.offset`` on (``data``); a
+    transcript's provenance comes from its first line."""
     if source == "history":
-        chunks = chunk_history(lines, path=rel)
-        return [_with_history_owner(c, owner_sessions) for c in chunks]
-    header = _header(lines[0]) if lines else None
-    key = header.get("key") if header else None
-    return chunk_transcript(lines, path=rel, owner=isinstance(key, str) and key in owner_sessions)
+        chunks, nxt = chunk_history(data, path=rel, offset=resume.offset)
+        return [_with_history_owner(c, owner_sessions) for c in chunks], nxt
+    head = transcript_head(first_line)
+    if head is None:
+        return [], Resume(resume.offset + data.rfind(b"\n") + 1, resume.said, 0)
+    return chunk_transcript(data, head, path=rel, owner=head.key in owner_sessions,
+                            offset=resume.offset, said=resume.said)
 
 
 def _with_history_owner(chunk: Chunk, owner_sessions: Collection[str]) -> Chunk:
@@ -109,14 +127,6 @@ def _with_history_owner(chunk: Chunk, owner_sessions: Collection[str]) -> Chunk:
         return chunk
     channel = chunk.session_key.split(":", 1)[0]
     return replace(chunk, channel=channel, owner=chunk.session_key in owner_sessions)
-
-
-def _header(raw: bytes) -> dict | None:
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    return data if isinstance(data, dict) and data.get("_type") == "metadata" else None
 
 
 def daily_notes_summary(workspace: Path, limit: int = 7) -> str:
