@@ -28,7 +28,7 @@ from memory.errors import MemoryStoreError
 from memory.protocols import ChatResult
 from memory.sessions import Session, SessionStore, load_session_file, persisted_last_consolidated
 from memory.store import MemoryStore
-from memory.tokens import count_messages, count_text
+from memory.tokens import count_message, count_messages, count_text
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 
 SYSTEM_TOKENS = 200
@@ -537,7 +537,11 @@ def test_boundary_search_always_moves_and_stays_legal(shape, bound):
         assert cut is not None and cut.end > 0
         end = start + cut.end
         assert legal_cut(messages, end)
-        assert cut.oversize or cut.tokens <= bound
+        assert cut.tokens == sum(count_message(m) for m in messages[start:end])
+        # Over the bound only when no shorter legal chunk exists (the smallest legal unit).
+        assert cut.oversize == (cut.tokens > bound)
+        if cut.oversize:
+            assert not any(legal_cut(messages, e) for e in range(start + 1, end)), (start, end)
         start = end
     assert start == protect
     assert messages[protect]["role"] == "user"
