@@ -186,3 +186,22 @@ def test_two_indexes_on_one_file_do_not_duplicate_an_append(tmp_path: Path) -> N
     cli.sync_files()
     gateway.sync_files()
     assert rows(gateway) == whole_file_rows(tmp_path, tmp_path)
+
+
+def test_appends_after_a_reindex_are_read_right(tmp_path: Path) -> None:
+    """``lucid memory reindex`` swaps in fresh tables: the resume marks must come with them."""
+    from memory.search.rebuild import rebuild
+
+    (tmp_path / "sessions").mkdir()
+    late, early = tmp_path / "sessions" / "z_late.jsonl", tmp_path / "sessions" / "a_early.jsonl"
+    index = MemoryIndex(tmp_path, embedder=None)
+    # The live index sees z first; a fresh build reads a first: the row ids differ.
+    for path in (late, early):
+        path.write_bytes(json.dumps(HEADER).encode() + b"\n" + b"".join(
+            line("user" if i % 2 == 0 else "assistant", f"{path.stem} m{i}") for i in range(15)))
+        index.sync_files()
+    rebuild(index)
+    with late.open("ab") as fh:
+        fh.write(line("assistant", "m15") + line("user", "m16"))
+    index.sync_files()
+    assert rows(index) == whole_file_rows(tmp_path, tmp_path)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -116,3 +118,16 @@ def bump_generation(conn: sqlite3.Connection) -> None:
     """Every change to chunks or vectors bumps this, so readers know to reload vectors."""
     conn.execute("INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE "
                  "SET value = CAST(value AS INTEGER) + 1")
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error: the write lock is taken
+    up front, so processes syncing at once queue instead of failing half-way."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from memory._history_index import parse_entry
+
 __all__ = ["Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
            "estimate_tokens", "transcript_head"]
 
@@ -146,24 +148,15 @@ def chunk_history(data: bytes, *, path: str, offset: int = 0) -> tuple[list[Chun
 
 
 def _history_entry(raw: bytes, path: str) -> Chunk | None:
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    """A well-formed history entry (the one definition, ``memory._history_index``) with text."""
+    entry = parse_entry(raw)
+    if entry is None or not entry.content.strip():
         return None
-    if not isinstance(data, dict):
-        return None
-    cursor, content = data.get("cursor"), data.get("content")
-    if type(cursor) is not int or not isinstance(content, str) or not content.strip():
-        return None
-    stamp = data.get("timestamp")
-    key = data.get("session_key")
-    owner = data.get("owner")
+    stamp = entry.timestamp
     return Chunk(
-        "history", path, content.strip(), cursor=cursor,
-        session_key=key if isinstance(key, str) else None,
-        date=stamp[:10] if isinstance(stamp, str) and len(stamp) >= 10 else None,
-        channel=_str_or_none(data.get("channel")), chat_type=_str_or_none(data.get("chat_type")),
-        owner=owner if isinstance(owner, bool) else True,
+        "history", path, entry.content.strip(), cursor=entry.cursor, session_key=entry.session_key,
+        date=stamp[:10] if len(stamp) >= 10 else None, channel=entry.channel,
+        chat_type=entry.chat_type, owner=entry.owner if entry.owner is not None else True,
     )
 
 

@@ -162,8 +162,7 @@ class MemoryIndex:
         chunks, opened = _unforgotten(chunks, opened, forgotten)
         with self._lock:
             conn = self.conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _db.write_transaction(conn):
                 ids = apply_diff(conn, rel, chunks)
                 drop_mark(conn, rel)
                 if data is None:
@@ -179,10 +178,6 @@ class MemoryIndex:
                             size, digest(data.split(b"\n", 1)[0]), tail_digest(data), resume,
                             tuple(i for i, o in zip(ids, opened, strict=True) if o)))
                 _db.bump_generation(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         return 1
 
     def _sync_growth(self, rel: str, source: str, recorded_size: int, owners: Collection[str],
@@ -202,10 +197,8 @@ class MemoryIndex:
         chunks, opened = _unforgotten(chunks, opened, forgotten)
         with self._lock:
             conn = self.conn()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _db.write_transaction(conn):
                 if load_mark(conn, rel) != mark:  # another process synced it meanwhile
-                    conn.execute("ROLLBACK")
                     return None
                 delete_chunks(conn, list(mark.open_ids))
                 ids = [insert_chunk(conn, c) for c in chunks]
@@ -214,10 +207,6 @@ class MemoryIndex:
                 save_mark(conn, rel, Mark(growth.size, mark.head, growth.tail, resume,
                                           tuple(i for i, o in zip(ids, opened, strict=True) if o)))
                 _db.bump_generation(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         return 1
 
     def _owner_sessions(self) -> set[str]:
@@ -313,12 +302,12 @@ class MemoryIndex:
                 return done
             with self._lock:
                 conn = self.conn()
-                conn.execute("BEGIN IMMEDIATE")
-                conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)",
-                                 [(emb.provider, emb.model, h, dim, matrix[i].astype(np.float32).tobytes())
-                                  for i, (h, _) in enumerate(batch)])
-                _db.bump_generation(conn)
-                conn.execute("COMMIT")
+                with _db.write_transaction(conn):
+                    conn.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?, ?)",
+                                     [(emb.provider, emb.model, h, dim,
+                                       matrix[i].astype(np.float32).tobytes())
+                                      for i, (h, _) in enumerate(batch)])
+                    _db.bump_generation(conn)
             done += len(batch)
             if progress:
                 progress("embeddings", done, len(rows))

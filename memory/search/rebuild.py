@@ -23,7 +23,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["rebuild"]
 
-_TABLES = ("files", "chunks", "vectors")
+# Chunk ids are copied as they are, so the marks of append-only files stay valid.
+_TABLES = ("files", "chunks", "vectors", "appended")
 
 
 def rebuild(live: MemoryIndex, progress: Progress | None = None) -> dict:
@@ -69,8 +70,7 @@ def _swap(live: MemoryIndex, tmp: Path) -> None:
             os.replace(tmp, live.path)
             return
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _db.write_transaction(conn):
                 for table in _TABLES:
                     conn.execute(f"DELETE FROM main.{table}")
                     conn.execute(f"INSERT INTO main.{table} SELECT * FROM fresh.{table}")
@@ -80,10 +80,6 @@ def _swap(live: MemoryIndex, tmp: Path) -> None:
                 conn.execute("INSERT OR REPLACE INTO main.meta SELECT * FROM fresh.meta "
                              "WHERE key NOT IN ('schema', 'generation')")
                 _db.bump_generation(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
         finally:
             conn.execute("DETACH DATABASE fresh")
         live.vector_cache = None
