@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,13 @@ async def test_slow_channel_does_not_delay_another() -> None:
     bus = MessageBus()
     await bus.start()
     fast: list[str] = []
+    slow: list[str] = []
     release = asyncio.Event()
 
     async def slow_send(m: object) -> None:
+        slow.append("entered")
         await release.wait()
+        slow.append("sent")
 
     async def fast_send(m: OutboundText) -> None:
         fast.append(m.text)
@@ -87,8 +91,8 @@ async def test_slow_channel_does_not_delay_another() -> None:
     bus.subscribe("fast", fast_send)
     await bus.publish_outbound(OutboundText(Target("slow", "1"), "stuck"))
     await bus.publish_outbound(OutboundText(Target("fast", "1"), "through"))
-    await asyncio.sleep(0.05)
-    assert fast == ["through"]
+    await asyncio.wait_for(_until(lambda: fast == ["through"]), 30)
+    assert slow == ["entered"]  # delivered while the slow channel's send was still stuck
     release.set()
     await bus.stop()
 
@@ -150,3 +154,8 @@ async def test_the_recorded_hook_sees_durable_messages_and_a_failing_hook_loses_
     finally:
         await bus.stop()
         outbox.close()
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    while not predicate():
+        await asyncio.sleep(0.01)

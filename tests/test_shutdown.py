@@ -59,7 +59,8 @@ async def test_drain_answers_503_and_lets_the_running_turn_finish(shutdown_confi
         inflight = asyncio.create_task(client.post("/v1/messages", json=body("finish me")))
         await fake_llm.wait_for_requests(1, timeout=60)
         server.request_shutdown("SIGTERM")
-        await asyncio.sleep(0.05)
+        while not server.state.gateway.draining:  # the drain task has run its first step
+            await asyncio.sleep(0)
         refused = await client.post("/v1/messages", json=body("too late", chat="other"))
         ready = await client.get("/readyz")
         health = await client.get("/healthz")
