@@ -5,7 +5,9 @@ corrupt lines, a line caught half-written, a rewritten header, a shrunk file."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +17,8 @@ from hypothesis import strategies as st
 
 from memory.search import MemoryIndex, search
 from memory.search.chunking import WINDOW_MESSAGES, WINDOW_STRIDE
+from memory.search.service import RecallService
+from tests.search_kit import CountingEmbedder
 
 HEADER = {"_type": "metadata", "key": "telegram:42",
           "metadata": {"origin": {"channel": "telegram", "chat_type": "direct"}}}
@@ -205,3 +209,65 @@ def test_appends_after_a_reindex_are_read_right(tmp_path: Path) -> None:
         fh.write(line("assistant", "m15") + line("user", "m16"))
     index.sync_files()
     assert rows(index) == whole_file_rows(tmp_path, tmp_path)
+
+
+def embedded(embedder: CountingEmbedder) -> list[str]:
+    return [t for t in embedder.texts if t != "dimension probe"]
+
+
+def _turns(count: int) -> bytes:
+    return b"".join(line("user" if i % 2 == 0 else "assistant", f"m{i}") for i in range(count))
+
+
+def test_a_half_written_turn_is_embedded_once_done_or_once_settled(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    path = tmp_path / "sessions" / "telegram_42.jsonl"
+    path.write_bytes(json.dumps(HEADER).encode() + b"\n" + _turns(5))  # two turns, then a question
+    embedder = CountingEmbedder()
+    index = MemoryIndex(tmp_path, embedder=embedder)
+    index.sync_files()
+    index.embed_missing(settle_s=60)
+    half = "user: m2\nassistant: m3\nuser: m4"
+    assert embedded(embedder) == ["user: m0\nassistant: m1\nuser: m2\nassistant: m3"]
+    assert index.settling == 1
+    assert half in [h.text for h in search(index, "m4", k=5)]  # keyword search finds it meanwhile
+    with path.open("ab") as fh:
+        fh.write(line("assistant", "m5"))  # the answer: that window is done
+    index.sync_files()
+    index.embed_missing(settle_s=60)
+    assert embedded(embedder)[1:] == ["user: m2\nassistant: m3\nuser: m4\nassistant: m5"]
+    assert half not in embedded(embedder) and index.settling == 0
+    with path.open("ab") as fh:
+        fh.write(line("user", "m6"))  # a question never answered
+    index.sync_files()
+    index.embed_missing(settle_s=60)
+    assert index.settling == 1 and len(embedded(embedder)) == 2
+    long_ago = path.stat().st_mtime - 120
+    os.utime(path, (long_ago, long_ago))  # quiet for two minutes
+    index.sync_files()
+    index.embed_missing(settle_s=60)
+    assert embedded(embedder)[2:] == ["user: m4\nassistant: m5\nuser: m6"] and index.settling == 0
+
+
+async def test_the_service_comes_back_for_a_settling_window_by_itself(tmp_path: Path) -> None:
+    (tmp_path / "sessions").mkdir()
+    path = tmp_path / "sessions" / "telegram_42.jsonl"
+    path.write_bytes(json.dumps(HEADER).encode() + b"\n" + _turns(3))
+    # Written "5 s from now": the window settles 5.5 s from now whenever the first sync runs.
+    future = path.stat().st_mtime + 5
+    os.utime(path, (future, future))
+    embedder = CountingEmbedder()
+    service = RecallService(MemoryIndex(tmp_path, embedder=embedder), watch=False,
+                            start_delay_s=0, settle_s=0.5)
+    await service.start()
+    try:
+        await asyncio.wait_for(service.synced.wait(), 60)
+        assert embedded(embedder) == [] and service.index.settling == 1
+        # Nothing changes on disk: the service's own timer brings it back.
+        deadline = asyncio.get_running_loop().time() + 60
+        while embedded(embedder) != ["user: m0\nassistant: m1\nuser: m2"]:
+            assert asyncio.get_running_loop().time() < deadline, embedded(embedder)
+            await asyncio.sleep(0.05)
+        assert service.index.settling == 0
+    finally:
+        await service.stop()

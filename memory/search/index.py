@@ -67,6 +67,7 @@ class MemoryIndex:
         self.batch_size = batch_size
         self.keyword_only_reason = keyword_only_reason
         self.embed_error: str | None = None if embedder else keyword_only_reason
+        self.settling = 0  # texts the last embed_missing left to settle (see there)
         self._failed_at: float | None = None
         self._dim: int | None = None
         self._lock = threading.RLock()
@@ -269,17 +270,37 @@ class MemoryIndex:
                 _db.set_meta(conn, key, str(self._dim))
         return self._dim
 
-    def embed_missing(self, progress: Progress | None = None, limit: int | None = None) -> int:
-        """Embed chunk texts without a cached vector; returns how many were embedded."""
+    def embed_missing(self, progress: Progress | None = None, limit: int | None = None, *,
+                      settle_s: float = 0.0) -> int:
+        """Embed chunk texts without a cached vector; returns how many were embedded.
+
+        With ``settle_s``, a transcript window still open (its turn half written) in a file
+        changed less than ``settle_s`` ago waits: the finished window replaces it within the
+        turn, so embedding both would cost a second embedding per turn, and would hold the
+        embedder just when the turn's own recall query wants it. Keyword search finds it
+        meanwhile. ``self.settling`` says how many texts wait.
+        """
+        self.settling = 0
         dim = self.dimension()
         emb = self.embedder
         if dim is None or emb is None:
             return 0
         with self._lock:
-            rows = self.conn().execute(
-                "SELECT c.hash, min(c.text) FROM chunks c LEFT JOIN vectors v ON v.hash = c.hash "
-                "AND v.provider = ? AND v.model = ? WHERE v.hash IS NULL GROUP BY c.hash",
+            conn = self.conn()
+            missing = conn.execute(
+                "SELECT c.id, c.hash, c.text FROM chunks c LEFT JOIN vectors v ON v.hash = c.hash "
+                "AND v.provider = ? AND v.model = ? WHERE v.hash IS NULL",
                 (emb.provider, emb.model)).fetchall()
+            waiting = self._settling_ids(conn, settle_s) if settle_s > 0 else set()
+        texts: dict[str, str] = {}
+        held: set[str] = set()
+        for chunk_id, digest_, text in missing:
+            if chunk_id in waiting:
+                held.add(digest_)
+            else:
+                texts.setdefault(digest_, text)
+        self.settling = len(held - texts.keys())
+        rows = list(texts.items())
         if limit is not None:
             rows = rows[:limit]
         done = 0
@@ -312,6 +333,16 @@ class MemoryIndex:
             if progress:
                 progress("embeddings", done, len(rows))
         return done
+
+    @staticmethod
+    def _settling_ids(conn: sqlite3.Connection, settle_s: float) -> set[int]:
+        since = time.time_ns() - int(settle_s * 1e9)
+        ids: set[int] = set()
+        for (open_ids,) in conn.execute(
+                "SELECT a.open_ids FROM appended a JOIN files f ON f.path = a.path "
+                "WHERE f.mtime_ns > ? AND a.open_count > 0", (since,)):
+            ids.update(json.loads(open_ids))
+        return ids
 
     def sync(self, progress: Progress | None = None) -> None:
         self.sync_files(progress)

@@ -42,7 +42,7 @@ __all__ = ["RecallService", "make_recall_service"]
 class RecallService:
     def __init__(self, index: MemoryIndex, *, settings: SearchSettings = SearchSettings(),
                  watch: bool = True, debounce_ms: int = 800, max_results: int = 6,
-                 start_delay_s: float = 10.0) -> None:
+                 start_delay_s: float = 10.0, settle_s: float = 60.0) -> None:
         self.index = index
         self.settings = settings
         self.watch = watch
@@ -51,6 +51,10 @@ class RecallService:
         # The first background sync waits this long: the gateway's first turns (imports,
         # first LLM call) get the CPU; searches meanwhile sync the files themselves.
         self.start_delay_s = start_delay_s
+        # A half-written turn's transcript window is embedded once the turn is done, or once
+        # its file has been quiet this long (``MemoryIndex.embed_missing``).
+        self.settle_s = settle_s
+        self._settle_timer: asyncio.TimerHandle | None = None
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._dirty = True
@@ -79,6 +83,8 @@ class RecallService:
 
     async def stop(self) -> None:
         self._stop.set()
+        if self._settle_timer is not None:
+            self._settle_timer.cancel()
         self.index.cancel.set()  # a running sync stops after its current file or batch
         for task in self._tasks:
             task.cancel()
@@ -104,6 +110,11 @@ class RecallService:
                 await asyncio.get_running_loop().run_in_executor(self._executor, self._sync_all)
             except Exception:
                 logger.exception("recall index: background sync failed; will retry on the next change")
+            if self.index.settling:  # come back for them even if nothing else changes
+                if self._settle_timer is not None:
+                    self._settle_timer.cancel()
+                self._settle_timer = asyncio.get_running_loop().call_later(
+                    self.settle_s, self._changed.set)
             self.synced.set()
 
     def _sync_all(self) -> None:
@@ -111,7 +122,7 @@ class RecallService:
             self.index.sync_files()
         finally:
             self._files_pending = False
-        self.index.embed_missing()
+        self.index.embed_missing(settle_s=self.settle_s)
 
     async def _watcher(self) -> None:
         import watchfiles
