@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from channels.bus import BusClosed, BusFull, MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundText, Target
+from tests.waiting import until
 
 
 def msg(i: int, chat: str = "1") -> InboundMessage:
@@ -91,7 +91,7 @@ async def test_slow_channel_does_not_delay_another() -> None:
     bus.subscribe("fast", fast_send)
     await bus.publish_outbound(OutboundText(Target("slow", "1"), "stuck"))
     await bus.publish_outbound(OutboundText(Target("fast", "1"), "through"))
-    await asyncio.wait_for(_until(lambda: fast == ["through"]), 30)
+    await until(lambda: fast == ["through"], 30)
     assert slow == ["entered"]  # delivered while the slow channel's send was still stuck
     release.set()
     await bus.stop()
@@ -154,8 +154,3 @@ async def test_the_recorded_hook_sees_durable_messages_and_a_failing_hook_loses_
     finally:
         await bus.stop()
         outbox.close()
-
-
-async def _until(predicate: Callable[[], bool]) -> None:
-    while not predicate():
-        await asyncio.sleep(0.01)

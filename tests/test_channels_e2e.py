@@ -9,7 +9,6 @@ Assertions are on what the platform fakes recorded and on what the LLM was asked
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import json
@@ -32,6 +31,7 @@ from tests.fakes.llm import FakeLLMServer, Reply, message_text
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
 from tests.served import served_client
+from tests.waiting import until
 
 OWNER = 42
 FRIEND = 43  # allowed, not an owner
@@ -49,13 +49,6 @@ def system_text(request: dict[str, Any]) -> str:
 def all_text(request: dict[str, Any]) -> str:
     return "\n".join(message_text(m) for m in request["messages"])
 
-
-async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 def prepare_workspace(workspace: Path) -> None:

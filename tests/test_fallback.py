@@ -3,7 +3,6 @@ OpenAI-compatible servers: A (the primary) and B (the fallback)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,6 +17,7 @@ from gateway.costs import call_cost, daily_costs
 from gateway.fallback import is_fallback_error
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
+from tests.waiting import until
 
 B_MODEL = "hosted_vllm/fake-model"  # an OpenAI-compatible provider prefix of its own -> server B
 
@@ -45,13 +45,6 @@ async def running(config: Any) -> AsyncIterator[tuple[Gateway, FakeChannel]]:
     async with gw:
         yield gw, channel
 
-
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    async def wait() -> None:
-        while not condition():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(wait(), timeout)
 
 
 def fallback_count(gw: Gateway) -> float:

@@ -4,7 +4,6 @@ daily budget."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -20,6 +19,7 @@ from scheduler import SchedulerService
 from scheduler.heartbeat import heartbeat_tasks
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply, ToolCalls
+from tests.waiting import until
 
 TASKS = "# Heartbeat tasks\n\n<!-- - not a task, a commented example -->\n- Check whether the plants need water\n"
 
@@ -58,15 +58,8 @@ async def more_beats(workspace: Path, count: int = 2, timeout: float = 60.0) -> 
         seen.add(state(workspace).get("last_run"))
         return len(seen) > count
 
-    await wait_for(new_beats, timeout)
+    await until(new_beats, timeout)
 
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
 
 
 def test_only_bullets_outside_comments_are_tasks() -> None:
@@ -85,7 +78,7 @@ async def test_no_tasks_means_no_llm_calls(fake_llm: FakeLLMServer, make_config:
     write_heartbeat(workspace, "# Heartbeat tasks\n\n<!-- - add tasks like this -->\n")
     async with running(beat_config(make_config)) as (_, ch, svc):
         assert "heartbeat every 0.005 min" in svc.status_line()
-        await wait_for(lambda: state(workspace).get("last_result", "").startswith("idle"))
+        await until(lambda: state(workspace).get("last_result", "").startswith("idle"))
         await more_beats(workspace, 2)
     assert fake_llm.requests == [] and ch.sent == []
 
@@ -97,7 +90,7 @@ async def test_no_reply_is_dropped_and_the_turn_stays_in_its_own_session(
     fake_llm.default = lambda request: Reply("NO_REPLY")
     async with running(beat_config(make_config)) as (_, ch, _):
         await fake_llm.wait_for_requests(2, timeout=60)
-        await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
+        await until(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
     assert ch.replies() == []
     prompt = fake_llm.last_user_text(fake_llm.requests[0])
     assert "- Check whether the plants need water" in prompt and "NO_REPLY" in prompt
@@ -117,7 +110,7 @@ async def test_something_to_say_goes_to_the_target_chat(
     async with running(beat_config(make_config)) as (_, ch, _):
         [msg] = await ch.wait_replies(1)
         await fake_llm.wait_for_requests(2, timeout=60)  # the next beat said NO_REPLY
-        await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
+        await until(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
     assert msg.text == "The basil looks dry: water it today."  # type: ignore[union-attr]
     assert (msg.target.channel, msg.target.chat_id) == ("cli", "1")
     assert len(ch.replies()) == 1
@@ -130,7 +123,7 @@ async def test_without_a_target_the_message_is_logged_not_sent(
     fake_llm.default = lambda request: Reply("Water the plants!")
     with caplog.at_level(logging.WARNING, logger="scheduler"):
         async with running(beat_config(make_config, target=False)) as (_, ch, _):
-            await wait_for(lambda: "heartbeat.target is not set" in caplog.text)
+            await until(lambda: "heartbeat.target is not set" in caplog.text)
     assert ch.sent == []
 
 
@@ -143,7 +136,7 @@ async def test_llm_failure_in_a_beat_is_logged_and_the_next_beat_still_runs(
     with caplog.at_level(logging.WARNING, logger="scheduler"):
         async with running(beat_config(make_config)) as (_, ch, svc):
             await fake_llm.wait_for_requests(2, timeout=60)
-            await wait_for(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
+            await until(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
             assert svc.running
     assert "heartbeat turn failed" in caplog.text
     assert ch.sent == []
@@ -156,7 +149,7 @@ async def test_the_daily_token_budget_stops_beats(
     fake_llm.default = lambda request: Reply("NO_REPLY", prompt_tokens=1500, completion_tokens=10)
     with caplog.at_level(logging.INFO, logger="scheduler"):
         async with running(beat_config(make_config, tokenBudget=1000)) as (_, _, _):
-            await wait_for(lambda: "budget spent" in state(workspace).get("last_result", ""))
+            await until(lambda: "budget spent" in state(workspace).get("last_result", ""))
             await more_beats(workspace, 2)  # later beats came, and were skipped
     assert len(fake_llm.requests) == 1  # the first beat spent the budget; the rest were skipped
     assert "heartbeat skipped: 1510 tokens used today, budget 1000" in caplog.text
@@ -172,7 +165,7 @@ async def test_budget_spent_by_an_earlier_run_today_counts(
         "ts": f"{day}T00:00:01+00:00", "job": "chat", "session": "heartbeat:main", "model": "m",
         "prompt": 60_000, "completion": 0, "cached": 0}) + "\n")
     async with running(beat_config(make_config)) as (_, _, _):
-        await wait_for(lambda: "budget spent (60000 of 50000" in state(workspace).get("last_result", ""))
+        await until(lambda: "budget spent (60000 of 50000" in state(workspace).get("last_result", ""))
     assert fake_llm.requests == []
 
 
@@ -190,7 +183,7 @@ async def test_only_finished_tasks_cost_nothing(fake_llm: FakeLLMServer, make_co
                                                 workspace: Path) -> None:
     write_heartbeat(workspace, "# Heartbeat tasks\n\n- [x] renew the passport\n")
     async with running(beat_config(make_config)) as (_, ch, _):
-        await wait_for(lambda: state(workspace).get("last_result", "").startswith("idle"))
+        await until(lambda: state(workspace).get("last_result", "").startswith("idle"))
     assert fake_llm.requests == [] and ch.sent == []
 
 
@@ -207,7 +200,7 @@ async def test_a_beat_acts_with_the_owners_tools(
     fake_llm.default = lambda request: Reply("NO_REPLY")
     async with running(beat_config(make_config)) as (_, ch, _):
         [msg] = await ch.wait_replies(1, timeout=20)
-        await wait_for(lambda: state(workspace).get("last_reply", "").startswith("sent to cli:1"))
+        await until(lambda: state(workspace).get("last_reply", "").startswith("sent to cli:1"))
     assert (workspace / "notes" / "log.md").read_text() == "sunny, 21 C\n"
     assert msg.text == "Logged today's weather in notes/log.md."  # type: ignore[union-attr]
     second = fake_llm.requests[1]
@@ -230,7 +223,7 @@ async def test_a_beat_stops_at_what_is_left_of_the_daily_budget(
     fake_llm.default = lambda request: ToolCalls([("list_dir", {"path": "."})],
                                                  prompt_tokens=800, completion_tokens=10)
     async with running(beat_config(make_config, tokenBudget=1500)) as (_, ch, _):
-        await wait_for(lambda: "turn failed" in state(workspace).get("last_reply", ""))
+        await until(lambda: "turn failed" in state(workspace).get("last_reply", ""))
     assert len(fake_llm.requests) == 2  # 810 + 810 >= 1500: the third call is refused
     assert "token budget" in state(workspace)["last_reply"]
     assert ch.sent == []

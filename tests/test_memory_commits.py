@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,6 +15,7 @@ from gateway.app import Gateway, build_gateway
 from memory.gitstore import GitStore
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
+from tests.waiting import until
 
 
 @asynccontextmanager
@@ -26,13 +26,6 @@ async def running(config: Any) -> AsyncIterator[tuple[Gateway, FakeChannel]]:
     async with gw:
         yield gw, channel
 
-
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    async def wait() -> None:
-        while not condition():
-            await asyncio.sleep(0.02)
-
-    await asyncio.wait_for(wait(), timeout)
 
 
 async def test_a_turn_of_memory_edits_is_one_agent_commit(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from channels.outbox import Outbox, read_counts
 from channels.telegram import TelegramChannel
 from channels.telegram.send import classify
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
+from tests.waiting import until
 
 OWNER = 4242
 
@@ -83,13 +84,6 @@ async def rig(workspace: Path, tg: FakeTelegramAPI, make_config: Any) -> AsyncIt
     if r.bus is not None and r.bus.has_route("telegram"):
         await r.down()
 
-
-async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 def sent_texts(tg: FakeTelegramAPI) -> list[str]:

@@ -27,6 +27,7 @@ from scheduler.reminder_jobs import MISSED_PREFIX, REMINDER_PREFIX
 from scheduler.triggers import CrontabTrigger, parse_at
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls
+from tests.waiting import until
 
 TZ = "Europe/Berlin"
 
@@ -56,13 +57,6 @@ async def cron(gw: Gateway, chat_id: str = "1", **arguments: Any) -> str:
 def texts(channel: FakeChannel, chat_id: str | None = None) -> list[str]:
     return [m.text for m in channel.replies(chat_id)]  # type: ignore[union-attr]
 
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
 
 
 def local_iso(delta: timedelta, tz: str = TZ) -> str:
@@ -110,8 +104,8 @@ async def test_model_sets_a_reminder_that_survives_a_restart_and_fires_once(
 
     async with running(config) as (gw, ch, service):  # a new gateway on the same workspace
         assert service.status_line().count("1 reminder(s) scheduled") == 1
-        await wait_for(lambda: len(texts(ch)) >= 1, timeout=30)
-        await wait_for(lambda: nothing_scheduled(service))  # fired and retired: it cannot fire again
+        await until(lambda: len(texts(ch)) >= 1, timeout=30)
+        await until(lambda: nothing_scheduled(service))  # fired and retired: it cannot fire again
         assert texts(ch) == ["⏰ Reminder: call mom"]
         assert ch.replies()[0].target.chat_id == "1"
     async with running(config) as (gw, ch, service):  # and never again
@@ -126,8 +120,8 @@ async def test_overdue_one_shot_within_grace_fires_once_on_start(config: Any, wo
     store.add(session_key="cli:1", channel="cli", chat_id="1", thread_id=None, kind="at",
               spec=(now - timedelta(minutes=10)).isoformat(), text="stretch", created_at=now - timedelta(hours=1))
     async with running(config) as (gw, ch, service):
-        await wait_for(lambda: len(texts(ch)) >= 1)
-        await wait_for(lambda: nothing_scheduled(service))
+        await until(lambda: len(texts(ch)) >= 1)
+        await until(lambda: nothing_scheduled(service))
     assert texts(ch) == ["⏰ Reminder: stretch"]
     async with running(config) as (gw, ch, service):
         assert nothing_scheduled(service)  # loaded, and nothing left that could fire
@@ -143,8 +137,8 @@ async def test_one_shot_missed_beyond_grace_is_reported_not_lost_not_repeated(
               spec=(now - timedelta(hours=3)).isoformat(), text="pay rent", created_at=now - timedelta(days=1))
     with caplog.at_level(logging.WARNING, logger="scheduler"):
         async with running(config) as (gw, ch, service):
-            await wait_for(lambda: len(texts(ch)) >= 1)
-            await wait_for(lambda: nothing_scheduled(service))
+            await until(lambda: len(texts(ch)) >= 1)
+            await until(lambda: nothing_scheduled(service))
     [text] = texts(ch, "7")
     assert text.startswith(MISSED_PREFIX + "pay rent (it was due ")
     assert "missed" in caplog.text
@@ -160,7 +154,7 @@ async def test_a_sent_reminder_is_in_the_transcript_and_the_next_prompt(
     fake_llm.queue(Reply("You're welcome."))
     async with running(config) as (gw, ch, _):
         await cron(gw, action="add", at=local_iso(timedelta(seconds=1)), text="water the plants")
-        await wait_for(lambda: texts(ch, "1") == ["⏰ Reminder: water the plants"], timeout=30)
+        await until(lambda: texts(ch, "1") == ["⏰ Reminder: water the plants"], timeout=30)
         await ch.say("thanks for the reminder", sender_id="local")
         await ch.wait_replies(2)
     messages = fake_llm.requests[-1]["messages"]
@@ -182,7 +176,7 @@ async def test_recurring_missed_run_is_reported_once_and_the_next_real_run_still
     store.add(session_key="cli:7", channel="cli", chat_id="7", thread_id=None, kind="every",
               spec="3600", text="stretch", created_at=now - timedelta(hours=5, minutes=30))
     async with running(config) as (gw, ch, service):
-        await wait_for(lambda: len(texts(ch, "7")) >= 1)
+        await until(lambda: len(texts(ch, "7")) >= 1)
         assert texts(ch, "7")[0].startswith(MISSED_PREFIX + "stretch (it was due ")
         # The next real occurrence comes right after the missed report (within the 30 s that
         # tell one occurrence seen twice from a new one): it must fire, not be swallowed.
@@ -190,7 +184,7 @@ async def test_recurring_missed_run_is_reported_once_and_the_next_real_run_still
         assert job is not None and job.next_run_time > datetime.now(UTC)
         job.modify(next_run_time=datetime.now(UTC))
         service._scheduler.wakeup()  # type: ignore[union-attr]
-        await wait_for(lambda: len(texts(ch, "7")) >= 2)
+        await until(lambda: len(texts(ch, "7")) >= 2)
     assert texts(ch, "7") == [texts(ch, "7")[0], "⏰ Reminder: stretch"]
     assert rows(workspace)[0]["fire_count"] == 2
     async with running(config) as (gw, ch, _):  # a restart reports nothing twice
@@ -207,7 +201,7 @@ async def test_recurring_reminder_fires_each_period_once_and_stops_when_removed(
     async with running(config, setup=allow_short) as (gw, ch, _):
         result = await cron(gw, action="add", every=1, text="blink")
         assert result.startswith("Reminder #1 set (every 1 s): blink")
-        await wait_for(lambda: len(texts(ch)) >= 3, timeout=6)
+        await until(lambda: len(texts(ch)) >= 3, timeout=6)
         assert set(texts(ch)) == {"⏰ Reminder: blink"}
         assert "Removed reminder #1: blink" == await cron(gw, action="remove", id=1)
         count = len(texts(ch))
@@ -229,9 +223,9 @@ async def test_cron_reminder_uses_the_configured_timezone_and_fires_once_per_occ
         # Bring the occurrence forward to now: it fires once and moves on to the next weekday.
         job.modify(next_run_time=datetime.now(UTC))
         service._scheduler.wakeup()  # type: ignore[union-attr]
-        await wait_for(lambda: len(texts(ch)) >= 1)
+        await until(lambda: len(texts(ch)) >= 1)
         # Fired, and the job has moved on to the next weekday: this occurrence is spent.
-        await wait_for(lambda: service._scheduler.get_job("reminder:1").next_run_time > datetime.now(UTC))  # type: ignore[union-attr]
+        await until(lambda: service._scheduler.get_job("reminder:1").next_run_time > datetime.now(UTC))  # type: ignore[union-attr]
         await gw.parts.bus.flush_outbound()
         assert texts(ch) == ["⏰ Reminder: standup"]
         later = service._scheduler.get_job("reminder:1").next_run_time  # type: ignore[union-attr]
@@ -252,8 +246,8 @@ async def test_a_reminder_missed_at_runtime_is_reported_through_the_listener(
             service._scheduler.get_job("reminder:1").modify(  # type: ignore[union-attr]
                 next_run_time=datetime.now(UTC) - timedelta(seconds=30))
             service._scheduler.wakeup()  # type: ignore[union-attr]
-            await wait_for(lambda: len(texts(ch)) >= 1)
-            await wait_for(lambda: nothing_scheduled(service))  # reported and retired
+            await until(lambda: len(texts(ch)) >= 1)
+            await until(lambda: nothing_scheduled(service))  # reported and retired
             await gw.parts.bus.flush_outbound()
     [text] = texts(ch)
     assert text.startswith(MISSED_PREFIX + "water plants")
@@ -314,7 +308,7 @@ async def test_reminder_for_a_channel_not_running_is_kept(
               spec=(now - timedelta(minutes=1)).isoformat(), text="feed cat", created_at=now - timedelta(hours=1))
     with caplog.at_level(logging.INFO, logger="scheduler"):
         async with running(config) as (gw, ch, service):
-            await wait_for(lambda: "not running here; kept" in caplog.text)
+            await until(lambda: "not running here; kept" in caplog.text)
             assert "0 reminder(s) scheduled" in service.status_line()
             await gw.parts.bus.flush_outbound()
     assert texts(ch) == []

@@ -25,6 +25,7 @@ from gateway.cli import build_app
 from scheduler import SchedulerService
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Hang, Reply
+from tests.waiting import until
 
 OWNER = {"sender_id": "local"}
 FAST = 0.0005  # intervalH: one Dream every 1.8 s
@@ -52,13 +53,6 @@ def job_state(workspace: Path, job: str = "dream") -> dict[str, Any]:
     return json.loads(path.read_text())["jobs"].get(job, {}) if path.exists() else {}
 
 
-async def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
-
 
 # ----------------------------------------------------------------------------- Dream job
 
@@ -71,11 +65,11 @@ async def test_dream_runs_on_schedule_and_then_skips_without_llm_calls(
                        history=["- Ana drinks tea", "- Ana lives in Porto"]) as (gw, ch, service):
         assert service.next_dream() is not None
         await fake_llm.wait_for_requests(1, timeout=60)
-        await wait_for(lambda: "entries #1–#2" in job_state(workspace).get("last_result", ""))
+        await until(lambda: "entries #1–#2" in job_state(workspace).get("last_result", ""))
         assert gw.parts.store.dream_cursor() == 2
         first_run = job_state(workspace)["last_run"]
         # The following runs find nothing after .dream_cursor: they run, cheaply.
-        await wait_for(lambda: job_state(workspace).get("last_run") != first_run)
+        await until(lambda: job_state(workspace).get("last_run") != first_run)
         assert job_state(workspace)["last_result"] == "Dream: nothing new to process."
         await ch.say("/status", **OWNER)
         [status] = await ch.wait_replies(1)
@@ -96,7 +90,7 @@ async def test_scheduled_dream_and_dream_command_never_run_together(
             await ch.say("/dream", **OWNER)
             [reply] = await ch.wait_replies(1)
             assert reply.text == "Dream is already running; try again in a minute."  # type: ignore[union-attr]
-            await wait_for(lambda: not gw.parts.dream.running)
+            await until(lambda: not gw.parts.dream.running)
             await asyncio.sleep(0.5)
     assert len(fake_llm.requests) == 1  # one run; the overlapping ticks were skipped, not queued
     assert "skipped a run: the previous run is still going" in caplog.text
@@ -111,7 +105,7 @@ async def test_scheduled_dream_logs_already_running_while_dream_command_runs(
                            history=["- Ana drinks tea"]) as (gw, ch, _):
             await ch.say("/dream", **OWNER)  # starts before the first tick (1.8 s)
             await fake_llm.wait_for_requests(1, timeout=60)
-            await wait_for(lambda: job_state(workspace).get("last_result") == "skipped: already running")
+            await until(lambda: job_state(workspace).get("last_result") == "skipped: already running")
             [reply] = await ch.wait_replies(1, timeout=60)
     assert reply.text.startswith("Dream: entries #1–#1")  # type: ignore[union-attr]
     assert len(fake_llm.requests) == 1
@@ -132,8 +126,8 @@ async def test_an_overdue_dream_runs_soon_after_start(
         first = svc.next_dream()
         assert first is not None and first - datetime.now(UTC) < timedelta(seconds=1)
         await fake_llm.wait_for_requests(1, timeout=60)
-        await wait_for(lambda: gw.parts.store.dream_cursor() == 1)
-        await wait_for(lambda: "entries #1–#1" in job_state(workspace).get("last_result", ""))
+        await until(lambda: gw.parts.store.dream_cursor() == 1)
+        await until(lambda: "entries #1–#1" in job_state(workspace).get("last_result", ""))
         following = svc.next_dream()
     assert following is not None and following - first == timedelta(hours=2)
 
@@ -192,7 +186,7 @@ async def test_a_failing_llm_inside_a_scheduled_dream_is_recorded_and_the_schedu
 ) -> None:
     fake_llm.default = lambda body: Fail(500, "upstream exploded")  # every run fails
     async with running(dream_config(make_config, intervalH=FAST), history=["- x"]) as (gw, _, svc):
-        await wait_for(lambda: "(error:" in job_state(workspace).get("last_result", ""))
+        await until(lambda: "(error:" in job_state(workspace).get("last_result", ""))
         assert gw.parts.store.dream_cursor() == 0  # the entry stays for the next run
         assert svc.running and svc.next_dream() is not None
 
@@ -229,7 +223,7 @@ async def test_missed_and_failing_jobs_are_logged_not_silent(
             sched.add_job(boom, "date", run_date=datetime.now(UTC), id="boom")
             sched.add_job(late, "date", run_date=datetime.now(UTC) - timedelta(minutes=5), id="late",
                           misfire_grace_time=1)
-            await wait_for(lambda: "scheduled job boom failed" in caplog.text
+            await until(lambda: "scheduled job boom failed" in caplog.text
                            and "scheduled job late missed its run time" in caplog.text, timeout=60)
             assert svc.running
     assert ran == []
@@ -264,7 +258,7 @@ async def test_lucid_jobs_lists_jobs_and_reminders(fake_llm: FakeLLMServer, make
         ctx = gw.parts.agent.context_for(InboundMessage(
             channel="cli", chat_id="9", sender_id="local", text=""))
         await gw.parts.tools.execute(ctx, "cron", {"action": "add", "cron": "0 8 * * *", "text": "vitamins"})
-        await wait_for(lambda: "entries #1" in job_state(workspace).get("last_result", ""))
+        await until(lambda: "entries #1" in job_state(workspace).get("last_result", ""))
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}}}))
     result = await asyncio.to_thread(CliRunner().invoke, build_app(), ["jobs", "--config", str(config_file)],

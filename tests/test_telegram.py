@@ -33,6 +33,7 @@ from channels.telegram.send import classify
 from config.errors import ConfigError
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
 from tests.served import served_client
+from tests.waiting import until
 
 OWNER = 42
 COMMANDS = (CommandSpec("help", "list commands"), CommandSpec("new", "start fresh"),
@@ -93,13 +94,6 @@ async def next_inbound(bus: MessageBus, timeout: float = 30.0) -> InboundMessage
     await bus.ack(delivery)
     return delivery.msg
 
-
-async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.01)
 
 
 async def settled(channel: TelegramChannel, update: dict[str, Any]) -> None:
