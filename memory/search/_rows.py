@@ -49,5 +49,7 @@ def insert_chunk(conn: sqlite3.Connection, c: Chunk) -> int:
         "session_key, date, channel, chat_type, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (c.path, c.source, chunk_hash(c.text), c.text, c.start_line, c.end_line, c.cursor,
          c.session_key, c.date, c.channel, c.chat_type, int(c.owner)))
-    conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", (cur.lastrowid, fts_text(c.text)))
-    return int(cur.lastrowid)
+    row_id = cur.lastrowid
+    assert row_id is not None  # an INSERT always sets it
+    conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", (row_id, fts_text(c.text)))
+    return row_id
