@@ -19,6 +19,7 @@ from memory.search import MemoryIndex, search
 from memory.search.chunking import WINDOW_MESSAGES, WINDOW_STRIDE
 from memory.search.service import RecallService
 from tests.search_kit import CountingEmbedder
+from tests.waiting import until
 
 HEADER = {"_type": "metadata", "key": "telegram:42",
           "metadata": {"origin": {"channel": "telegram", "chat_type": "direct"}}}
@@ -253,21 +254,19 @@ async def test_the_service_comes_back_for_a_settling_window_by_itself(tmp_path: 
     (tmp_path / "sessions").mkdir()
     path = tmp_path / "sessions" / "telegram_42.jsonl"
     path.write_bytes(json.dumps(HEADER).encode() + b"\n" + _turns(3))
-    # Written "5 s from now": the window settles 5.5 s from now whenever the first sync runs.
-    future = path.stat().st_mtime + 5
-    os.utime(path, (future, future))
+    written = path.stat().st_mtime_ns
     embedder = CountingEmbedder()
-    service = RecallService(MemoryIndex(tmp_path, embedder=embedder), watch=False,
-                            start_delay_s=0, settle_s=0.5)
+    index = MemoryIndex(tmp_path, embedder=embedder)
+    index.now_ns = lambda: written  # just written
+    service = RecallService(index, watch=False, start_delay_s=0, settle_s=0.2)
     await service.start()
     try:
         await asyncio.wait_for(service.synced.wait(), 60)
-        assert embedded(embedder) == [] and service.index.settling == 1
+        assert embedded(embedder) == [] and index.settling == 1
+        index.now_ns = lambda: written + 120_000_000_000  # two quiet minutes later
         # Nothing changes on disk: the service's own timer brings it back.
-        deadline = asyncio.get_running_loop().time() + 60
-        while embedded(embedder) != ["user: m0\nassistant: m1\nuser: m2"]:
-            assert asyncio.get_running_loop().time() < deadline, embedded(embedder)
-            await asyncio.sleep(0.05)
-        assert service.index.settling == 0
+        await until(lambda: embedded(embedder) == ["user: m0\nassistant: m1\nuser: m2"],
+                    what="the settled window embedded")
+        assert index.settling == 0
     finally:
         await service.stop()

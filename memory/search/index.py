@@ -68,6 +68,7 @@ class MemoryIndex:
         self.keyword_only_reason = keyword_only_reason
         self.embed_error: str | None = None if embedder else keyword_only_reason
         self.settling = 0  # texts the last embed_missing left to settle (see there)
+        self.now_ns: Callable[[], int] = time.time_ns  # the wall clock settling is judged by
         self._failed_at: float | None = None
         self._dim: int | None = None
         self._lock = threading.RLock()
@@ -291,7 +292,8 @@ class MemoryIndex:
                 "SELECT c.id, c.hash, c.text FROM chunks c LEFT JOIN vectors v ON v.hash = c.hash "
                 "AND v.provider = ? AND v.model = ? WHERE v.hash IS NULL",
                 (emb.provider, emb.model)).fetchall()
-            waiting = self._settling_ids(conn, settle_s) if settle_s > 0 else set()
+            waiting = self._settling_ids(conn, self.now_ns() - int(settle_s * 1e9)) \
+                if settle_s > 0 else set()
         texts: dict[str, str] = {}
         held: set[str] = set()
         for chunk_id, digest_, text in missing:
@@ -335,8 +337,8 @@ class MemoryIndex:
         return done
 
     @staticmethod
-    def _settling_ids(conn: sqlite3.Connection, settle_s: float) -> set[int]:
-        since = time.time_ns() - int(settle_s * 1e9)
+    def _settling_ids(conn: sqlite3.Connection, since: int) -> set[int]:
+        """Chunks still open in append-only files changed after ``since`` (ns)."""
         ids: set[int] = set()
         for (open_ids,) in conn.execute(
                 "SELECT a.open_ids FROM appended a JOIN files f ON f.path = a.path "
