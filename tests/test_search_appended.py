@@ -221,6 +221,7 @@ def _turns(count: int) -> bytes:
 
 
 def test_a_half_written_turn_is_embedded_once_done_or_once_settled(tmp_path: Path) -> None:
+    assert (WINDOW_MESSAGES, WINDOW_STRIDE) == (4, 4)  # the windows this test spells out
     (tmp_path / "sessions").mkdir()
     path = tmp_path / "sessions" / "telegram_42.jsonl"
     path.write_bytes(json.dumps(HEADER).encode() + b"\n" + _turns(5))  # two turns, then a question
@@ -228,18 +229,18 @@ def test_a_half_written_turn_is_embedded_once_done_or_once_settled(tmp_path: Pat
     index = MemoryIndex(tmp_path, embedder=embedder)
     index.sync_files()
     index.embed_missing(settle_s=60)
-    half = "user: m2\nassistant: m3\nuser: m4"
     assert embedded(embedder) == ["user: m0\nassistant: m1\nuser: m2\nassistant: m3"]
     assert index.settling == 1
-    assert half in [h.text for h in search(index, "m4", k=5)]  # keyword search finds it meanwhile
+    assert "user: m4" in [h.text for h in search(index, "m4", k=5)]  # keyword search finds it meanwhile
+    for i in (5, 6, 7):  # the answer, a question and its answer: that window is done
+        with path.open("ab") as fh:
+            fh.write(line("user" if i % 2 == 0 else "assistant", f"m{i}"))
+        index.sync_files()
+        index.embed_missing(settle_s=60)
+    assert embedded(embedder)[1:] == ["user: m4\nassistant: m5\nuser: m6\nassistant: m7"]
+    assert index.settling == 0  # none of the three half-written versions was embedded
     with path.open("ab") as fh:
-        fh.write(line("assistant", "m5"))  # the answer: that window is done
-    index.sync_files()
-    index.embed_missing(settle_s=60)
-    assert embedded(embedder)[1:] == ["user: m2\nassistant: m3\nuser: m4\nassistant: m5"]
-    assert half not in embedded(embedder) and index.settling == 0
-    with path.open("ab") as fh:
-        fh.write(line("user", "m6"))  # a question never answered
+        fh.write(line("user", "m8"))  # a question never answered
     index.sync_files()
     index.embed_missing(settle_s=60)
     assert index.settling == 1 and len(embedded(embedder)) == 2
@@ -247,7 +248,7 @@ def test_a_half_written_turn_is_embedded_once_done_or_once_settled(tmp_path: Pat
     os.utime(path, (long_ago, long_ago))  # quiet for two minutes
     index.sync_files()
     index.embed_missing(settle_s=60)
-    assert embedded(embedder)[2:] == ["user: m4\nassistant: m5\nuser: m6"] and index.settling == 0
+    assert embedded(embedder)[2:] == ["user: m8"] and index.settling == 0
 
 
 async def test_the_service_comes_back_for_a_settling_window_by_itself(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ Three shapes, because the sources differ:
   chunk; every chunk knows its exact first and last line (1-based, inclusive), so
   ``memory_get`` can return precisely what a hit points at;
 - history (``history.jsonl`` and its archive): one chunk per entry, keyed by cursor;
-- transcripts: small windows of user/assistant text (tool traffic left out).
+- transcripts: small windows of user/assistant text, not overlapping (tool traffic left out).
 
 Token counts are estimated (one per CJK character, one per four other characters): a
 chunk boundary needs to be about right, not exact, and tiktoken on a 5 MB file is slow.
@@ -29,8 +29,12 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 # A transcript message longer than this is cut: a window is a pointer into the log, not a copy.
 _MESSAGE_CHARS = 1200
+# Windows of four texts (two exchanges) that do not overlap: every message is embedded
+# once. Overlapping windows (stride 2) embedded each message twice, which doubled the CPU
+# the bundled embedder spends per turn (about 1 ms per token) for little: an exchange
+# stays whole in a window unless extra assistant texts shift the pairs.
 WINDOW_MESSAGES = 4
-WINDOW_STRIDE = 2
+WINDOW_STRIDE = 4
 
 
 @dataclass(frozen=True, slots=True)
