@@ -51,9 +51,9 @@ async def loop_lag_probe(samples: list[float], stop: asyncio.Event, interval: fl
 class ExternalFakeLLM:
     """The fake server in a child process: its CPU does not count as ours."""
 
-    def __init__(self, latency: float = 0.0) -> None:
+    def __init__(self, latency: float = 0.0, *, short: bool = False) -> None:
         script = Path(__file__).with_name("_fake_llm_server.py")
-        self.proc = subprocess.Popen([sys.executable, str(script), str(latency)],
+        self.proc = subprocess.Popen([sys.executable, str(script), str(latency)] + (["short"] if short else []),
                                      stdout=subprocess.PIPE, text=True)
         self.base_url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
 

@@ -56,7 +56,7 @@ def prompt_tokens(workspace: Path) -> list[int]:
 async def run(turns: int, keyword_only: bool) -> None:
     from gateway.app import build_gateway
 
-    llm = ExternalFakeLLM()
+    llm = ExternalFakeLLM(short=True)  # short replies, as a chat model gives
     marks = [m for m in (10, 250, 500, 1000) if m <= turns] or [turns]
     try:
         with tempfile.TemporaryDirectory() as tmp:
