@@ -11,6 +11,8 @@ and a busy timeout let the gateway and a CLI process read and write it at the sa
     vectors(provider, model, hash, dim, vec)         the embedding cache (float32 blobs)
     appended(path, size, head, tail, resume_…, open_…)  where append-only files resume
                                                        (memory.search.appended)
+    vector_log(seq, chunk_id, op)         what changed, for in-memory vectors
+                                          (memory.search.vector_cache)
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ CREATE TABLE IF NOT EXISTS appended (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, head TEXT NOT NULL, tail TEXT NOT NULL,
     resume_offset INTEGER NOT NULL, resume_said INTEGER NOT NULL, open_count INTEGER NOT NULL,
     open_ids TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vector_log (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk_id INTEGER NOT NULL, op INTEGER NOT NULL);
 """
 
 

@@ -1,6 +1,8 @@
 """Writing the recall index's chunk rows (with their FTS rows) for one file.
 
-Chunk ids are the FTS rowids, so every insert or delete touches both tables together.
+Chunk ids are the FTS rowids, so every insert or delete touches both tables together, and
+is written to ``vector_log`` too, so that searches can update their in-memory vectors
+instead of reloading them (``memory.search.vector_cache``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,12 @@ from dataclasses import astuple
 from memory.search.chunking import Chunk
 from memory.search.fts_text import fts_text
 
-__all__ = ["apply_diff", "chunk_hash", "delete_chunks", "insert_chunk"]
+__all__ = ["ADDED", "DELETED", "LOG_KEEP", "RESET", "apply_diff", "chunk_hash", "delete_chunks",
+           "insert_chunk", "log_added", "log_reset", "trim_log"]
+
+# vector_log operations: a chunk added or given a vector; deleted; anything may have changed.
+ADDED, DELETED, RESET = 1, 0, 2
+LOG_KEEP = 20_000
 
 
 def chunk_hash(text: str) -> str:
@@ -41,6 +48,7 @@ def delete_chunks(conn: sqlite3.Connection, ids: list[int]) -> None:
         marks = ",".join("?" * len(part))
         conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
         conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({marks})", part)
+    conn.executemany("INSERT INTO vector_log (chunk_id, op) VALUES (?, ?)", [(i, DELETED) for i in ids])
 
 
 def insert_chunk(conn: sqlite3.Connection, c: Chunk) -> int:
@@ -52,4 +60,17 @@ def insert_chunk(conn: sqlite3.Connection, c: Chunk) -> int:
     row_id = cur.lastrowid
     assert row_id is not None  # an INSERT always sets it
     conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", (row_id, fts_text(c.text)))
+    log_added(conn, [row_id])
     return row_id
+
+
+def log_added(conn: sqlite3.Connection, chunk_ids: list[int]) -> None:
+    conn.executemany("INSERT INTO vector_log (chunk_id, op) VALUES (?, ?)", [(i, ADDED) for i in chunk_ids])
+
+
+def log_reset(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT INTO vector_log (chunk_id, op) VALUES (0, ?)", (RESET,))
+
+
+def trim_log(conn: sqlite3.Connection) -> None:
+    conn.execute("DELETE FROM vector_log WHERE seq <= (SELECT max(seq) FROM vector_log) - ?", (LOG_KEEP,))

@@ -33,7 +33,7 @@ from typing import Any
 from memory.search import _db
 from memory.search.appended import Mark, digest, drop_mark, load_mark, read_growth, save_mark, tail_digest
 from memory.search.chunking import Chunk, Resume
-from memory.search._rows import apply_diff, delete_chunks, insert_chunk
+from memory.search._rows import apply_diff, delete_chunks, insert_chunk, log_added, log_reset, trim_log
 from memory.search.embed import Embedder, EmbedderError
 from memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
 
@@ -77,7 +77,7 @@ class MemoryIndex:
         self.cancel = threading.Event()
         self._conn: sqlite3.Connection | None = None
         self._inode: tuple[int, int] | None = None
-        self.vector_cache: Any = None  # owned by memory.search.query
+        self.vector_cache: Any = None  # a memory.search.vector_cache.VectorCache, once searched
 
     # ------------------------------------------------------------------ connection
     def conn(self) -> sqlite3.Connection:
@@ -130,6 +130,7 @@ class MemoryIndex:
             for gone in known:
                 changed += self._sync_file(gone, "", (0, 0, ""), owners, forgotten)
             with self._lock:
+                trim_log(conn)
                 _db.set_meta(conn, "forgotten", forgotten_sig)
                 _db.set_meta(conn, "last_sync", datetime.now(UTC).isoformat(timespec="seconds"))
             return changed
@@ -267,6 +268,7 @@ class MemoryIndex:
                                    emb.model, self._dim, stored)
                     conn.execute("DELETE FROM vectors WHERE provider = ? AND model = ?",
                                  (emb.provider, emb.model))
+                    log_reset(conn)
                     _db.bump_generation(conn)
                 _db.set_meta(conn, key, str(self._dim))
         return self._dim
@@ -330,6 +332,9 @@ class MemoryIndex:
                                      [(emb.provider, emb.model, h, dim,
                                        matrix[i].astype(np.float32).tobytes())
                                       for i, (h, _) in enumerate(batch)])
+                    marks = ",".join("?" * len(batch))
+                    log_added(conn, [row[0] for row in conn.execute(
+                        f"SELECT id FROM chunks WHERE hash IN ({marks})", [h for h, _ in batch])])
                     _db.bump_generation(conn)
             done += len(batch)
             if progress:

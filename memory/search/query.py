@@ -6,8 +6,8 @@ never MEMORY.md, USER.md, notes or other sessions. The vector side filters its m
 the same rule and the final row fetch applies the SQL predicate again, so a hit cannot
 leak in through either path.
 
-Vectors for the current model are held in memory as one float32 matrix, reloaded only when
-the database's generation counter moves (10,000 × 384 floats is 15 MB; a query is one
+Vectors for the current model are held in memory as one float32 matrix, kept current from
+the index's change log (``vector_cache``; 10,000 × 384 floats is 15 MB; a query is one
 matrix-vector product).
 """
 
@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Collection
-from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 import numpy as np
 
-from memory.search import _db
 from memory.search.hits import Hit, Scope, SearchError, SearchSettings
 from memory.search.fts_text import fts_query
 from memory.search.index import MemoryIndex
 from memory.search.rank import Candidate, merge, mmr
+from memory.search.vector_cache import VectorCache
 
 __all__ = ["Hit", "Scope", "SearchError", "SearchSettings", "search"]
 
@@ -118,34 +117,17 @@ def _query_vector(index: MemoryIndex, query: str) -> np.ndarray | None:
     return vec
 
 
-@dataclass(slots=True)
-class _Matrix:
-    key: tuple[Any, ...]
-    ids: np.ndarray
-    keys: np.ndarray  # session_key per row (object array)
-    sources: np.ndarray
-    matrix: np.ndarray
-
-
-def _load_matrix(index: MemoryIndex, conn: sqlite3.Connection) -> _Matrix | None:
+def _vectors(index: MemoryIndex, conn: sqlite3.Connection) -> VectorCache | None:
+    """The index's in-memory vectors for the current model, brought up to date."""
     emb = index.embedder
     dim = index.dimension()
     if emb is None or dim is None:
         return None
-    key = (_db.get_meta(conn, "generation"), emb.provider, emb.model, dim)
-    cached = index.vector_cache
-    if isinstance(cached, _Matrix) and cached.key == key:
-        return cached
-    rows = conn.execute(
-        "SELECT c.id, c.session_key, c.source, v.vec FROM chunks c JOIN vectors v ON v.hash = c.hash "
-        "AND v.provider = ? AND v.model = ? AND v.dim = ?", (emb.provider, emb.model, dim)).fetchall()
-    matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype=np.float32).reshape(len(rows), dim) \
-        if rows else np.zeros((0, dim), dtype=np.float32)
-    loaded = _Matrix(key, np.array([r[0] for r in rows], dtype=np.int64),
-                     np.array([r[1] for r in rows], dtype=object),
-                     np.array([r[2] for r in rows], dtype=object), matrix)
-    index.vector_cache = loaded
-    return loaded
+    cache = index.vector_cache
+    if not isinstance(cache, VectorCache) or cache.key != (emb.provider, emb.model, dim):
+        cache = index.vector_cache = VectorCache(emb.provider, emb.model, dim)
+    cache.refresh(conn)
+    return cache
 
 
 def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
@@ -153,28 +135,29 @@ def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
                        cands: dict[int, Candidate]) -> None:
     with index._lock:
         conn = index.conn()
-        m = _load_matrix(index, conn)
-    if m is None or not len(m.ids):
-        return
-    mask = np.ones(len(m.ids), dtype=bool)
+        cache = _vectors(index, conn)
+        if cache is None or not len(cache):
+            return
+        ids, keys, srcs, matrix = cache.rows()
+    mask = np.ones(len(ids), dtype=bool)
     if scope.session_key is not None:
-        mask &= m.keys == scope.session_key
+        mask &= keys == scope.session_key
     if sources is not None:
-        mask &= np.isin(m.sources, list(sources))
+        mask &= np.isin(srcs, list(sources))
     rows = np.flatnonzero(mask)
     if not len(rows):
         return
-    sims = m.matrix[rows] @ qvec if len(rows) < len(m.ids) else m.matrix @ qvec
+    sims = matrix[rows] @ qvec if len(rows) < len(ids) else matrix @ qvec
     top = np.argsort(-sims)[:wanted] if len(sims) <= wanted else \
         np.argpartition(-sims, wanted)[:wanted]
     for i in top:
         row = rows[i]
-        cid = int(m.ids[row])
+        cid = int(ids[row])
         cand = cands.get(cid)
         if cand is None:
             cand = cands[cid] = Candidate(cid, "", None)
         cand.cosine = float(sims[i])
-        cand.vector = m.matrix[row]
+        cand.vector = matrix[row]
 
 
 def _rows(index: MemoryIndex, ids: list[int], scope: Scope,

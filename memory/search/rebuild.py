@@ -17,6 +17,7 @@ import sqlite3
 from pathlib import Path
 
 from memory.search import _db
+from memory.search._rows import log_reset
 from memory.search.index import MemoryIndex, Progress
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ def _swap(live: MemoryIndex, tmp: Path) -> None:
                              "SELECT rowid, body FROM fresh.chunks_fts")
                 conn.execute("INSERT OR REPLACE INTO main.meta SELECT * FROM fresh.meta "
                              "WHERE key NOT IN ('schema', 'generation')")
+                conn.execute("DELETE FROM main.vector_log")
+                log_reset(conn)  # every reader reloads its vectors once
                 _db.bump_generation(conn)
         finally:
             conn.execute("DETACH DATABASE fresh")
