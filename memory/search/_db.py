@@ -3,7 +3,7 @@
 One file, ``memory/index.sqlite``, a derived cache (deleting it loses nothing). WAL mode
 and a busy timeout let the gateway and a CLI process read and write it at the same time.
 
-    meta(key, value)                      schema version, generation, last sync, embedder
+    meta(key, value)                      schema version, last sync, embedder
     files(path, source, size, mtime_ns, hash)
     chunks(id, path, source, hash, text, start_line, end_line, cursor, session_key,
            date, channel, chat_type, owner)          provenance on every chunk
@@ -116,12 +116,6 @@ def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
 def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     conn.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                  (key, value))
-
-
-def bump_generation(conn: sqlite3.Connection) -> None:
-    """Every change to chunks or vectors bumps this, so readers know to reload vectors."""
-    conn.execute("INSERT INTO meta VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE "
-                 "SET value = CAST(value AS INTEGER) + 1")
 
 
 @contextmanager

@@ -180,7 +180,6 @@ class MemoryIndex:
                         save_mark(conn, rel, Mark(
                             size, digest(data.split(b"\n", 1)[0]), tail_digest(data), resume,
                             tuple(i for i, o in zip(ids, opened, strict=True) if o)))
-                _db.bump_generation(conn)
         return 1
 
     def _sync_growth(self, rel: str, source: str, recorded_size: int, owners: Collection[str],
@@ -209,7 +208,6 @@ class MemoryIndex:
                              (growth.size, growth.mtime_ns, rel))
                 save_mark(conn, rel, Mark(growth.size, mark.head, growth.tail, resume,
                                           tuple(i for i, o in zip(ids, opened, strict=True) if o)))
-                _db.bump_generation(conn)
         return 1
 
     def _owner_sessions(self) -> set[str]:
@@ -269,7 +267,6 @@ class MemoryIndex:
                     conn.execute("DELETE FROM vectors WHERE provider = ? AND model = ?",
                                  (emb.provider, emb.model))
                     log_reset(conn)
-                    _db.bump_generation(conn)
                 _db.set_meta(conn, key, str(self._dim))
         return self._dim
 
@@ -335,7 +332,6 @@ class MemoryIndex:
                     marks = ",".join("?" * len(batch))
                     log_added(conn, [row[0] for row in conn.execute(
                         f"SELECT id FROM chunks WHERE hash IN ({marks})", [h for h, _ in batch])])
-                    _db.bump_generation(conn)
             done += len(batch)
             if progress:
                 progress("embeddings", done, len(rows))

@@ -82,7 +82,6 @@ def _swap(live: MemoryIndex, tmp: Path) -> None:
                              "WHERE key NOT IN ('schema', 'generation')")
                 conn.execute("DELETE FROM main.vector_log")
                 log_reset(conn)  # every reader reloads its vectors once
-                _db.bump_generation(conn)
         finally:
             conn.execute("DETACH DATABASE fresh")
         live.vector_cache = None
