@@ -8,6 +8,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from gateway.tools.base import ToolRegistry
 from gateway.tools.shell import ExecTool, dangerous_reason
 from gateway.turn import TurnContext
 from tests.fakes.context import make_ctx
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -165,6 +167,35 @@ async def test_cancellation_kills_the_process_group(owner, ws) -> None:
     shell, child = (int(p) for p in pid_file.read_text().split())
     assert running_members(shell)  # really running before /stop
     task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert_group_gone(shell, shell, child)
+
+
+async def test_cancellation_while_the_process_starts_kills_the_whole_group(
+        owner, ws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/stop can land after the fork but before asyncio has wired the pipes (a loaded
+    machine): asyncio's own clean-up then kills only the shell, and its children ran on."""
+    loop = asyncio.get_running_loop()
+    real_start = loop.subprocess_exec
+    wired = asyncio.Event()
+
+    async def slow_start(*args: Any, **kwargs: Any) -> Any:  # a start that takes its time
+        started = await real_start(*args, **kwargs)
+        await wired.wait()
+        return started
+
+    monkeypatch.setattr(loop, "subprocess_exec", slow_start)
+    registry = registry_with(timeout_s=60)
+    task = asyncio.create_task(
+        run(registry, owner, "echo $$ > pids; sleep 30 & echo $! >> pids; sleep 30"))
+    pid_file = ws / "pids"
+    await until(lambda: pid_file.exists() and len(pid_file.read_text().split()) == 2,
+                what="the command running")
+    shell, child = (int(p) for p in pid_file.read_text().split())
+    task.cancel()  # while the start is still in progress
+    await asyncio.sleep(0)  # the task takes the cancellation inside the start
+    wired.set()  # then the start completes
     with pytest.raises(asyncio.CancelledError):
         await task
     assert_group_gone(shell, shell, child)

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -94,7 +94,7 @@ class ExecTool:
         loop = asyncio.get_running_loop()
         # A protocol rather than create_subprocess_exec: Process.wait() only returns once
         # the output pipe closes too, and a background child can hold it open for hours.
-        transport, proto = await loop.subprocess_exec(
+        starting = asyncio.ensure_future(loop.subprocess_exec(
             lambda: _ExecProtocol(capture),
             *box.argv(params.command, ctx.workspace),
             stdin=subprocess.DEVNULL,
@@ -103,7 +103,15 @@ class ExecTool:
             cwd=ctx.workspace,
             env=exec_env(os.environ, self.pass_env),
             start_new_session=True,
-        )
+        ))
+        try:
+            transport, proto = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            # Cancelled (/stop) while the process was starting: asyncio's own clean-up would
+            # kill only the shell and leave its children running. Let the start finish, then
+            # stop the whole group.
+            await self._stop_started(starting)
+            raise
         pgid = transport.get_pid()  # a new session's leader is its own process group
         timed_out = lingering = False
         try:
@@ -122,6 +130,17 @@ class ExecTool:
             finally:
                 transport.close()
         return self._report(capture.text(), transport.get_returncode(), timed_out, timeout, lingering)
+
+    async def _stop_started(self, starting: asyncio.Future[tuple[Any, _ExecProtocol]]) -> None:
+        """Wait for a start that was cancelled half-way, then stop what it started."""
+        try:
+            transport, proto = await starting
+        except Exception:
+            return  # it never started
+        try:
+            await stop_process_group(proto, transport.get_pid(), term_grace_s=self.term_grace_s)
+        finally:
+            transport.close()
 
     def _report(self, output: str, code: int | None, timed_out: bool, timeout: float,
                 lingering: bool) -> str:
