@@ -83,6 +83,8 @@ async def run(turns: int, keyword_only: bool) -> None:
                 backlog = 0
                 recall = gw.parts.recall
                 if recall is not None:  # index and embed what the background had not reached yet
+                    await recall.stop()  # (alone: two embedders at once would do it twice)
+                    recall.index.cancel.clear()
                     await asyncio.to_thread(recall.index.sync_files)
                     backlog = await asyncio.to_thread(recall.index.embed_missing)
                 cpu_all = time.process_time() - cpu0
