@@ -18,7 +18,6 @@ transaction, so they serialise on SQLite's write lock instead of duplicating row
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -33,7 +32,7 @@ from typing import Any
 from memory.search import _db
 from memory.search.appended import Mark, digest, drop_mark, load_mark, read_growth, save_mark, tail_digest
 from memory.search.chunking import Chunk, Resume
-from memory.search._rows import apply_diff, delete_chunks, insert_chunk, log_added, log_reset, trim_log
+from memory.search._rows import apply_diff, chunk_hash, delete_chunks, insert_chunk, log_added, log_reset, trim_log
 from memory.search.embed import Embedder, EmbedderError
 from memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
 
@@ -47,10 +46,6 @@ ALL_SOURCES = ("memory", "notes", "history", "session")
 RETRY_EMBEDDER_S = 600.0
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
-
-
-def _hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 class MemoryIndex:
@@ -111,7 +106,7 @@ class MemoryIndex:
             conn = self.conn()
             owners = self._owner_sessions()
             forgotten = self._forgotten()
-            forgotten_sig = _hash(json.dumps(forgotten))
+            forgotten_sig = chunk_hash(json.dumps(forgotten))
             with self._lock:
                 known = {row[0]: row[1:] for row in conn.execute(
                     "SELECT path, size, mtime_ns, hash FROM files")}
@@ -150,7 +145,7 @@ class MemoryIndex:
         except OSError as exc:
             logger.warning("recall index: cannot read %s (%s); kept its old chunks", rel, exc)
             return 0
-        content_hash = hashlib.sha256(data).hexdigest()[:32] if data is not None else ""
+        content_hash = digest(data) if data is not None else ""
         if data is not None and old is not None and old[2] == content_hash:
             with self._lock:
                 self.conn().execute("UPDATE files SET size = ?, mtime_ns = ? WHERE path = ?",
