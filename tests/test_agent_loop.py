@@ -294,6 +294,7 @@ async def test_a_guest_chat_is_sized_without_the_owners_memory(
         await ch.wait_replies(1)
         await ch.say("again", sender_id="stranger")
         await ch.wait_replies(2)
+        await gw.parts.agent.idle()  # the background check is scheduled after the reply
         await gw.parts.consolidator.drain()
     # two turns, no summarisation call: the owner's big USER.md never counted against a guest chat
     assert len(fake_llm.requests) == 2

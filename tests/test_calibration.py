@@ -165,6 +165,7 @@ async def test_the_budget_holds_for_a_tokenizer_that_counts_more(
     async with running(config) as (gw, ch):
         await talk(gw, ch, ["hello there", "how are you today?"])
         assert calibration_of(gw).factor(MODEL) == pytest.approx(ratio, rel=0.03)
+        await gw.parts.agent.idle()  # the background check is scheduled after the reply
         await gw.parts.consolidator.drain()
         session = await gw.parts.sessions.get("cli:1")
         ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
@@ -175,6 +176,7 @@ async def test_the_budget_holds_for_a_tokenizer_that_counts_more(
         summaries_before = sum(1 for r in fake_llm.requests if r["messages"][0]["content"] == SUMMARY_PROMPT)
         assert summaries_before == 0
         await talk(gw, ch, [filler])
+        await gw.parts.agent.idle()  # the background check is scheduled after the reply
         await gw.parts.consolidator.drain()
         raw_after = await PromptEstimator(gw.parts.builder, gw.parts.tools).estimate(session, ctx)
         summaries = sum(1 for r in fake_llm.requests if r["messages"][0]["content"] == SUMMARY_PROMPT)

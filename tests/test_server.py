@@ -33,7 +33,7 @@ from tests.test_webhook import AUTH, TOKEN, body, serving
 
 
 async def test_health_ready_and_metrics(wh_config, fake_llm):
-    async with serving(wh_config()) as (_, client):
+    async with serving(wh_config()) as (server, client):
         health = await client.get("/healthz", headers={"Authorization": ""})
         assert health.status_code == 200 and health.json()["status"] == "ok"
         ready = await client.get("/readyz")
@@ -42,6 +42,7 @@ async def test_health_ready_and_metrics(wh_config, fake_llm):
         assert ready.json()["ready"] is True
         assert {name: c["ok"] for name, c in checks.items()} == {"bus": True, "workspace": True, "provider": True}
         assert (await client.post("/v1/messages", json=body())).status_code == 200
+        await server.state.gateway.parts.agent.idle()  # the turn is timed after its reply went out
         metrics = await client.get("/metrics")
     assert metrics.status_code == 200
     assert metrics.headers["content-type"].startswith("text/plain")

@@ -120,7 +120,9 @@ async def test_the_working_set_keeps_the_conversation_bounded_whatever_the_windo
         for n in range(1, 25):
             await ch.say(f"number {n} " + "y" * 200, **OWNER)
             await ch.wait_replies(n)
-            await gw.parts.consolidator.drain()  # the background check after each turn
+            # The reply goes out inside the turn; the background check is scheduled after it.
+            await gw.parts.agent.idle()
+            await gw.parts.consolidator.drain()
         session = await gw.parts.sessions.get("cli:1")
         conversation = gw.parts.consolidator.conversation_tokens(session)
         await ch.say("/status", **OWNER)
