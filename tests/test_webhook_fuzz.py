@@ -136,6 +136,11 @@ def test_the_endpoint_accepts_exactly_what_the_schema_allows(live, payload):
     if not valid:
         assert r.status_code == 422, (payload, r.text)
         return
+    if r.status_code == 422 and payload.get("callback_url") is not None:
+        # A junk string the schema allows (the scheme and the host are checked on the value,
+        # which no schema can fully express): refused by that check alone, nothing else.
+        assert [e["loc"] for e in r.json()["detail"]] == [["body", "callback_url"]], (payload, r.text)
+        return
     if r.status_code == 409:  # a key Hypothesis happened to reuse with another text
         assert payload.get("idempotency_key") is not None
         return
