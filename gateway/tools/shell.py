@@ -123,12 +123,7 @@ class ExecTool:
                 await asyncio.wait({proto.closed}, timeout=max(0.05, min(_DRAIN_GRACE_S, remaining)))
                 lingering = await _still_running(pgid, _SETTLE_S)
         finally:
-            try:
-                await stop_process_group(proto, pgid, term_grace_s=self.term_grace_s)
-                # The group is gone, so the pipe is closed: the last output arrives promptly.
-                await asyncio.wait({proto.closed}, timeout=1.0)
-            finally:
-                transport.close()
+            await self._end(transport, proto)
         return self._report(capture.text(), transport.get_returncode(), timed_out, timeout, lingering)
 
     async def _stop_started(self, starting: asyncio.Future[tuple[Any, _ExecProtocol]]) -> None:
@@ -137,8 +132,14 @@ class ExecTool:
             transport, proto = await starting
         except Exception:
             return  # it never started
+        await self._end(transport, proto)
+
+    async def _end(self, transport: Any, proto: _ExecProtocol) -> None:
+        """Stop the whole process group (a new session's leader is its group), then free the pipes."""
         try:
             await stop_process_group(proto, transport.get_pid(), term_grace_s=self.term_grace_s)
+            # The group is gone, so the pipe is closed: the last output arrives promptly.
+            await asyncio.wait({proto.closed}, timeout=1.0)
         finally:
             transport.close()
 
