@@ -133,8 +133,8 @@ class LucidTarget:
         from config import load_config
         from config.onboard import install_templates
         from gateway.app import build_gateway
-        from gateway.llm import import_litellm
-        from gateway.workspace_lock import WorkspaceLock
+        from gateway.model.client import import_litellm
+        from gateway.daemon.workspace_lock import WorkspaceLock
 
         config = load_config(self.config_path)
         redactor.add(secrets_from_config(config))

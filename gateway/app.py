@@ -26,32 +26,32 @@ from channels.gate import role_of
 from channels.inbox import InboxJournal
 from channels.outbox import Outbox
 from channels.messages import OutboundProgress
-from gateway.memory_flush import MemoryFlush
+from gateway.agent.memory_flush import MemoryFlush
 from config.schema import Config
-from gateway.builtin_commands import register_builtin_commands
-from gateway.commands import CommandRegistry
-from gateway.context import ContextBuilder
-from gateway.fallback import ModelChain, SessionModels
-from gateway.llm import LiteLLMChatModel
-from gateway.loop import AgentLoop
+from gateway.commands.builtin import register_builtin_commands
+from gateway.agent.commands import CommandRegistry
+from gateway.agent.context import ContextBuilder
+from gateway.model.fallback import ModelChain, SessionModels
+from gateway.model.client import LiteLLMChatModel
+from gateway.agent.loop import AgentLoop
 from gateway.mcp import McpManager
 from gateway.metrics import Metrics
-from gateway.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
-from gateway.model_command import register_model_command
-from gateway.roles import OwnerSessions, history_provenance
-from gateway.runner import PromptEstimator
+from gateway.agent.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
+from gateway.commands.model import register_model_command
+from gateway.agent.roles import OwnerSessions, history_provenance
+from gateway.agent.runner import PromptEstimator
 from gateway.runtime import Gateway, GatewayParts
-from gateway.skills import SkillsLoader, config_checker
-from gateway.task_budget import BudgetedModel
+from gateway.skills.catalog import SkillsLoader, config_checker
+from gateway.model.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
 from gateway.tools.memory_search import MemoryGet, MemorySearch
 from gateway.tools.message import MessageTool
-from gateway.toolloop import ModelToolLoop
+from gateway.agent.toolloop import ModelToolLoop
 from gateway.tools.web import web_tools
-from gateway.turn import TurnContext
-from gateway.usage import UsageLedger
+from gateway.tools.turn import TurnContext
+from gateway.model.usage import UsageLedger
 from memory.calibration import TokenCalibration
 from memory.consolidator import Consolidator
 from memory.dream import Dream

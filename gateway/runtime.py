@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from channels.base import Channel, HasRouter
 from channels.bus import MessageBus
 from config.schema import Config
-from gateway.commands import CommandRegistry
-from gateway.context import ContextBuilder
-from gateway.llm import LiteLLMChatModel
-from gateway.loop import AgentLoop
+from gateway.agent.commands import CommandRegistry
+from gateway.agent.context import ContextBuilder
+from gateway.model.client import LiteLLMChatModel
+from gateway.agent.loop import AgentLoop
 from gateway.metrics import Metrics
-from gateway.roles import OwnerSessions
+from gateway.agent.roles import OwnerSessions
 from gateway.tools.base import ToolRegistry
-from gateway.usage import UsageLedger
+from gateway.model.usage import UsageLedger
 from memory.consolidator import Consolidator
 from memory.dream import Dream
 from memory.gitstore import GitStore
@@ -49,7 +49,7 @@ from memory.store import MemoryStore
 if TYPE_CHECKING:
     from fastapi import APIRouter
     from gateway.mcp import McpManager
-    from gateway.memory_commits import MemoryCommitter
+    from gateway.agent.memory_commits import MemoryCommitter
     from memory.search.service import RecallService
     from scheduler import SchedulerService
 

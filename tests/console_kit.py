@@ -13,7 +13,7 @@ import httpx
 
 from config import Config
 from gateway.console.context import ConsoleContext
-from gateway.serve import GatewayServer
+from gateway.daemon.serve import GatewayServer
 
 CONSOLE_TOKEN = "console-token-0123456789abcdef"
 WEBHOOK_TOKEN = "webhook-token-0123456789abcdef"

@@ -264,7 +264,7 @@ async def test_streaming_channel_gets_previews_then_one_final_reply(
 async def test_estimate_is_an_upper_bound_and_skips_the_tokenizer_when_small(
     fake_llm: FakeLLMServer, make_config: Callable
 ) -> None:
-    from gateway.runner import PromptEstimator
+    from gateway.agent.runner import PromptEstimator
     from memory import tokens
 
     async with running(make_config()) as (gw, ch):

@@ -19,7 +19,7 @@ import pytest
 
 from channels.messages import InboundMessage
 from gateway.app import Gateway, build_gateway
-from gateway.runner import PromptEstimator
+from gateway.agent.runner import PromptEstimator
 from memory import tokens
 from memory.calibration import MAX_RATIO, MIN_RATIO, TokenCalibration
 from memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_PROMPT

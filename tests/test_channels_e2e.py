@@ -26,7 +26,7 @@ from channels import telegram as telegram_channel
 from channels.telegram.markdown import html_to_plain
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
-from gateway.server import create_app
+from gateway.daemon.server import create_app
 from tests.fakes.llm import FakeLLMServer, Reply, message_text
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error

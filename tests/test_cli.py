@@ -81,7 +81,7 @@ async def test_onboard_then_status_and_help(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_litellm_import_stays_offline_and_ignores_dotenv(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("OPENAI_API_KEY=from-a-stray-dotenv\n")
-    code = ("import os\nfrom gateway.llm import import_litellm\nimport_litellm()\n"
+    code = ("import os\nfrom gateway.model.client import import_litellm\nimport_litellm()\n"
             "print('KEY=' + os.environ.get('OPENAI_API_KEY', 'unset'))\n"
             "print('LOCAL=' + os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])\n")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "LITELLM_LOCAL_MODEL_COST_MAP")}

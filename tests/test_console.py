@@ -46,7 +46,7 @@ async def test_the_page_is_served_at_root_with_a_strict_policy(config: Any) -> N
         page = await c.client.get("/")
         old = await c.client.get("/console", follow_redirects=False)
         script = await c.client.get("/ui/app.js")
-        missing = await c.client.get("/ui/../gateway/server.py")
+        missing = await c.client.get("/ui/../gateway/daemon/server.py")
         api = await c.client.get("/api/console/me")
         health = await c.client.get("/healthz")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -395,7 +395,7 @@ async def test_usage_per_day_and_job_with_budgets(make_config: Any, workspace: P
 async def test_status_names_failed_channels_with_their_reason(config: Any) -> None:
     from channels.messages import OutboundMessage
     from gateway.app import build_gateway
-    from gateway.server import create_app
+    from gateway.daemon.server import create_app
 
     class Broken:
         name = "broken"
@@ -422,7 +422,7 @@ async def test_status_names_failed_channels_with_their_reason(config: Any) -> No
 
 
 async def test_every_console_endpoint_is_in_the_schema_under_the_console_tag(config: Any) -> None:
-    from gateway.server import create_app
+    from gateway.daemon.server import create_app
 
     schema = create_app(config).openapi()
     console_paths = {p: item for p, item in schema["paths"].items()
@@ -438,7 +438,7 @@ async def test_every_console_endpoint_is_in_the_schema_under_the_console_tag(con
 async def test_the_cookie_is_secure_when_served_over_tls(config: Any) -> None:
     import httpx
 
-    from gateway.server import create_app
+    from gateway.daemon.server import create_app
 
     # Behind TLS (here: an https scope straight into the app) the session cookie is Secure.
     app = create_app(config)

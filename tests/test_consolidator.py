@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.llm import LiteLLMChatModel
+from gateway.model.client import LiteLLMChatModel
 from memory._boundaries import find_cut, protected_start
 from memory.consolidation_prompt import RAW_CAP_CHARS, parse_summary, raw_entry
 from memory.consolidator import Consolidator

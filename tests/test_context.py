@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from config.onboard import install_templates
-from gateway.context import INTERRUPTED_RESULT, RUNTIME_HEADER, SECTION_SEPARATOR, ContextBuilder, sanitise
-from gateway.skills import SkillsLoader
-from gateway.turn import TurnContext
+from gateway.agent.context import INTERRUPTED_RESULT, RUNTIME_HEADER, SECTION_SEPARATOR, ContextBuilder, sanitise
+from gateway.skills.catalog import SkillsLoader
+from gateway.tools.turn import TurnContext
 from memory.sessions import SessionStore
 from memory.store import MemoryStore
 

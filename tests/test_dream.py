@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from config.schema import Config
-from gateway.llm import LiteLLMChatModel
-from gateway.toolloop import ModelToolLoop
+from gateway.model.client import LiteLLMChatModel
+from gateway.agent.toolloop import ModelToolLoop
 from memory.dream import Dream, DreamReport
 from memory.errors import DreamBusy
 from memory.gitstore import GitStore

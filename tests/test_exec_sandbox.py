@@ -12,7 +12,7 @@ import pytest
 from gateway.tools._sandbox import SandboxUnavailable, choose_sandbox, describe
 from gateway.tools.base import ToolRegistry
 from gateway.tools.shell import ExecTool
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 
 BWRAP = shutil.which("bwrap")

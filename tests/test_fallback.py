@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway, build_gateway
-from gateway.costs import call_cost, daily_costs
-from gateway.fallback import is_fallback_error
+from gateway.model.costs import call_cost, daily_costs
+from gateway.model.fallback import is_fallback_error
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 from tests.waiting import until

@@ -13,7 +13,7 @@ import pytest
 from gateway.tools.base import ToolRegistry
 from gateway.tools.files import ListDir, ReadFile, WriteFile
 from gateway.tools.search import Grep
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 
 INTERNAL = [

@@ -105,7 +105,7 @@ def test_broken_frontmatter_says_why() -> None:
 
 
 def test_skills_and_dream_share_the_parser(tmp_path: Path) -> None:
-    from gateway.skills import parse_skill
+    from gateway.skills.catalog import parse_skill
     from memory.dream_tools import list_skills
 
     folder = tmp_path / "skills" / "bom"

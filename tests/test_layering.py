@@ -26,6 +26,27 @@ ALLOWED: dict[str, frozenset[str]] = {
 # scheduler sees channels only through the bus interface and the message types.
 SCHEDULER_CHANNELS = frozenset({"channels.bus", "channels.messages"})
 
+# Inside gateway, each part (a sub-package or a loose module) may import only parts on its own
+# tier or below: observability and errors at the bottom, then the model client and the skill
+# catalog, the tools, MCP, the agent's turn machinery, the runtime that holds the parts, the
+# surfaces that act on a running gateway, the composition root, the HTTP daemon, operations,
+# and the CLI on top.
+GATEWAY_TIERS: tuple[frozenset[str], ...] = tuple(frozenset(tier) for tier in (
+    {"errors", "_offline", "metrics", "logs"},
+    {"model", "skills"},
+    {"tools"},
+    {"mcp"},
+    {"agent"},
+    {"runtime"},
+    {"commands", "console", "migrate"},
+    {"app"},
+    {"daemon"},
+    {"ops"},
+    {"cli"},
+))
+# At most this many modules stay loose at gateway's root; everything else lives in a room.
+MAX_LOOSE_GATEWAY_MODULES = 10
+
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -170,3 +191,36 @@ def test_cycle_finder_finds_a_cycle() -> None:
     """The detector itself works: a planted two-module and three-module cycle are found."""
     graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
     assert sorted(_cycles(graph)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def _gateway_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "gateway" and len(parts) > 1 else None
+
+
+def test_gateway_parts_import_only_their_tier_or_below() -> None:
+    tier_of = {part: i for i, tier in enumerate(GATEWAY_TIERS) for part in tier}
+    problems: list[str] = []
+    for name, path in MODULES.items():
+        source = _gateway_part(name)
+        if source is None:
+            continue
+        if source not in tier_of:
+            problems.append(f"{path.relative_to(ROOT)}: gateway part {source!r} has no tier in GATEWAY_TIERS")
+            continue
+        for line, target in _imports(name, path):
+            dest = _gateway_part(target)
+            if dest is None or dest == source:
+                continue
+            if tier_of.get(dest, len(GATEWAY_TIERS)) > tier_of[source]:
+                problems.append(f"{path.relative_to(ROOT)}:{line} imports {target} "
+                                f"({source} sits below {dest})")
+    assert not problems, "gateway layering violations:\n" + "\n".join(problems)
+
+
+def test_gateway_root_holds_few_loose_modules() -> None:
+    loose = sorted(p.stem for p in (ROOT / "gateway").glob("*.py") if p.stem != "__init__")
+    assert len(loose) <= MAX_LOOSE_GATEWAY_MODULES, f"loose modules at gateway/: {loose}"
+    packages = {p.name for p in (ROOT / "gateway").iterdir() if (p / "__init__.py").exists()}
+    tiered = set().union(*GATEWAY_TIERS)
+    assert packages | set(loose) <= tiered, f"parts without a tier: {sorted((packages | set(loose)) - tiered)}"

@@ -14,8 +14,8 @@ import pytest
 
 from gateway.app import build_gateway
 from gateway.runtime import Gateway
-from gateway.serve import GatewayServer, ListenError
-from gateway.server import create_app
+from gateway.daemon.serve import GatewayServer, ListenError
+from gateway.daemon.server import create_app
 
 
 class RecordingChannel:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from gateway.errors import LLMError
-from gateway.llm import LiteLLMChatModel
+from gateway.model.client import LiteLLMChatModel
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 
@@ -81,7 +81,7 @@ def test_retry_after_is_read_from_litellm_errors_and_bounded() -> None:
     import httpx
     import litellm
 
-    from gateway.llm_errors import MAX_RETRY_AFTER_S, is_transient, retry_after_s
+    from gateway.model.errors import MAX_RETRY_AFTER_S, is_transient, retry_after_s
 
     def limited(headers: dict[str, str]) -> litellm.RateLimitError:
         return litellm.RateLimitError("slow down", llm_provider="openai", model="m",
@@ -105,8 +105,8 @@ RenamedRateLimit.__name__ = "RateLimitError"
 
 
 def test_classification_is_by_class_not_by_name() -> None:
-    from gateway.fallback import is_fallback_error
-    from gateway.llm_errors import is_transient
+    from gateway.model.fallback import is_fallback_error
+    from gateway.model.errors import is_transient
 
     assert not is_transient(RenamedRateLimit("x"))
     assert not is_fallback_error(RenamedRateLimit("x"))

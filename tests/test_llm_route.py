@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.llm import LiteLLMChatModel, _compatible_route
+from gateway.model.client import LiteLLMChatModel, _compatible_route
 from tests.fakes.llm import FakeLLMServer, Reply
 
 

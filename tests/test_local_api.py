@@ -74,7 +74,7 @@ async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path
 
 
 async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
-    from gateway.local_client import find_running, publish
+    from gateway.daemon.local_client import find_running, publish
 
     publish(tmp_path, "http://127.0.0.1:9", "t")
     assert find_running(tmp_path) == ("http://127.0.0.1:9", "t")  # this very process is alive
@@ -87,8 +87,8 @@ async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
 
 
 async def test_local_route_checks_the_token_before_reading_the_body(make_config, fake_llm) -> None:
-    from gateway.local_api import MAX_LOCAL_BODY_BYTES
-    from gateway.serve import GatewayServer
+    from gateway.daemon.local_api import MAX_LOCAL_BODY_BYTES
+    from gateway.daemon.serve import GatewayServer
 
     config = make_config(gateway={"port": 0})
     async with GatewayServer(config, access_log=False) as server:

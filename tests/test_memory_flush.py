@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from gateway.memory_flush import FLUSH_KIND, NO_REPLY
+from gateway.agent.memory_flush import FLUSH_KIND, NO_REPLY
 from memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_PROMPT
 from channels.messages import InboundMessage
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls, message_text

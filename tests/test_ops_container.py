@@ -95,7 +95,7 @@ def test_the_build_context_leaves_out_venv_git_tests_and_bench():
     for path in (".venv/lib/site.py", ".git/HEAD", "tests/test_cli.py", "bench/bench_turn.py",
                  "gateway/__pycache__/cli.cpython-311.pyc", ".ci/run"):
         assert _ignored(path, patterns), path
-    for path in ("gateway/server.py", "gateway/static/console.html", "config/templates/SOUL.md",
+    for path in ("gateway/daemon/server.py", "gateway/static/console.html", "config/templates/SOUL.md",
                  "pyproject.toml", "requirements.lock", "README.md", "memory/store.py"):
         assert not _ignored(path, patterns), path
 

@@ -115,7 +115,7 @@ async def test_lucid_healthcheck_exit_codes(health_config):
 
 
 async def test_storage_errors_keep_other_errors_generic(health_config):
-    from gateway.ops.health import describe_os_error
+    from gateway.daemon.health import describe_os_error
 
     import errno
 

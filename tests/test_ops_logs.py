@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from gateway.cli import build_app
 from gateway.logs import setup_logging, turn_log_context
-from gateway.serve import GatewayServer
+from gateway.daemon.serve import GatewayServer
 from tests.fakes.llm import Fail
 from tests.test_shutdown import GatewayProcess, _env
 from tests.test_webhook import AUTH, TOKEN, body

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.ops.sdnotify import Notifier
+from gateway.daemon.sdnotify import Notifier
 from gateway.ops.unit import UnitSpec, render_unit, shipped_unit
-from gateway.serve import GatewayServer
+from gateway.daemon.serve import GatewayServer
 from tests.test_shutdown import GatewayProcess, _env
 
 REPO = Path(__file__).resolve().parent.parent

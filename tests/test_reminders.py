@@ -21,7 +21,7 @@ import pytest
 
 from channels.messages import InboundMessage
 from gateway.app import Gateway, build_gateway
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from scheduler import ReminderStore, SchedulerService
 from scheduler.reminder_jobs import MISSED_PREFIX, REMINDER_PREFIX
 from scheduler.triggers import CrontabTrigger, parse_at

@@ -25,8 +25,8 @@ from channels.registry import ChannelUnavailable, build_channels
 from config import Config
 from gateway.app import build_gateway
 from gateway.logs import secrets_from_config, setup_logging
-from gateway.serve import GatewayLocked, GatewayServer, ListenError, WorkspaceLock, bind_socket
-from gateway.server import create_app
+from gateway.daemon.serve import GatewayLocked, GatewayServer, ListenError, WorkspaceLock, bind_socket
+from gateway.daemon.server import create_app
 from tests.test_webhook import AUTH, TOKEN, body, serving
 
 # ----------------------------------------------------------------------------- health, readiness, metrics

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from memory.naming import session_file_stem
-from gateway.serve import GatewayServer
+from gateway.daemon.serve import GatewayServer
 from memory.sessions import load_session_file
 from tests.test_webhook import AUTH, SECRET, TOKEN, CallbackSink, body, signature_ok
 

@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from gateway.app import build_gateway
 from gateway.cli import build_app
-from gateway.skills import SkillsLoader, builtin_skills_dir, config_checker
+from gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
 from gateway.tools.base import ToolRegistry
 from gateway.tools.files import ReadFile, WriteFile
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 

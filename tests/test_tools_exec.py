@@ -14,7 +14,7 @@ import pytest
 
 from gateway.tools.base import ToolRegistry
 from gateway.tools.shell import ExecTool, dangerous_reason
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 from tests.waiting import until
 

@@ -13,7 +13,7 @@ from config import Config
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.files import ReadFile
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 
 

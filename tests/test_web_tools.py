@@ -19,7 +19,7 @@ from gateway.app import build_gateway
 from gateway.tools._netguard import NetGuard, RefusedURL
 from gateway.tools.base import ToolRegistry
 from gateway.tools.web import WebFetch, WebSearch
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 

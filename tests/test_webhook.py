@@ -25,7 +25,7 @@ import channels.webhook.channel as webhook_module
 from channels.bus import MessageBus
 from channels.webhook import WebhookChannel
 from channels.webhook.store import WebhookStore
-from gateway.serve import GatewayServer
+from gateway.daemon.serve import GatewayServer
 from memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply
 from tests.served import served_client

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from config import Config
-from gateway.serve import GatewayServer
+from gateway.daemon.serve import GatewayServer
 from tests.fakes.llm import FakeLLMServer
 from tests.test_server import _validator
 from tests.test_webhook import AUTH, TOKEN

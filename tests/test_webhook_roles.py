@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.serve import GatewayServer
+from gateway.daemon.serve import GatewayServer
 from memory.naming import session_file_stem
 from memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls

@@ -72,7 +72,7 @@ def main() -> None:
     except KeyboardInterrupt:
         _fast_exit(130)
     except OSError as exc:  # a read-only workspace, permission denied, a full disk: one line
-        from gateway.ops.health import describe_os_error
+        from gateway.daemon.health import describe_os_error
 
         print(f"error: {describe_os_error(exc)[1]}", file=sys.stderr)
         _fast_exit(1)

@@ -51,7 +51,7 @@ def ensure_onboarded(config_path: Path | None) -> Config:
 def preload_litellm() -> None:
     """Import litellm in a background thread while the rest starts (it takes seconds)."""
     def load() -> None:
-        from gateway.llm import import_litellm
+        from gateway.model.client import import_litellm
 
         try:
             import_litellm()
@@ -63,7 +63,7 @@ def preload_litellm() -> None:
 
 def provider_help(config: Config, config_path: Path | None = None) -> str:
     """How to configure a model, or "" when one is configured."""
-    from gateway.llm import LiteLLMChatModel
+    from gateway.model.client import LiteLLMChatModel
 
     ok, why = LiteLLMChatModel(config).configured()
     if ok:

@@ -32,7 +32,7 @@ def agent(
     With `lucid gateway` running on the same workspace, this talks to it (one agent per
     workspace, no start-up cost); otherwise it runs the agent in this process.
     """
-    from gateway.local_client import SESSION_NAME_PATTERN
+    from gateway.daemon.local_client import SESSION_NAME_PATTERN
 
     if not re.match(SESSION_NAME_PATTERN, session):
         err_console.print(f"invalid session name {session!r}: use letters, digits, '.', '_' or '-' (at most 64)")
@@ -63,7 +63,7 @@ def _log_to_file(path: Path, verbose: bool) -> None:
 async def _agent_main(config: Config, message: str | None, session: str) -> int:
     from channels.cli import CliChannel
     from gateway.app import build_gateway
-    from gateway.workspace_lock import GatewayLocked, WorkspaceLock
+    from gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
 
     try:
         lock = WorkspaceLock(config.workspace)
@@ -101,7 +101,7 @@ def _print_unsolicited(text: str) -> None:
 
 def _running_gateway(config: Config) -> tuple[str, str] | None:
     """The local endpoint of a gateway serving this workspace, if one answers its health check."""
-    from gateway.local_client import find_running
+    from gateway.daemon.local_client import find_running
 
     endpoint = find_running(config.workspace)
     if endpoint is None:
@@ -117,7 +117,7 @@ def _running_gateway(config: Config) -> tuple[str, str] | None:
 
 async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message: str | None,
                              session: str) -> int:
-    from gateway.local_client import ask_running
+    from gateway.daemon.local_client import ask_running
 
     url, token = endpoint
     timeout = config.agent.llm_timeout_s * (config.agent.llm_retries + 1) + 60

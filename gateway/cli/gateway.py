@@ -1,7 +1,7 @@
 """``lucid gateway``: run the daemon (all channels, the agent, health and metrics over HTTP).
 
 The command only parses flags, sets up logging, loads (or on first run writes) the config
-and hands over to ``gateway.serve.run_gateway``; heavy imports happen inside it.
+and hands over to ``gateway.daemon.serve.run_gateway``; heavy imports happen inside it.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def run(
 ) -> None:
     """Run the gateway daemon: every enabled channel, the agent, /healthz, /readyz, /metrics."""
     from gateway.logs import secrets_from_config, setup_logging
-    from gateway.serve import run_gateway
+    from gateway.daemon.serve import run_gateway
 
     preload_litellm()  # seconds of import, overlapped with start-up instead of the first message
     redactor = setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=log_format.value)

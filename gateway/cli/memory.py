@@ -114,7 +114,7 @@ def memory_show(config_path: ConfigOption = None) -> None:
 def usage(days: Annotated[int, typer.Option("--days", help="How many days back.")] = 7,
           config_path: ConfigOption = None) -> None:
     """Token usage per day, job and session."""
-    from gateway.usage import UsageLedger
+    from gateway.model.usage import UsageLedger
 
     config = load_or_exit(config_path)
     summary = UsageLedger(config.workspace / "usage").summarise(days)
@@ -124,7 +124,7 @@ def usage(days: Annotated[int, typer.Option("--days", help="How many days back."
             t = rows[name]
             table.add_row(name, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.cached:,}")
         console.print(table)
-    from gateway.costs import daily_costs
+    from gateway.model.costs import daily_costs
 
     table = Table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
     for day, cost in sorted(daily_costs(config.workspace / "usage", days).items()):

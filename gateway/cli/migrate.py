@@ -18,7 +18,7 @@ from gateway.cli._common import ConfigOption, console, err_console, ensure_onboa
 
 if TYPE_CHECKING:
     from gateway.migrate import ImportReport, Source
-    from gateway.workspace_lock import WorkspaceLock
+    from gateway.daemon.workspace_lock import WorkspaceLock
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
 Channels = Annotated[bool, typer.Option("--channels", help="Also write the offered channel settings "
@@ -107,7 +107,7 @@ async def _apply(source: Source, workspace: Path, dry_run: bool, config_file: Pa
 
 
 def _locked(workspace: Path) -> _Release:
-    from gateway.workspace_lock import GatewayLocked, WorkspaceLock
+    from gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
 
     lock = WorkspaceLock(workspace)
     try:

@@ -2,7 +2,7 @@
 
 ``list`` shows every skill the prompt would list (workspace ones overriding built-ins),
 where it comes from and whether this machine has what it needs. ``add`` installs a skill
-folder or a local archive into the workspace (``gateway/skill_install.py``).
+folder or a local archive into the workspace (``gateway/skills/install.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
 
 def list_skills(config_path: ConfigOption = None) -> None:
     """List skills: name, source (built-in or workspace), available or what is missing."""
-    from gateway.skills import SkillsLoader, config_checker
+    from gateway.skills.catalog import SkillsLoader, config_checker
 
     config = load_or_exit(config_path)
     skills = SkillsLoader(config.workspace, config_check=config_checker(config)).load()
@@ -43,7 +43,7 @@ def add_skill(
     config_path: ConfigOption = None,
 ) -> None:
     """Install a skill into the workspace (validated; never overwrites without --force)."""
-    from gateway.skill_install import SkillInstallError, install
+    from gateway.skills.install import SkillInstallError, install
 
     config = load_or_exit(config_path)
     try:

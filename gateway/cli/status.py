@@ -39,7 +39,7 @@ def _gateway_state(config: Config) -> str:
     """Whether a gateway runs on this workspace (its state/local.json and /healthz)."""
     import httpx
 
-    from gateway.local_client import find_running
+    from gateway.daemon.local_client import find_running
 
     running = find_running(config.workspace)
     if running is None:

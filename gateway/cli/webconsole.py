@@ -28,7 +28,7 @@ def console_link(
 ) -> None:
     """Print a link that logs this browser into the web console once (no token to paste)."""
     from gateway.console.links import LoginLinks
-    from gateway.local_client import find_running
+    from gateway.daemon.local_client import find_running
 
     config = load_or_exit(config_path)
     if not config.console.enabled:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from gateway.errors import ToolError
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 
 
 class ToolCaller(Protocol):

@@ -23,7 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import httpx
 
 from config.schema import Config
-from gateway.ops.health import probe_workspace
+from gateway.daemon.health import probe_workspace
 
 State = Literal["ok", "fail", "warn"]
 MIN_FREE_BYTES = 200 * 1024 * 1024
@@ -110,7 +110,7 @@ def context_window_check(config: Config) -> Result:
     agent = config.agent
     if "context_window_tokens" in agent.model_fields_set:
         return ok("context window", f"{agent.context_window_tokens} tokens (agents.defaults.contextWindowTokens)")
-    from gateway.llm import import_litellm
+    from gateway.model.client import import_litellm
 
     try:
         info = import_litellm().get_model_info(agent.model)
@@ -126,7 +126,7 @@ def context_window_check(config: Config) -> Result:
 
 async def model_check(config: Config) -> Result:
     """One tiny completion with a short timeout and no retries."""
-    from gateway.llm import LiteLLMChatModel
+    from gateway.model.client import LiteLLMChatModel
 
     probe = config.model_copy(deep=True)
     ok_cfg, why = LiteLLMChatModel(probe).configured()
@@ -214,7 +214,7 @@ def port_check(config: Config) -> Result:
             return ok("port", f"{host}:{port} is free")
         except OSError as exc:
             busy = exc
-    from gateway.local_client import find_running
+    from gateway.daemon.local_client import find_running
 
     running = find_running(config.workspace)
     if running is not None and running[0].rsplit(":", 1)[-1] == str(port):

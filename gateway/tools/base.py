@@ -5,7 +5,7 @@ the model sees) and ``async run(ctx, params) -> str``. The registry validates ar
 enforces the role policy and turns every failure into an ``Error: ...`` string for the
 model (``error_result``: the traceback goes to the log), so direct callers (the scheduler,
 the local API) get the same answers as the model. Truncating long results is the tool
-loop's job (``gateway/toolloop.py``), which also applies ``error_result`` to executors
+loop's job (``gateway/agent/toolloop.py``), which also applies ``error_result`` to executors
 outside this registry (Dream's tools).
 """
 
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import ToolError
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 
 logger = logging.getLogger(__name__)
 

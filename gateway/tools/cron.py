@@ -18,7 +18,7 @@ from pydantic import Field
 
 from gateway.errors import ToolError
 from gateway.tools.base import ToolParams
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from scheduler.errors import ReminderError
 from scheduler.reminders import Reminder
 from scheduler.service import SchedulerService

@@ -16,10 +16,10 @@ from typing import ClassVar
 from pydantic import Field
 
 from gateway.errors import ToolError
-from gateway.skills import builtin_skill_file
+from gateway.skills.catalog import builtin_skill_file
 from gateway.tools import _paths
 from gateway.tools.base import ToolParams
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from memory.textedit import EditError, replace_exact
 
 MAX_LINE_CHARS = 2000
@@ -58,7 +58,7 @@ class ReadFile(_FileTool):
         return await asyncio.to_thread(self._read, ctx, params)
 
     def _read(self, ctx: TurnContext, params: Params) -> str:
-        # A built-in skill is read by its virtual path, skills/<name>/SKILL.md (gateway/skills.py).
+        # A built-in skill is read by its virtual path, skills/<name>/SKILL.md (gateway/skills/catalog.py).
         packaged = builtin_skill_file(ctx.workspace, params.path)
         if packaged is not None:
             path, shown = packaged, params.path.strip()

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from gateway.errors import ToolError
 from gateway.tools.base import ToolParams
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from memory.search.hits import Hit, Scope, SearchError
 from memory.search.service import RecallService
 from memory.search.sources import source_of

@@ -10,7 +10,7 @@ from channels.bus import MessageBus
 from channels.messages import OutboundText, Target
 from gateway.errors import ToolError
 from gateway.tools.base import ToolParams
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 
 
 class MessageParams(ToolParams):

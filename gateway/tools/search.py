@@ -25,7 +25,7 @@ from pydantic import Field
 from gateway.errors import ToolError
 from gateway.tools import _paths
 from gateway.tools.base import ToolParams
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 
 MAX_SHOWN_LINE = 300
 MAX_FILE_BYTES = 5 * 1024 * 1024

@@ -34,7 +34,7 @@ from gateway.errors import ToolError
 from gateway.tools._deny import dangerous_reason  # noqa: F401  (re-exported)
 from gateway.tools._sandbox import Sandbox, SandboxUnavailable, choose_sandbox, exec_env
 from gateway.tools.base import ToolParams
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from config.schema import WebFetchConfig, WebSearchConfig, WebToolsConfig
 from gateway.errors import ToolError
 from gateway.tools._netguard import NetGuard, RefusedURL, Resolver, pinned_request
 from gateway.tools.base import Tool, ToolParams
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ if _REASON is not None:
 
 from config import Config  # noqa: E402  (after the module-level skip)
 from gateway.app import Gateway, build_gateway  # noqa: E402
-from gateway.context import INTERRUPTED_RESULT  # noqa: E402
+from gateway.agent.context import INTERRUPTED_RESULT  # noqa: E402
 from memory.dream import DreamReport  # noqa: E402
 from tests.fakes.channel import FakeChannel  # noqa: E402
 from tests.real_model.llama_server import N_CTX, LlamaServer  # noqa: E402

@@ -1,4 +1,4 @@
-"""One turn: the shared tool loop (``gateway/toolloop.py``) over the session's log.
+"""One turn: the shared tool loop (``gateway/agent/toolloop.py``) over the session's log.
 
 The log is its own checkpoint: the assistant message carrying ``tool_calls`` is appended
 before the tools run and each tool result as it completes, so a crash at any point leaves
@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.context import ContextBuilder
+from gateway.agent.context import ContextBuilder
 from gateway.errors import ContextOverflowError, LLMError
 from gateway.metrics import Metrics
 from gateway.tools.base import ToolRegistry
-from gateway.toolloop import LoopLimits, run_tool_loop
-from gateway.turn import TurnContext
+from gateway.agent.toolloop import LoopLimits, run_tool_loop
+from gateway.tools.turn import TurnContext
 from memory import tokens
 from memory.protocols import ChatModel, ChatResult, LoopOutcome, ToolCall
 from memory.sessions import Session, SessionStore

@@ -7,7 +7,7 @@ model would be sent; it makes no LLM call.
 from __future__ import annotations
 
 from gateway.runtime import GatewayParts
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from memory import tokens
 from memory.sessions import Session
 

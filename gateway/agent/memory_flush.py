@@ -29,7 +29,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from config.errors import LucidError
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from memory.sessions import Session, SessionStore
 from memory.tokens import cached_message_bytes
 

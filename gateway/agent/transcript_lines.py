@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from channels.messages import InboundMessage, ScheduledTask
-from gateway.context import INTERRUPTED_RESULT
+from gateway.agent.context import INTERRUPTED_RESULT
 from memory.sessions import Session
 
 

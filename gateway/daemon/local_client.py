@@ -1,6 +1,6 @@
 """The client side of the local API: find a running gateway and ask it (``lucid agent``).
 
-Apart from ``gateway.local_api`` (the route, which needs FastAPI) so that a one-shot
+Apart from ``gateway.daemon.local_api`` (the route, which needs FastAPI) so that a one-shot
 ``lucid agent -m`` checks for a running gateway without importing the web stack. Also the
 gateway's side of the ``state/local.json`` file, which needs nothing more.
 """

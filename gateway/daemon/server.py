@@ -8,7 +8,7 @@ workspace, the bus journal, channel connections, the agent — happens in the li
 Shutdown is a drain, not a drop (DESIGN §11): ``Gateway.drain(grace)`` closes the
 bus intake (new messages get 503), lets running turns finish within the grace period,
 flushes their answers to the channels and lets channels answer whoever is still waiting;
-only then does the server stop. ``gateway.serve`` calls it on SIGTERM/SIGINT, and the
+only then does the server stop. ``gateway.daemon.serve`` calls it on SIGTERM/SIGINT, and the
 lifespan calls it (a no-op the second time) so every way out drains the same way.
 """
 
@@ -34,9 +34,9 @@ from channels.cli import CliChannel
 from config.schema import Config
 from gateway.app import build_gateway
 from gateway.console import mount_console
-from gateway.local_api import add_local_route, new_token
-from gateway.ops.health import StorageWatch, probe_workspace
-from gateway.ops.webdocs import SecurityHeaders, add_offline_docs
+from gateway.daemon.local_api import add_local_route, new_token
+from gateway.daemon.health import StorageWatch, probe_workspace
+from gateway.daemon.webdocs import SecurityHeaders, add_offline_docs
 from gateway.runtime import Gateway
 from memory.sessions import SessionStore, read_header
 
@@ -64,7 +64,7 @@ class GatewayState:
     """What the routes and the server runner share: the gateway and the local API's token.
 
     Draining belongs to the gateway (``Gateway.drain``); this only forwards, so the server
-    runner (gateway/serve.py) and the lifespan drain the same way.
+    runner (gateway/daemon/serve.py) and the lifespan drain the same way.
     """
 
     def __init__(self, gateway: Gateway) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gateway.commands import Command
+from gateway.agent.commands import Command
 from gateway.runtime import GatewayParts
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from memory.errors import MemoryStoreError
 from memory.search.sources import daily_notes_summary
 
@@ -75,7 +75,7 @@ def register_builtin_commands(gw: GatewayParts) -> None:
                 f"{len(session.active())} remain in context.")
 
     async def context(ctx: TurnContext, args: str) -> str:
-        from gateway.context_report import context_report
+        from gateway.commands.status import context_report
 
         session = await gw.sessions.get(ctx.session_key)
         return await context_report(gw, session, ctx)
@@ -160,7 +160,7 @@ MAX_COMPACT_ROUNDS = 50
 
 
 async def _cost_line(folder: Path, session_key: str) -> str:
-    from gateway.costs import daily_costs
+    from gateway.model.costs import daily_costs
 
     today = await asyncio.to_thread(daily_costs, folder, 1)
     mine = await asyncio.to_thread(daily_costs, folder, 1, session=session_key)

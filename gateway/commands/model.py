@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.commands import Command, CommandRegistry
-from gateway.fallback import ModelChain
-from gateway.turn import TurnContext
+from gateway.agent.commands import Command, CommandRegistry
+from gateway.model.fallback import ModelChain
+from gateway.tools.turn import TurnContext
 
 
 def register_model_command(commands: CommandRegistry, chain: ModelChain) -> None:

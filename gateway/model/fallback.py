@@ -3,7 +3,7 @@
 A litellm ``Router`` holds one deployment per configured model (the primary, every fallback
 and every ``modelPresets`` entry), each with its own provider key, base URL and headers
 (taken from ``providers.<prefix>``), its retries and cooldowns off — our retry loop in
-``gateway/llm.py`` owns timing. The chain itself is walked here rather than by the Router's
+``gateway/model/client.py`` owns timing. The chain itself is walked here rather than by the Router's
 own ``fallbacks``, because litellm falls back on *any* error, including a rejected API key
 or a malformed request, which would only hide a configuration mistake behind a second bill.
 
@@ -29,7 +29,7 @@ from prometheus_client import Counter
 from config.fileio import atomic_write_text
 from config.schema import Config
 from gateway._offline import import_litellm
-from gateway.llm_errors import is_transient
+from gateway.model.errors import is_transient
 from gateway.metrics import Metrics
 
 logger = logging.getLogger(__name__)

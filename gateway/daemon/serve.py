@@ -13,7 +13,7 @@ server's signal capture is switched off and our handlers drain first:
 
 Under systemd (``Type=notify``) the server tells systemd it is ready once channels and the
 scheduler run, keeps a ``STATUS=`` line current, says ``STOPPING=1`` when it drains, and
-pings the watchdog from a task on this event loop (``gateway.ops.sdnotify``).
+pings the watchdog from a task on this event loop (``gateway.daemon.sdnotify``).
 
 One gateway per workspace: ``workspace/gateway.lock`` is held with ``flock`` for the life
 of the process (the kernel releases it if the process dies), and holds its pid.
@@ -33,10 +33,10 @@ import uvicorn
 
 from config.errors import LucidError
 from config.schema import Config
-from gateway import local_client
-from gateway.ops.sdnotify import Notifier
-from gateway.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
-from gateway.server import GatewayState, create_app
+from gateway.daemon import local_client
+from gateway.daemon.sdnotify import Notifier
+from gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
+from gateway.daemon.server import GatewayState, create_app
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from config.schema import AgentDefaults
-from gateway.skills import Skill, SkillsLoader
-from gateway.turn import TurnContext
+from gateway.skills.catalog import Skill, SkillsLoader
+from gateway.tools.turn import TurnContext
 from memory import tokens
 from memory.search.hits import Hit, Scope
 from memory.sessions import Session

@@ -150,7 +150,7 @@ def parse_skill(path: Path, *, builtin: bool = False, config_check: ConfigCheck 
 
 
 def builtin_skills_dir() -> Path:
-    return Path(str(resources.files("gateway").joinpath("skills")))
+    return Path(str(resources.files("gateway.skills").joinpath("builtin")))
 
 
 def builtin_skill_file(workspace: Path, raw: str, builtin_dir: Path | None = None) -> Path | None:

@@ -21,9 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gateway.runner import FinalHandler, TurnResult, TurnRunner
+from gateway.agent.runner import FinalHandler, TurnResult, TurnRunner
 from gateway.tools.base import Tool, ToolRegistry
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from memory.gitstore import GitStore, is_tracked
 from memory.sessions import Session
 

@@ -27,14 +27,14 @@ from channels.messages import (
 )
 from config.errors import LucidError
 from config.schema import Config
-from gateway.commands import CommandRegistry, parse_command
+from gateway.agent.commands import CommandRegistry, parse_command
 from gateway.logs import turn_log_context
-from gateway.memory_flush import FLUSH_KIND, NO_REPLY, MemoryFlush
+from gateway.agent.memory_flush import FLUSH_KIND, NO_REPLY, MemoryFlush
 from gateway.metrics import Metrics
-from gateway.roles import OwnerSessions
-from gateway.runner import TurnRunner
-from gateway.task_budget import turn_budget
-from gateway.transcript_lines import (
+from gateway.agent.roles import OwnerSessions
+from gateway.agent.runner import TurnRunner
+from gateway.model.task_budget import turn_budget
+from gateway.agent.transcript_lines import (
     already_persisted,
     answer_line,
     interrupted_call_lines,
@@ -43,7 +43,7 @@ from gateway.transcript_lines import (
     task_of,
     user_line,
 )
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 from memory.sessions import Session, SessionStore
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from config.errors import LucidError
-from gateway.skills import NAME_RE, Skill, parse_skill
+from gateway.skills.catalog import NAME_RE, Skill, parse_skill
 from memory.frontmatter import parse_frontmatter
 
 MAX_UNPACKED_BYTES = 50 * 1024 * 1024

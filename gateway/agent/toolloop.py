@@ -1,4 +1,4 @@
-"""The one model/tool loop, used by turns (``gateway/runner.py``) and Dream phase 2.
+"""The one model/tool loop, used by turns (``gateway/agent/runner.py``) and Dream phase 2.
 
 Everything that must hold whoever drives the model lives here, once:
 

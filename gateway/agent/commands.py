@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from channels.base import CommandSpec
-from gateway.turn import TurnContext
+from gateway.tools.turn import TurnContext
 
 Handler = Callable[[TurnContext, str], Awaitable[str]]
 

@@ -20,11 +20,11 @@ from config.backoff import backoff_delay
 from config.schema import Config, ProviderConfig
 from gateway._offline import import_litellm
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
-from gateway.fallback import ModelChain
+from gateway.model.fallback import ModelChain
 from gateway.metrics import Metrics
-from gateway.usage import UsageLedger
+from gateway.model.usage import UsageLedger
 from memory.calibration import TokenCalibration
-from gateway.llm_errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
+from gateway.model.errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
 from memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class LiteLLMChatModel:
                  metrics: Metrics | None = None, chain: ModelChain | None = None,
                  calibration: TokenCalibration | None = None) -> None:
         self._config = config
-        self._chain = chain  # fallbackModels / modelPresets (gateway/fallback.py)
+        self._chain = chain  # fallbackModels / modelPresets (gateway/model/fallback.py)
         self._usage = usage
         self._metrics = metrics
         self.calibration = calibration
@@ -180,7 +180,7 @@ class LiteLLMChatModel:
             tool_choice = provider.tool_choice if provider is not None else "auto"
             if tool_choice is not None:
                 kwargs["tool_choice"] = tool_choice
-        # Fallback models and per-session presets go through gateway/fallback.py's chain.
+        # Fallback models and per-session presets go through gateway/model/fallback.py's chain.
         client = litellm
         if self._chain is not None and self._chain.needed():
             client = self._chain.client(litellm, session_key)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from channels.bus import BusClosed, BusFull
 from channels.cli import CliChannel
 from channels.webhook.api import guarded_route
-from gateway.local_client import SESSION_NAME_PATTERN
+from gateway.daemon.local_client import SESSION_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
 
