@@ -131,12 +131,14 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
 
     streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
     committer = MemoryCommitter(git, workspace)  # every memory change is a commit
+    mcp = McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None
     record_memory_writes(tools, committer)
     runner = CommittingRunner(committer=committer, model=BudgetedModel(model), builder=builder, tools=tools,
                               sessions=sessions, max_iterations=agent.max_tool_iterations,
                               force_consolidation=consolidator.force_round, metrics=metrics,
                               progress=progress, streaming_channels=streaming,
-                              live_readers=bus.live_readers)
+                              live_readers=bus.live_readers,
+                              tools_ready=mcp.first_turn_wait if mcp is not None else None)
     commands = CommandRegistry()
     flush = MemoryFlush(runner, sessions, conversation_tokens=consolidator.conversation_tokens,
                         working_set=agent.working_set if agent.memory.flush_before_compaction else None,
@@ -155,7 +157,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
                          owner_sessions=owner_sessions, scheduler=scheduler, committer=committer, recall=recall,
-                         mcp=McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None)
+                         mcp=mcp)
     register_builtin_commands(parts)
     register_model_command(commands, chain)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))

@@ -162,7 +162,7 @@ class Gateway:
             stack.push_async_callback(_quietly, self._flush_outbound, "outbound flush")
             if p.committer is not None:  # the last turns' commits finish after the agent stops
                 stack.push_async_callback(_quietly, p.committer.drain, "memory commits")
-            if p.mcp is not None:  # spawns supervisors, never waits; stopped after the turns
+            if p.mcp is not None:  # spawns supervisors; turns wait for them, readiness never does
                 await p.mcp.start()
                 stack.push_async_callback(_quietly, p.mcp.stop, "mcp")
             if p.recall is not None:  # before the agent: it outlives every turn
@@ -273,6 +273,13 @@ class Gateway:
             "workspace": Check(writable, ws_detail),
             "provider": Check(ok, p.config.agent.model if ok else why),
         }
+
+    def optional_checks(self) -> dict[str, Check]:
+        """What /readyz reports without gating on it: each MCP server's state."""
+        mcp = self.parts.mcp
+        if mcp is None:
+            return {}
+        return {f"mcp {s.name}": Check(s.state == "connected", s.describe()) for s in mcp.status()}
 
     def metrics_text(self) -> tuple[bytes, str]:
         """Prometheus text and its content type."""

@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 OVERFLOW_TOOL_RESULT_LIMIT = 2000
 # (answer, write-the-transcript-line): the caller records the answer durably, writes, sends.
 FinalHandler = Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
+# Waits (bounded) until tool sources still starting have come up; returns what never did.
+ToolsReady = Callable[[], Awaitable[list[str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,8 @@ class TurnRunner:
                  metrics: Metrics | None = None,
                  progress: Callable[[TurnContext, str, str | None], Awaitable[None]] | None = None,
                  streaming_channels: frozenset[str] = frozenset(),
-                 live_readers: Collection[str] = frozenset()) -> None:
+                 live_readers: Collection[str] = frozenset(),
+                 tools_ready: ToolsReady | None = None) -> None:
         self.model = model
         self.builder = builder
         self.tools = tools
@@ -59,6 +62,7 @@ class TurnRunner:
         self.progress = progress
         self.streaming_channels = streaming_channels
         self.live_readers = live_readers  # message ids someone reads live (webhook `stream: true`)
+        self.tools_ready = tools_ready
 
     async def run(self, session: Session, ctx: TurnContext, *,
                   on_final: FinalHandler | None = None) -> TurnResult:
@@ -69,6 +73,9 @@ class TurnRunner:
         ``write`` (the transcript line), then sends: a crash in between resends or answers
         again — never a transcript that says "answered" for a reply nobody will ever send
         (the kill -9 chaos suite found that window)."""
+        # Before the tool list is built: a turn right after start must not miss the tools of
+        # a server that is still starting (a one-shot run has no second turn).
+        unavailable = await self.tools_ready() if self.tools_ready is not None else []
         await self.builder.refresh()
         limits = LoopLimits(max_iterations=self.max_iterations,
                             max_result_chars=self.tools.max_result_chars)
@@ -82,6 +89,9 @@ class TurnRunner:
                 raise LLMError(f"{exc} (the provider said: {detail})") from exc
             raise
         text = _final_text(outcome, self.max_iterations)
+        if unavailable and ctx.is_owner and not ctx.silent:
+            text += "\n\n_(" + unavailable_note(unavailable) + ")_"
+
         async def write() -> None:
             await self.sessions.append(session, {"role": "assistant", "content": text})
 
@@ -175,6 +185,12 @@ def _final_text(outcome: LoopOutcome, max_iterations: int) -> str:
     return outcome.text or "(no answer)"
 
 
+def unavailable_note(unavailable: list[str]) -> str:
+    """One line naming the tool servers this turn had to do without."""
+    return ("answered without the tools of " + "; ".join(unavailable)
+            + " — not available yet; /status shows their state")
+
+
 def _current_turn(session: Session) -> list[dict[str, Any]]:
     active = session.active()
     for index in range(len(active) - 1, -1, -1):
@@ -210,9 +226,10 @@ class PromptEstimator:
         self.budget = budget
         # cl100k count -> the provider's tokens (memory.calibration); identity when None.
         self.scale: Callable[[int], int] = scale or (lambda n: n)
-        self._tool_bytes: dict[bool, int] = {}
+        # Keyed by (role, registry generation): MCP servers add tools after the start.
+        self._tool_bytes: dict[tuple[bool, int], int] = {}
         self._system_counts: dict[int, int] = {}
-        self._tool_counts: dict[bool, int] = {}  # tool schemas are fixed once the gateway is wired
+        self._tool_counts: dict[tuple[bool, int], int] = {}
 
     async def estimate(self, session: Session, ctx: TurnContext) -> int:
         """Tokens of the next prompt — or, when that is clearly small, a cheap upper bound.
@@ -232,19 +249,21 @@ class PromptEstimator:
             if len(self._system_counts) > 64:
                 self._system_counts.clear()
             system_tokens = self._system_counts[key] = tokens.count_text(system)
-        tool_tokens = self._tool_counts.get(ctx.is_owner)
+        tool_key = (ctx.is_owner, self.tools.generation)
+        tool_tokens = self._tool_counts.get(tool_key)
         if tool_tokens is None:
-            tool_tokens = self._tool_counts[ctx.is_owner] = tokens.count_tools(self.tools.schemas(ctx))
+            tool_tokens = self._tool_counts[tool_key] = tokens.count_tools(self.tools.schemas(ctx))
         total = system_tokens + tool_tokens + self.RUNTIME_BLOCK_TOKENS
         for msg in session.active():
             total += tokens.cached_message_tokens(msg)
         return self.scale(total)
 
     def _byte_bound(self, system: str, session: Session, ctx: TurnContext) -> int:
-        tool_bytes = self._tool_bytes.get(ctx.is_owner)
+        tool_key = (ctx.is_owner, self.tools.generation)
+        tool_bytes = self._tool_bytes.get(tool_key)
         if tool_bytes is None:
             schemas = json.dumps(self.tools.schemas(ctx), ensure_ascii=False, separators=(",", ":"))
-            tool_bytes = self._tool_bytes[ctx.is_owner] = len(schemas.encode("utf-8"))
+            tool_bytes = self._tool_bytes[tool_key] = len(schemas.encode("utf-8"))
         total = len(system.encode("utf-8")) + tool_bytes + 4 * self.RUNTIME_BLOCK_TOKENS
         for msg in session.active():
             total += tokens.cached_message_bytes(msg)

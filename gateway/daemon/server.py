@@ -53,6 +53,9 @@ class Check(BaseModel):
 class Readiness(BaseModel):
     ready: bool
     checks: dict[str, Check]
+    # Reported, never gating: a broken optional part (an MCP server) must not make the
+    # daemon "not ready" for a load balancer or systemd.
+    optional: dict[str, Check] = {}
 
 
 class Health(BaseModel):
@@ -204,7 +207,9 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
         probe = await asyncio.to_thread(probe_workspace, state.gateway.parts.config.workspace)
         _storage_and_model(state, checks, probe)
         ready = all(c.ok for c in checks.values())
-        return JSONResponse(Readiness(ready=ready, checks=checks).model_dump(), status_code=200 if ready else 503)
+        optional = {name: Check(ok=c.ok, detail=c.detail) for name, c in state.gateway.optional_checks().items()}
+        return JSONResponse(Readiness(ready=ready, checks=checks, optional=optional).model_dump(),
+                            status_code=200 if ready else 503)
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics", response_class=Response,
              responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}})

@@ -4,7 +4,11 @@ Each server in ``tools.mcpServers`` gets a supervisor task that connects (stdio,
 HTTP or SSE, through the official ``mcp`` SDK), lists the server's tools, registers them as
 ``mcp_<server>_<tool>`` and then holds the connection open until the gateway stops or the
 connection is lost. A server that cannot be reached is logged and retried with exponential
-backoff; it never delays the gateway's start, which only spawns the supervisors.
+backoff; it never delays the gateway's start (or its readiness), which only spawns the
+supervisors. Turns are what wait: ``first_turn_wait`` holds a turn until every server's first
+connection attempt has ended — bounded by that server's ``connectTimeoutS`` counted from the
+start, servers in parallel — so a one-shot run or the first turn after a restart sees the
+tools the user configured. Once a server's first attempt has ended, no turn waits for it again.
 
 The SDK's transports are anyio task groups, whose cancel scopes must be entered and left by
 the same task: so the supervisor owns the whole connection, and tool calls (from turn
@@ -35,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 State = Literal["starting", "connected", "retrying", "stopped"]
 MAX_ERROR_CHARS = 300
+FIRST_ATTEMPT_MARGIN_S = 1.0
 
 
 @dataclass
@@ -85,11 +90,15 @@ class McpManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._changed = asyncio.Event()
+        # Set when a server's first connection attempt has ended, whichever way.
+        self._first_attempt = {name: asyncio.Event() for name in self._servers}
+        self._started_at: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Spawn one supervisor per server and return at once."""
         self._stopping = asyncio.Event()
+        self._started_at = time.monotonic()
         for name in self._servers:
             self._tasks.append(asyncio.create_task(self._supervise(name), name=f"mcp-{name}"))
 
@@ -130,7 +139,31 @@ class McpManager:
         status = self._status[name]
         for key, value in changes.items():
             setattr(status, key, value)
+        if status.state != "starting":
+            self._first_attempt[name].set()
         self._changed.set()
+
+    async def first_turn_wait(self) -> list[str]:
+        """Wait until each server's first attempt has ended (at most its ``connectTimeoutS``
+        after the start, all servers at once); return the servers that never connected, each
+        with the reason, for the turn to say it went without them."""
+        if self._started_at is None:
+            return []
+        pending = [name for name, done in self._first_attempt.items() if not done.is_set()]
+        if pending:
+            await asyncio.gather(*(self._await_first_attempt(name) for name in pending))
+        return [f"MCP server {status.name!r} ({status.error or 'still starting'})"
+                for status in self._status.values() if status.connects == 0]
+
+    async def _await_first_attempt(self, name: str) -> None:
+        assert self._started_at is not None
+        # The attempt itself is bounded by connectTimeoutS; the margin covers the scheduling
+        # between its timeout firing and the supervisor recording it.
+        deadline = self._started_at + self._servers[name].connect_timeout_s + FIRST_ATTEMPT_MARGIN_S
+        try:
+            await asyncio.wait_for(self._first_attempt[name].wait(), max(0.0, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            self._first_attempt[name].set()  # never wait for this server again
 
     # ------------------------------------------------------------------ calls
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> str:

@@ -77,16 +77,19 @@ class ToolRegistry:
         self.max_result_chars = max_result_chars  # applied by the tool loop
         self._guest_tools = frozenset(guest_tools)
         self._schema_cache: dict[str, dict[str, Any]] = {}
+        self.generation = 0  # bumped on every change, so sizes cached per tool set go stale
         for tool in tools:
             self.register(tool)
 
     def register(self, tool: Tool) -> None:
         self._tools[tool.name] = tool
         self._schema_cache.clear()
+        self.generation += 1
 
     def unregister(self, name: str) -> None:
         if self._tools.pop(name, None) is not None:
             self._schema_cache.clear()
+            self.generation += 1
 
     def names(self) -> list[str]:
         return list(self._tools)
