@@ -1,4 +1,4 @@
-"""Which channel adapters exist, and building the enabled ones (STYLE §6).
+"""Which channel adapters exist, and building the enabled ones (imported only when enabled).
 
 A registry of import strings rather than an ``if`` chain per platform: a channel's
 package (and its SDK) is imported only when the channel is enabled. Each entry names a

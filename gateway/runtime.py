@@ -95,7 +95,7 @@ class Check:
 
 
 class Gateway:
-    """An async context manager around the wired parts (STYLE §1–2)."""
+    """An async context manager around the wired parts: started in order, stopped in reverse."""
 
     def __init__(self, parts: GatewayParts, channels: Mapping[str, Channel] | None = None) -> None:
         self.parts = parts

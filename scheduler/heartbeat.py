@@ -4,7 +4,7 @@ With no open tasks (no ``- `` bullet outside HTML comments, ``- [x]`` ones are d
 beat is a file read and nothing else: zero LLM calls. With tasks, it publishes one silent
 inbound message on the bus
 (channel ``heartbeat``, chat ``main``), so the agent loop runs an ordinary turn in the small
-``heartbeat:main`` session, never in the user's chat history (STYLE §12: jobs publish to
+``heartbeat:main`` session, never in the user's chat history (jobs publish to
 the bus, they don't call the agent). The loop's answer comes back on the bus to channel
 ``heartbeat``, where ``on_reply`` drops ``NO_REPLY`` and forwards anything else to the
 configured ``heartbeat.target`` chat.

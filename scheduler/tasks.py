@@ -1,8 +1,8 @@
 """Scheduled tasks: what the scheduler publishes when a task (not a reminder) comes due.
 
 A task is an instruction ("every weekday at 8: summarise my open todos") that an ordinary
-agent turn carries out in the chat it was set in. The scheduler does not run the agent
-(STYLE §12): it publishes an ``InboundMessage`` carrying a ``ScheduledTask`` on the bus,
+agent turn carries out in the chat it was set in. The scheduler does not run the agent:
+it publishes an ``InboundMessage`` carrying a ``ScheduledTask`` on the bus,
 from the sender who created the task, and the agent loop runs the turn as that sender
 (owner tools only if they were an owner when they set it and still are), under the
 per-task token budget. The answer goes out like any reply and the turn is in the chat's

@@ -2,7 +2,7 @@
 
 A scheduled task runs unattended, so a model stuck calling tools must not spend without
 end. The agent loop opens a ``TurnBudget`` for the turn (``turn_budget``: a ContextVar,
-so it belongs to that turn's task alone, STYLE §8) and the runner's model is wrapped in a
+so it belongs to that turn's task alone) and the runner's model is wrapped in a
 ``BudgetedModel`` that counts every completion against it and refuses the next call once
 it is spent. Ordinary turns have no budget and pass straight through.
 """

@@ -1,4 +1,4 @@
-"""The tool contract (STYLE §9) and the registry that runs tools for the model.
+"""The tool contract and the registry that runs tools for the model.
 
 A tool is a name, a description, a pydantic ``Params`` model (its JSON schema is what
 the model sees) and ``async run(ctx, params) -> str``. The registry validates arguments,

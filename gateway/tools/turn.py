@@ -1,4 +1,4 @@
-"""The per-turn context value handed to tools and commands (STYLE §8).
+"""The per-turn context value handed to tools and commands (a value, so tools hold no per-request state).
 
 Frozen: tools hold no per-request state; everything a tool needs to know about who is
 asking, and from where, travels in this value.
