@@ -166,7 +166,7 @@ class GatewayProcess:
             if match and self._url is not None and not self._url.done():
                 self._url.set_result(match.group(1))
 
-    async def url(self, timeout: float = 30) -> str:
+    async def url(self, timeout: float = 180) -> str:  # a bound, not a wait: a loaded machine starts slowly
         assert self._url is not None and self.proc is not None
         exited = asyncio.create_task(self.proc.wait())
         done, _ = await asyncio.wait({self._url, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
