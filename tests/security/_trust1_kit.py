@@ -11,6 +11,7 @@ directive is acted upon is decided entirely by what the gateway puts in front of
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 from config.schema import Config
 from gateway.daemon import local_client
@@ -130,3 +132,31 @@ async def serving(config: Any) -> AsyncIterator[tuple[GatewayServer, httpx.Async
 
 def guest_post(chat: str, sender: str, text: str) -> dict[str, str]:
     return {"chat_id": chat, "sender_id": sender, "text": text}
+
+
+class HashEmbedder:
+    """A tiny deterministic embedder (hashed bag of words): exercises the vector side of
+    search without loading a model."""
+
+    provider, model, baseline = "test", "hash16", 0.0
+    dim = 16
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def _vec(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            vec[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dim] += 1.0
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm else vec + 1 / np.sqrt(self.dim)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return np.stack([self._vec(t) for t in texts])
+
+    def query(self, text: str) -> np.ndarray:
+        return self._vec(text)
+
+    def ready(self) -> bool:
+        return True
