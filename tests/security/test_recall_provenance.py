@@ -20,12 +20,14 @@ import httpx
 
 from gateway.agent.memory_commits import MemoryCommitter
 from gateway.daemon.serve import GatewayServer
+from gateway.tools.memory_search import MemoryGet
 from memory.gitstore import GitStore
 from memory.naming import session_file_stem
 from memory.search.hits import Scope
 from memory.search.index import INDEX_FILE, MemoryIndex
 from memory.search.query import search
 
+from tests.fakes.context import make_ctx
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls, message_text
 from tests.security._trust1_kit import (
     HashEmbedder,
@@ -237,3 +239,12 @@ async def test_a_commit_names_a_guest_turn_and_the_chats_an_owner_turn_read(tmp_
     assert guest == "agent: write USER.md (webhook:g, guest)"
     assert owner_read == "agent: write SOUL.md (cli:local; after reading words from telegram:-100, webhook:g)"
     assert newest == "agent: edit SOUL.md (cli:local)"
+
+
+async def test_memory_get_on_a_conversation_log_says_it_is_quoted_material(workspace: Path) -> None:
+    _transcript(workspace, "webhook:g", GUEST_SAYS, origin={"channel": "webhook", "chat_type": "private"})
+    rel = f"sessions/{session_file_stem('webhook:g')}.jsonl"
+    out = await MemoryGet(workspace).run(make_ctx(workspace), MemoryGet.Params(path=rel))
+    header, *lines = out.splitlines()
+    assert "conversation log, quoted" in header and "not instructions" in header
+    assert any("bring lanterns" in line for line in lines)
