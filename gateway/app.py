@@ -46,7 +46,7 @@ from gateway.model.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
-from gateway.tools.memory_search import MemoryGet, MemorySearch
+from gateway.tools.memory_search import MemoryGet, MemorySearch, UntrustedRead
 from gateway.tools.message import MessageTool
 from gateway.agent.toolloop import ModelToolLoop
 from gateway.tools.web import web_tools
@@ -152,7 +152,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
     bus.observe(metrics.outbound)
-    recall = _wire_recall(config, builder, tools, watch=mode != "agent")
+    recall = _wire_recall(config, builder, tools, watch=mode != "agent", on_untrusted=committer.read_untrusted)
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
@@ -164,12 +164,13 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
 
 
 def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *,
-                 watch: bool) -> RecallService | None:
-    """The recall index (issue 10): background sync + watcher, two tools, auto-recall."""
+                 watch: bool, on_untrusted: UntrustedRead) -> RecallService | None:
+    """The recall index (issue 10): background sync + watcher, two tools, auto-recall.
+    ``on_untrusted`` hears of searches that hand a turn words that are not the owner's."""
     recall = make_recall_service(config, watch=watch)
     if recall is not None:
         builder.recall = recall
-        tools.register(MemorySearch(recall))
+        tools.register(MemorySearch(recall, on_untrusted=on_untrusted))
         tools.register(MemoryGet(config.workspace))
     return recall
 

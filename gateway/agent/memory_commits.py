@@ -8,6 +8,11 @@ file changed. When the turn ends (``CommittingRunner``), the notes become one co
 ``agent: edit USER.md, write skills/x/SKILL.md (telegram:42)``, run in a worker thread, so a
 turn with ten edits makes one commit and the event loop never waits for git.
 
+The commit names the session whose turn caused it, marked ``guest`` when the turn was not
+the owner's, and the chats whose words the turn read through ``memory_search`` when they
+were not the owner's own (``(cli:local; after reading words from telegram:-100)``): a change
+a guest's words led to says so in the history.
+
 Edits made by hand are committed as ``manual: …`` — at start here, and by the file watcher
 (through ``commit_manual_edits``) while the gateway runs.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 RECORDED = {"write_file": "write", "edit_file": "edit"}
 MAX_SUBJECT = 200
+MAX_SOURCES_NAMED = 4
 
 
 class MemoryCommitter:
@@ -38,12 +45,18 @@ class MemoryCommitter:
         self.git = git
         self.workspace = workspace
         self._pending: dict[str, list[tuple[str, str | None]]] = {}
+        self._untrusted: dict[str, set[str]] = {}  # session -> chats whose words its turn read
         self._tasks: set[asyncio.Task[str | None]] = set()
         self._lock = asyncio.Lock()  # commits one after another, in turn order
 
     def touched(self, session_key: str, action: str, path: str | None) -> None:
         """Note one change (``path`` relative to the workspace; None = "some file")."""
         self._pending.setdefault(session_key, []).append((action, path))
+
+    def read_untrusted(self, session_key: str, sources: Collection[str]) -> None:
+        """Note that the session's turn read words that are not the owner's (``sources``:
+        the session keys they came from); its commit will name them."""
+        self._untrusted.setdefault(session_key, set()).update(sources)
 
     def versioned(self, raw: str) -> str | None:
         """The workspace-relative form of ``raw`` when git versions it, else None."""
@@ -56,16 +69,22 @@ class MemoryCommitter:
             return None
         return rel if is_tracked(rel) else None
 
-    def turn_ended(self, session_key: str) -> asyncio.Task[str | None] | None:
-        """Commit the session's notes (in the background); None when the turn changed nothing."""
+    def turn_ended(self, session_key: str, *, guest: bool = False) -> asyncio.Task[str | None] | None:
+        """Commit the session's notes (in the background); None when the turn changed nothing.
+        ``guest``: the turn was not the owner's."""
         notes = self._pending.pop(session_key, None)
+        untrusted = sorted(self._untrusted.pop(session_key, set()))
         if not notes:
             return None
         actions = list(dict.fromkeys(f"{a} {p}" if p else a for a, p in notes))
         message = f"agent: {', '.join(actions)}"
         if len(message) > MAX_SUBJECT:
             message = message[:MAX_SUBJECT - 1] + "…"
-        message += f" ({session_key})"
+        who = f"{session_key}, guest" if guest else session_key
+        if untrusted:
+            named = untrusted[:MAX_SOURCES_NAMED] + (["…"] if len(untrusted) > MAX_SOURCES_NAMED else [])
+            who += f"; after reading words from {', '.join(named)}"
+        message += f" ({who})"
         paths = None if any(p is None for _, p in notes) else sorted({p for _, p in notes if p})
         task = asyncio.create_task(self._commit(message, paths), name=f"memory-commit-{session_key}")
         self._tasks.add(task)
@@ -151,4 +170,4 @@ class CommittingRunner(TurnRunner):
         try:
             return await super().run(session, ctx, on_final=on_final)
         finally:
-            self.committer.turn_ended(ctx.session_key)
+            self.committer.turn_ended(ctx.session_key, guest=not ctx.is_owner)

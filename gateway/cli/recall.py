@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
 
@@ -90,7 +91,8 @@ def memory_search(
         return
     for n, hit in enumerate(hits, 1):
         when = f"  {hit.date}" if hit.date else ""
-        console.print(f"[bold]{n}. {hit.where()}[/bold]{when}  [dim]score {hit.score:.2f}[/dim]",
+        whose = "" if hit.trusted else f"  [yellow]{escape(hit.provenance())}[/yellow]"
+        console.print(f"[bold]{n}. {escape(hit.where())}[/bold]{when}  [dim]score {hit.score:.2f}[/dim]{whose}",
                       highlight=False)
         console.print(hit.snippet, markup=False, highlight=False)
         console.print()

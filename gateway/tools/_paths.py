@@ -6,7 +6,8 @@ normalised) and must land inside the resolved workspace, so neither ``../x``, an
 path nor a symlink pointing out can escape. Some files in the workspace are the gateway's
 own state (session transcripts, inbox journals, ``state/``, the memory git store); file tools
 refuse them for everyone, whatever the role, because a model that edits them corrupts the
-daemon and one that reads them leaks other chats.
+daemon and one that reads them leaks other chats. A turn that is not the owner's is also held
+to the owner-only table (``_owner_paths``).
 
 These helpers block on the file system: call them from ``asyncio.to_thread``.
 """
@@ -15,12 +16,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
 
 from config.fileio import atomic_write_bytes
 from gateway.errors import ToolError
-
-Access = Literal["read", "write", "list"]
+from gateway.tools._owner_paths import DATABASE_SUFFIXES, Access, owner_only_reason
 
 # Folders no walk descends into (grep, list_dir): internal state or pure noise.
 SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache"})
@@ -51,7 +50,7 @@ def resolve(workspace: Path, raw: str, *, restrict: bool, access: Access, guest:
             f"{raw!r} is outside the workspace (after resolving '..' and symlinks); "
             "file tools only reach files inside the workspace, use a relative path"
         )
-    if guest is not None and (why := _guest_reason(_folded_parts(root, resolved), guest)):
+    if guest is not None and (why := _guest_reason(_folded_parts(root, resolved), guest, access)):
         raise ToolError(f"{raw!r} is not available in this chat ({why})")
     reason = internal_reason(root, resolved, access)
     if reason:
@@ -71,7 +70,7 @@ def internal_reason(root: Path, resolved: Path, access: Access, *, guest: str | 
         return None
     if ".git" in parts:
         return "the .git folder is the memory version store"
-    if guest is not None and (why := _guest_reason(parts, guest)):
+    if guest is not None and (why := _guest_reason(parts, guest, access)):
         return why
     if access == "list":
         return None
@@ -96,9 +95,7 @@ def internal_reason(root: Path, resolved: Path, access: Access, *, guest: str | 
     return None
 
 
-_DATABASE_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".db", ".db-wal", ".db-shm")
-# What only the owner's turns may reach: their memory, notes, tasks and spending.
-_OWNER_ONLY = frozenset({"user.md", "memory", "heartbeat.md", "usage", "sessions", "state"})
+_DATABASE_SUFFIXES = DATABASE_SUFFIXES
 
 
 def _folded_parts(root: Path, resolved: Path) -> tuple[str, ...] | None:
@@ -108,11 +105,13 @@ def _folded_parts(root: Path, resolved: Path) -> tuple[str, ...] | None:
         return None
 
 
-def _guest_reason(parts: tuple[str, ...] | None, session_key: str) -> str | None:
+def _guest_reason(parts: tuple[str, ...] | None, session_key: str, access: Access) -> str | None:
+    """Why a turn that is not the owner's may not ``access`` this path: the owner-only table,
+    and the media of other chats."""
     if parts is None:
         return None
-    if parts and parts[0] in _OWNER_ONLY:
-        return "the owner's memory and notes are not shared with guests"
+    if why := owner_only_reason(parts, access):
+        return why
     if len(parts) >= 3 and parts[0] == "media":
         channel, _, chat = session_key.partition(":")
         own = (channel.casefold(), chat.split(":")[0].casefold())

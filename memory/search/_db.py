@@ -6,7 +6,8 @@ and a busy timeout let the gateway and a CLI process read and write it at the sa
     meta(key, value)                      schema version, last sync, embedder
     files(path, source, size, mtime_ns, hash)
     chunks(id, path, source, hash, text, start_line, end_line, cursor, session_key,
-           date, channel, chat_type, owner)          provenance on every chunk
+           date, channel, chat_type, owner, origin)  provenance on every chunk
+                                          (origin: memory.search.origin)
     chunks_fts(body)                      FTS5, rowid = chunks.id
     vectors(provider, model, hash, dim, vec)         the embedding cache (float32 blobs)
     appended(path, size, head, tail, resume_…, open_…)  where append-only files resume
@@ -37,7 +38,8 @@ CREATE TABLE IF NOT EXISTS files (
 CREATE TABLE IF NOT EXISTS chunks (
     id INTEGER PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL, hash TEXT NOT NULL,
     text TEXT NOT NULL, start_line INTEGER, end_line INTEGER, cursor INTEGER,
-    session_key TEXT, date TEXT, channel TEXT, chat_type TEXT, owner INTEGER NOT NULL);
+    session_key TEXT, date TEXT, channel TEXT, chat_type TEXT, owner INTEGER NOT NULL,
+    origin TEXT NOT NULL DEFAULT 'unknown');
 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
 CREATE INDEX IF NOT EXISTS chunks_session ON chunks(session_key);
@@ -69,12 +71,31 @@ def connect(path: Path, *, wal: bool = True) -> sqlite3.Connection:
         if version is not None and version != SCHEMA_VERSION:
             raise sqlite3.DatabaseError(f"index schema {version} is not {SCHEMA_VERSION}")
         conn.executescript(_SCHEMA)
+        _add_origin(conn)
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'").fetchone()
     except sqlite3.DatabaseError:
         conn.close()
         raise
     return conn
+
+
+def _add_origin(conn: sqlite3.Connection) -> None:
+    """An index made before chunks had an ``origin``: add the column (every old row "unknown",
+    so untrusted) and forget what was read, so the next sync re-chunks every file and gives
+    each row its origin. Embeddings are kept: they are cached by text."""
+    def has_origin() -> bool:
+        return any(row[1] == "origin" for row in conn.execute("PRAGMA table_info(chunks)"))
+
+    if has_origin():
+        return
+    with write_transaction(conn):
+        if has_origin():  # another process migrated it meanwhile
+            return
+        conn.execute("ALTER TABLE chunks ADD COLUMN origin TEXT NOT NULL DEFAULT 'unknown'")
+        conn.execute("DELETE FROM files")
+        conn.execute("DELETE FROM appended")
+    logger.info("recall index: chunks now record their origin; re-reading the memory files once")
 
 
 def _schema_version(conn: sqlite3.Connection) -> str | None:

@@ -31,8 +31,8 @@ def apply_diff(conn: sqlite3.Connection, rel: str, chunks: list[Chunk]) -> list[
     existing: dict[tuple, list[int]] = {}
     for row in conn.execute(
             "SELECT id, source, path, text, start_line, end_line, cursor, session_key, date, "
-            "channel, chat_type, owner FROM chunks WHERE path = ?", (rel,)):
-        key = (row[1], row[2], row[3], *row[4:11], bool(row[11]))
+            "channel, chat_type, owner, origin FROM chunks WHERE path = ?", (rel,)):
+        key = (row[1], row[2], row[3], *row[4:11], bool(row[11]), row[12])
         existing.setdefault(key, []).append(row[0])
     ids: list[int | None] = []
     for chunk in chunks:
@@ -54,9 +54,9 @@ def delete_chunks(conn: sqlite3.Connection, ids: list[int]) -> None:
 def insert_chunk(conn: sqlite3.Connection, c: Chunk) -> int:
     cur = conn.execute(
         "INSERT INTO chunks (path, source, hash, text, start_line, end_line, cursor, "
-        "session_key, date, channel, chat_type, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        "session_key, date, channel, chat_type, owner, origin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (c.path, c.source, chunk_hash(c.text), c.text, c.start_line, c.end_line, c.cursor,
-         c.session_key, c.date, c.channel, c.chat_type, int(c.owner)))
+         c.session_key, c.date, c.channel, c.chat_type, int(c.owner), c.origin))
     row_id = cur.lastrowid
     assert row_id is not None  # an INSERT always sets it
     conn.execute("INSERT INTO chunks_fts (rowid, body) VALUES (?, ?)", (row_id, fts_text(c.text)))

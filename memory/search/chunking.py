@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from memory._history_index import parse_entry
+from memory.search.origin import TRUSTED, origin_of
 
 __all__ = ["Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
            "estimate_tokens", "transcript_head"]
@@ -50,6 +51,7 @@ class Chunk:
     channel: str | None = None
     chat_type: str | None = None
     owner: bool = True
+    origin: str = "unknown"  # memory.search.origin: owner | guest | tool | import | unknown
 
 
 def estimate_tokens(text: str) -> int:
@@ -116,7 +118,8 @@ def chunk_markdown(text: str, *, source: str, path: str, date: str | None = None
             body = "\n".join(lines[start - 1:end])  # whole lines: exactly what the range holds
         else:
             body = "\n".join(u.text for u in current)  # pieces of one overlong line
-        chunks.append(Chunk(source, path, body, start_line=start, end_line=end, date=date))
+        chunks.append(Chunk(source, path, body, start_line=start, end_line=end, date=date,
+                            origin=TRUSTED))
 
     for unit in _units(lines, max_tokens):
         if unit.heading and current and not all(u.heading for u in current):
@@ -160,7 +163,8 @@ def _history_entry(raw: bytes, path: str) -> Chunk | None:
     return Chunk(
         "history", path, entry.content.strip(), cursor=entry.cursor, session_key=entry.session_key,
         date=stamp[:10] if len(stamp) >= 10 else None, channel=entry.channel,
-        chat_type=entry.chat_type, owner=entry.owner if entry.owner is not None else True,
+        chat_type=entry.chat_type, owner=bool(entry.owner),
+        origin=origin_of(entry.session_key, entry.channel, entry.owner),
     )
 
 
@@ -183,6 +187,7 @@ class TranscriptHead:
     key: str
     channel: str | None
     chat_type: str | None
+    imported: bool = False  # written by ``lucid import``
 
 
 def transcript_head(first_line: bytes) -> TranscriptHead | None:
@@ -197,7 +202,8 @@ def transcript_head(first_line: bytes) -> TranscriptHead | None:
     origin = (meta.get("origin") or {}) if isinstance(meta, dict) else {}
     if key is None or not isinstance(origin, dict):
         return None
-    return TranscriptHead(key, _str_or_none(origin.get("channel")), _str_or_none(origin.get("chat_type")))
+    return TranscriptHead(key, _str_or_none(origin.get("channel")), _str_or_none(origin.get("chat_type")),
+                          imported=bool(meta.get("imported_from")) if isinstance(meta, dict) else False)
 
 
 def _lines(data: bytes, base: int) -> Iterator[tuple[int, bytes, bool]]:
@@ -244,7 +250,8 @@ def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: boo
         chunks.append(Chunk(
             "session", path, "\n".join(t for t, _, _ in window), session_key=head.key,
             date=stamp[:10] if len(stamp) >= 10 else None, channel=head.channel,
-            chat_type=head.chat_type, owner=owner))
+            chat_type=head.chat_type, owner=owner,
+            origin=origin_of(head.key, head.channel, owner, imported=head.imported)))
         open_ += start + WINDOW_MESSAGES > final
     # The first window that can still change: the first stride multiple not yet full.
     first_open = max(said, final - WINDOW_MESSAGES + 1)

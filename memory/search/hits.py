@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from memory.search.origin import TRUSTED, label
+
 
 class SearchError(ValueError):
     """A query the index cannot answer (empty); the message says what to do."""
@@ -17,13 +19,20 @@ class SearchError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """``session_key=None``: everything (the owner's private chat); else that chat only."""
+    """``session_key=None``: everything (the owner's private chat); else that chat only.
+    ``trusted_only``: only chunks of the owner's own origin (``memory.search.origin``) —
+    what auto-recall may put in front of a turn that holds the owner's tools."""
 
     session_key: str | None = None
+    trusted_only: bool = False
 
     @classmethod
     def everything(cls) -> Scope:
         return cls(None)
+
+    @classmethod
+    def owner_trusted(cls) -> Scope:
+        return cls(None, trusted_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +56,16 @@ class Hit:
     score: float
     snippet: str
     text: str
+    origin: str = "unknown"  # memory.search.origin
+    chat_type: str | None = None
+
+    @property
+    def trusted(self) -> bool:
+        return self.origin == TRUSTED
+
+    def provenance(self) -> str:
+        """Whose words these are, e.g. ``from a guest chat, telegram:42``."""
+        return label(self.origin, self.session_key, self.chat_type)
 
     def where(self) -> str:
         if self.start_line is not None:
@@ -58,4 +77,5 @@ class Hit:
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "path": self.path, "start_line": self.start_line,
                 "end_line": self.end_line, "cursor": self.cursor, "session_key": self.session_key,
-                "date": self.date, "score": round(self.score, 4), "snippet": self.snippet}
+                "date": self.date, "score": round(self.score, 4), "snippet": self.snippet,
+                "origin": self.origin}

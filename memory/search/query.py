@@ -2,7 +2,8 @@
 
 Scope is part of every SQL statement: a chat that is not the owner's private chat only
 ever sees chunks whose ``session_key`` is its own (its history entries and transcript),
-never MEMORY.md, USER.md, notes or other sessions. The vector side filters its matrix by
+never MEMORY.md, USER.md, notes or other sessions; a trusted-only scope (auto-recall in the
+owner's chat) sees only chunks of the owner's own origin. The vector side filters its matrix by
 the same rule and the final row fetch applies the SQL predicate again, so a hit cannot
 leak in through either path.
 
@@ -23,6 +24,7 @@ import numpy as np
 from memory.search.hits import Hit, Scope, SearchError, SearchSettings
 from memory.search.fts_text import fts_query
 from memory.search.index import MemoryIndex
+from memory.search.origin import TRUSTED
 from memory.search.rank import Candidate, merge, mmr
 from memory.search.vector_cache import VectorCache
 
@@ -38,6 +40,9 @@ def _where(scope: Scope, sources: Collection[str] | None, alias: str = "c") -> t
     if scope.session_key is not None:
         clauses.append(f"{alias}.session_key = ?")
         args.append(scope.session_key)
+    if scope.trusted_only:
+        clauses.append(f"{alias}.origin = ?")
+        args.append(TRUSTED)
     if sources is not None:
         clauses.append(f"{alias}.source IN ({','.join('?' * len(sources))})")
         args.extend(sources)
@@ -139,9 +144,12 @@ def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
         if cache is None or not len(cache):
             return
         ids, keys, srcs, matrix = cache.rows()
+        origins = cache.origins() if scope.trusted_only else None
     mask = np.ones(len(ids), dtype=bool)
     if scope.session_key is not None:
         mask &= keys == scope.session_key
+    if origins is not None:
+        mask &= origins == TRUSTED
     if sources is not None:
         mask &= np.isin(srcs, list(sources))
     rows = np.flatnonzero(mask)
@@ -171,7 +179,7 @@ def _rows(index: MemoryIndex, ids: list[int], scope: Scope,
             part = ids[start:start + 500]
             for r in conn.execute(
                     "SELECT c.id, c.source, c.path, c.start_line, c.end_line, c.cursor, "
-                    f"c.session_key, c.date, c.text FROM chunks c WHERE c.id IN "
+                    f"c.session_key, c.date, c.text, c.origin, c.chat_type FROM chunks c WHERE c.id IN "
                     f"({','.join('?' * len(part))}){where}", part + args):
                 out[r[0]] = r
     return out
@@ -180,4 +188,4 @@ def _rows(index: MemoryIndex, ids: list[int], scope: Scope,
 def _hit(r: tuple[Any, ...], score: float) -> Hit:
     text = r[8]
     snippet = text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS - 1] + "…"
-    return Hit(r[1], r[2], r[3], r[4], r[5], r[6], r[7], score, snippet, text)
+    return Hit(r[1], r[2], r[3], r[4], r[5], r[6], r[7], score, snippet, text, origin=r[9], chat_type=r[10])

@@ -25,6 +25,7 @@ from memory.search.chunking import (
     chunk_transcript,
     transcript_head,
 )
+from memory.search.origin import origin_of
 
 logger = logging.getLogger(__name__)
 
@@ -122,11 +123,14 @@ def chunk_appended(rel: str, source: str, first_line: bytes, data: bytes, resume
 
 
 def _with_history_owner(chunk: Chunk, owner_sessions: Collection[str]) -> Chunk:
-    """Entries written before provenance was recorded: derive it from the session key."""
-    if chunk.channel is not None or chunk.session_key is None:
+    """Entries written before provenance was recorded: derive it from the session key (an
+    entry with no session is of unknown origin, and so untrusted)."""
+    if chunk.origin != "unknown" or chunk.session_key is None:
         return chunk
-    channel = chunk.session_key.split(":", 1)[0]
-    return replace(chunk, channel=channel, owner=chunk.session_key in owner_sessions)
+    channel = chunk.channel or chunk.session_key.split(":", 1)[0]
+    owner = chunk.session_key in owner_sessions
+    return replace(chunk, channel=channel, owner=owner,
+                   origin=origin_of(chunk.session_key, channel, owner))
 
 
 def daily_notes_summary(workspace: Path, limit: int = 7) -> str:

@@ -29,7 +29,8 @@ __all__ = ["VectorCache"]
 
 class VectorCache:
     """The vectors of one (provider, model, dimension), with each row's chunk id, session
-    key and source; ``rows()`` gives the live ones. Callers hold the index's lock."""
+    key, source and origin; ``rows()`` and ``origins()`` give the live ones. Callers hold the
+    index's lock."""
 
     def __init__(self, provider: str, model: str, dim: int) -> None:
         self.key = (provider, model, dim)
@@ -44,6 +45,7 @@ class VectorCache:
         self._ids = np.zeros(0, dtype=np.int64)
         self._keys = np.zeros(0, dtype=object)
         self._sources = np.zeros(0, dtype=object)
+        self._origins = np.zeros(0, dtype=object)
         self._alive = np.zeros(0, dtype=bool)
         self._matrix = np.zeros((0, dim), dtype=np.float32)
 
@@ -55,6 +57,11 @@ class VectorCache:
             return self._ids[:self._n], self._keys[:self._n], self._sources[:self._n], \
                 self._matrix[:self._n]
         return self._ids[live], self._keys[live], self._sources[live], self._matrix[live]
+
+    def origins(self) -> np.ndarray:
+        """The origins of the live rows, in ``rows()`` order."""
+        live = np.flatnonzero(self._alive[:self._n])
+        return self._origins[:self._n] if len(live) == self._n else self._origins[live]
 
     def __len__(self) -> int:
         return len(self._row)
@@ -92,7 +99,7 @@ class VectorCache:
             part = added[start:start + 500]
             marks = ",".join("?" * len(part))
             self._append(conn.execute(
-                "SELECT c.id, c.session_key, c.source, v.vec FROM chunks c JOIN vectors v "
+                "SELECT c.id, c.session_key, c.source, v.vec, c.origin FROM chunks c JOIN vectors v "
                 "ON v.hash = c.hash AND v.provider = ? AND v.model = ? AND v.dim = ? "
                 f"WHERE c.id IN ({marks})", (*self.key, *part)).fetchall())
         if self._n and len(self._row) < self._n * 3 // 4:
@@ -102,11 +109,11 @@ class VectorCache:
         self.full_loads += 1
         self._clear()
         self._append(conn.execute(
-            "SELECT c.id, c.session_key, c.source, v.vec FROM chunks c JOIN vectors v "
+            "SELECT c.id, c.session_key, c.source, v.vec, c.origin FROM chunks c JOIN vectors v "
             "ON v.hash = c.hash AND v.provider = ? AND v.model = ? AND v.dim = ?",
             self.key).fetchall())
 
-    def _append(self, rows: list[tuple[int, str | None, str, bytes]]) -> None:
+    def _append(self, rows: list[tuple[int, str | None, str, bytes, str]]) -> None:
         if not rows:
             return
         dim = self.key[2]
@@ -119,6 +126,7 @@ class VectorCache:
         self._ids[at] = [r[0] for r in rows]
         self._keys[at] = [r[1] for r in rows]
         self._sources[at] = [r[2] for r in rows]
+        self._origins[at] = [r[4] for r in rows]
         self._alive[at] = True
         for offset, row in enumerate(rows):
             self._row[row[0]] = self._n + offset
@@ -135,14 +143,15 @@ class VectorCache:
             new[:self._n] = old[:self._n]
             return new
 
-        self._ids, self._keys, self._sources, self._alive, self._matrix = (
-            grown(self._ids), grown(self._keys), grown(self._sources), grown(self._alive),
-            grown(self._matrix))
+        self._ids, self._keys, self._sources, self._origins, self._alive, self._matrix = (
+            grown(self._ids), grown(self._keys), grown(self._sources), grown(self._origins),
+            grown(self._alive), grown(self._matrix))
 
     def _compact(self) -> None:
         live = np.flatnonzero(self._alive[:self._n])
-        self._ids, self._keys, self._sources, self._matrix = (
-            self._ids[live], self._keys[live], self._sources[live], self._matrix[live])
+        self._ids, self._keys, self._sources, self._origins, self._matrix = (
+            self._ids[live], self._keys[live], self._sources[live], self._origins[live],
+            self._matrix[live])
         self._alive = np.ones(len(live), dtype=bool)
         self._n = len(live)
         self._row = {int(cid): row for row, cid in enumerate(self._ids)}

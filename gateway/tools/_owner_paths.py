@@ -1,0 +1,86 @@
+"""Owner-only paths: the one table of workspace paths no role but the owner may change.
+
+Whatever ``tools.guestTools`` grants, a turn that is not the owner's never writes these (and,
+where the row says so, never reads them). The file tools (``read_file``, ``write_file``,
+``edit_file``, ``list_dir``, ``grep``) consult this table through ``_paths.resolve`` after
+symlinks are resolved, so no spelling, link or case variant gets around it; ``exec`` and
+``message`` are owner-only tools that no grant can give another role. The README's security
+section prints ``markdown_table()``, and a test keeps the two identical.
+
+Why these: the prompt files and skills land in the owner's system prompt, ``.gitignore`` and
+``.git`` decide what memory commits do (a hook runs code), ``gateway.lock`` keeps a second
+gateway off the workspace, and state, transcripts and databases are the gateway's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["OWNER_ONLY", "OwnerPath", "markdown_table", "owner_only_reason"]
+
+Access = Literal["read", "write", "list"]
+DATABASE_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".db", ".db-wal", ".db-shm")
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerPath:
+    """One row: ``pattern`` as printed (``NAME``, ``folder/**`` or ``**/*.sqlite``)."""
+
+    pattern: str
+    others_read: bool  # other roles may read it (it is in their prompt anyway, or harmless)
+    why: str
+    owner: str = "every tool"  # what the owner's turns may do with it
+
+    def matches(self, parts: tuple[str, ...]) -> bool:
+        """``parts``: the resolved path relative to the workspace, case-folded."""
+        if not parts:
+            return False
+        if self.pattern.startswith("**/*"):
+            return parts[-1].endswith(DATABASE_SUFFIXES)
+        if self.pattern.endswith("/**"):
+            return parts[0] == self.pattern[:-3].casefold()
+        return parts == (self.pattern.casefold(),)
+
+
+_EXEC_ONLY = "`exec` only (the file tools refuse it to everyone)"
+OWNER_ONLY: tuple[OwnerPath, ...] = (
+    OwnerPath("SOUL.md", True, "the assistant's persona, in every system prompt"),
+    OwnerPath("AGENTS.md", True, "standing instructions, in every system prompt"),
+    OwnerPath("TOOLS.md", True, "tool notes, in every system prompt"),
+    OwnerPath("HEARTBEAT.md", False, "the owner's scheduled checklist, run with owner tools"),
+    OwnerPath("USER.md", False, "who the owner is; private"),
+    OwnerPath("memory/**", False, "the owner's memory, notes and history",
+              "every tool; history is written only by the memory pipeline"),
+    OwnerPath("skills/**", True, "skills are listed in (and loaded into) the system prompt"),
+    OwnerPath(".gitignore", True, "decides what memory commits record"),
+    OwnerPath(".git/**", False, "the memory version store (hooks and config run code)", _EXEC_ONLY),
+    OwnerPath("gateway.lock", False, "keeps a second gateway off this workspace"),
+    OwnerPath("state/**", False, "pairing codes, routing, the outbox and reminders", _EXEC_ONLY),
+    OwnerPath("sessions/**", False, "transcripts are private to their chats", _EXEC_ONLY),
+    OwnerPath("usage/**", False, "the spending ledger", "read with the file tools; `exec`"),
+    OwnerPath("**/*.sqlite", False, "the index and queue databases (also *.db, -wal, -shm)", _EXEC_ONLY),
+)
+
+
+def owner_only_reason(parts: tuple[str, ...] | None, access: Access) -> str | None:
+    """Why a turn that is not the owner's may not ``access`` ``parts``; None when it may."""
+    if parts is None:
+        return None
+    for row in OWNER_ONLY:
+        if row.matches(parts) and (access == "write" or not row.others_read):
+            return f"{row.pattern} is owner-only: {row.why}"
+    return None
+
+
+def markdown_table() -> str:
+    """The table as the README prints it (role × tool × path)."""
+    lines = [
+        "| Path | Owner | Other roles: `read_file` `grep` `list_dir` | Other roles: `write_file` `edit_file` "
+        "| Other roles: `exec` `message` |",
+        "|---|---|---|---|---|",
+    ]
+    for row in OWNER_ONLY:
+        read = "yes" if row.others_read else "no"
+        lines.append(f"| `{row.pattern}` | {row.owner} | {read} | no | no (owner-only tools) |")
+    return "\n".join(lines)
