@@ -30,6 +30,7 @@ __all__ = ["CHANNEL_FACTORIES", "ChannelUnavailable", "build_channels", "enabled
 CHANNEL_FACTORIES: dict[str, str] = {
     "telegram": "channels.telegram:build",
     "slack": "channels.slack:build",
+    "discord": "channels.discord:build",
     "webhook": "channels.webhook:build",
     "openai": "channels.openai:build",
 }

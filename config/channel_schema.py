@@ -50,6 +50,25 @@ class SlackConfig(Section):
     preview_interval_s: float = Field(1.0, ge=0.2)
 
 
+class DiscordConfig(Section):
+    """A Discord bot: DMs, and guild channels/threads where it is mentioned or replied to."""
+
+    enabled: bool = False
+    token: SecretStr = SecretStr("")
+    # REST root (the adapter adds ``/v10``) and Gateway URL: for proxies and tests. Without
+    # ``gatewayUrl`` the Gateway URL is asked from ``GET /gateway/bot`` at the REST root.
+    api_base: str | None = None
+    gateway_url: str | None = None
+    allow_from: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    pairing: bool = False
+    # One message edited as the answer is written, at most once per previewIntervalS.
+    streaming: bool = False
+    preview_interval_s: float = Field(1.0, ge=0.2)
+    delivery_deadline_h: float = Field(24, gt=0)
+
+
 class WebhookConfig(Section):
     enabled: bool = True
     token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
@@ -105,6 +124,7 @@ class WebChannelConfig(Section):
 class ChannelsConfig(Section):
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
     cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
     web: WebChannelConfig = Field(default_factory=WebChannelConfig)

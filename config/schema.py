@@ -18,6 +18,7 @@ from config.channel_schema import (
     OPENAI_OWNER_ID,
     ChannelsConfig,
     CliChannelConfig,
+    DiscordConfig,
     OpenAIApiConfig,
     SlackConfig,
     TelegramConfig,
@@ -27,8 +28,8 @@ from config.channel_schema import (
 )
 from config.section import Section
 
-__all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "OpenAIApiConfig",
-           "Section", "SlackConfig", "TelegramConfig", "TelegramWebhookConfig", "WebChannelConfig",
+__all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "DiscordConfig",
+           "OpenAIApiConfig", "Section", "SlackConfig", "TelegramConfig", "TelegramWebhookConfig", "WebChannelConfig",
            "WebhookConfig"]  # and the sections defined below; the channel ones live in channel_schema
 
 

@@ -1,0 +1,38 @@
+"""The Discord channel package: everything Discord-specific lives here.
+
+``build`` is the registry's factory (``channels.registry``): it refuses early, with the
+setting to fix, when the section cannot work, and otherwise returns a ``DiscordChannel``.
+Modules: ``channel`` (lifecycle, intake), ``send`` (replies, streaming edits, typing, files),
+``format`` (Discord markdown, mentions), ``files`` (attachments in), ``sdk`` (discord.py
+setup: intents, REST root and Gateway URL), ``check`` (``lucid doctor``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from channels.base import ChannelUnavailable, CommandSpec
+from channels.bus import MessageBus
+from channels.discord.channel import DiscordChannel
+
+if TYPE_CHECKING:
+    from config.schema import Config, DiscordConfig
+
+__all__ = ["DiscordChannel", "build", "preflight"]
+
+
+def preflight(section: DiscordConfig) -> str | None:
+    """Why this section cannot work (None when it can): checked before anything connects."""
+    return None if section.token.get_secret_value().strip() else "no token (set channels.discord.token)"
+
+
+def build(config: Config, bus: MessageBus, *, workspace: Path,
+          commands: Sequence[CommandSpec] = ()) -> DiscordChannel:
+    """The registry's factory. Commands are typed as text (``/status``), so there is no menu."""
+    section = config.channels.discord
+    reason = preflight(section)
+    if reason is not None:
+        raise ChannelUnavailable(reason)
+    return DiscordChannel(section, bus, workspace=workspace)

@@ -1,0 +1,288 @@
+"""The Discord channel: discord.py's client for the Gateway and REST, our own intake.
+
+Inbound: the Gateway delivers MESSAGE_CREATE; discord.py dispatches each as its own task, so
+``on_message`` only queues the message (synchronously, in arrival order) and one intake task
+handles them strictly in order: ignore bots, webhooks and (in guild channels) anything that
+neither mentions the bot nor replies to it; ask the access gate; save attachments; publish
+on the bus (journalled, deduplicated by ``discord:<channel>:<message id>``). A DM, a guild
+channel and a thread are each their own chat (``discord:<channel_id>``).
+
+Reconnects are discord.py's: a dropped socket or a missed heartbeat ACK is answered with a
+RESUME, and Discord replays what was sent meanwhile; a replay the bus has already seen is
+dropped by the dedupe id, so nothing is lost or handled twice.
+
+Outbound: ``channels.discord.send`` behind the bus's durable outbox and one
+``OutboundLimiter``. The REST root and Gateway URL are injectable (``channels.discord.sdk``),
+so tests run the real discord.py against a loopback stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+import discord
+
+from channels._ratelimit import DeliveryRetry, OutboundLimiter
+from channels.bus import MessageBus
+from channels.discord.files import save_attachments
+from channels.discord.format import strip_mention
+from channels.discord.sdk import Endpoints, log_targets, make_client, rest_base
+from channels.discord.send import DiscordSender, classify
+from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
+from channels.messages import ChatType, InboundMessage, OutboundMessage, Target
+from config.backoff import backoff_delay
+from config.errors import ConfigError
+from config.redact import RedactingFilter, Redactor
+
+if TYPE_CHECKING:
+    from config.schema import DiscordConfig
+
+logger = logging.getLogger(__name__)
+
+NAME = "discord"
+_TURN_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+class DiscordChannel:
+    name = NAME
+
+    def __init__(
+        self,
+        cfg: DiscordConfig,
+        bus: MessageBus,
+        *,
+        workspace: Path,
+        limiter: OutboundLimiter | None = None,
+        gate: AccessGate | None = None,
+        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
+        typing_refresh_s: float = 8.0,
+        typing_max_s: float = 120.0,
+        retry_base_s: float = 1.0,
+        retry_max_s: float = 60.0,
+        send_wait_s: float = 30.0,
+        heartbeat_timeout_s: float = 60.0,
+    ) -> None:
+        self._cfg = cfg
+        self.bus = bus
+        self.workspace = Path(workspace)
+        self._token = cfg.token.get_secret_value().strip()
+        self.api_base = rest_base(cfg.api_base)
+        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
+                                                   refusal_interval_s=refusal_interval_s)
+        self.limiter = limiter or OutboundLimiter(NAME, classify, per_key_rate_per_s=1.0, per_key_burst=5)
+        self._endpoints = Endpoints(self.api_base)
+        self._redactor = RedactingFilter(Redactor([self._token]))
+        self._retry = (retry_base_s, retry_max_s)
+        self._send_wait_s = send_wait_s
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._client: discord.Client | None = None
+        self._ready = asyncio.Event()  # REST works (logged in): replies can go out
+        self.connected = asyncio.Event()  # the Gateway session is live (READY or RESUMED)
+        self.resumes = 0  # sessions resumed after a dropped connection
+        self._intake: asyncio.Queue[discord.Message] = asyncio.Queue()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stopping = False
+        self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.workspace,
+                                    streaming=cfg.streaming, preview_interval_s=cfg.preview_interval_s,
+                                    typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def client(self) -> discord.Client:
+        if self._client is None:
+            raise RuntimeError("the Discord channel is not started")
+        return self._client
+
+    @property
+    def bot_id(self) -> str | None:
+        user = self._client.user if self._client is not None else None
+        return str(user.id) if user is not None else None
+
+    def is_owner(self, sender_id: str) -> bool:
+        return self.gate.is_owner(sender_id)
+
+    def describe(self) -> str:
+        """The registry's one-line summary (never the token)."""
+        return f"gateway via {self.api_base}, {len(self._cfg.allow_from)} allowed, pairing {self._cfg.pairing}"
+
+    async def start(self) -> None:
+        if not self._token:
+            raise ConfigError("channels.discord.token is empty: set it (or LUCIDGATE_CHANNELS__DISCORD__TOKEN)")
+        self._stopping = False
+        self._redactor.install(log_targets())
+        self._endpoints.apply()
+        self._client = make_client(heartbeat_timeout_s=self._heartbeat_timeout_s)
+        self._client.on_message = self._on_message  # type: ignore[attr-defined]
+        self._client.on_ready = self._on_session  # type: ignore[attr-defined]
+        self._client.on_resumed = self._on_resumed  # type: ignore[attr-defined]
+        self._client.on_disconnect = self._on_disconnect  # type: ignore[attr-defined]
+        self.bus.subscribe(NAME, self.send)
+        self._spawn("intake", self._intake_loop())
+        try:
+            await self._login()
+        except discord.LoginFailure:
+            await self.stop()
+            raise ConfigError("Discord rejected channels.discord.token; check the bot token") from None
+        except (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError, TimeoutError) as exc:
+            if isinstance(exc, discord.HTTPException) and 400 <= exc.status < 500 and exc.status != 429:
+                await self.stop()
+                raise ConfigError(f"Discord's REST API at {self.api_base} answered {exc.status} at login: "
+                                  "check channels.discord.apiBase") from None
+            logger.warning("Discord is unreachable at start (%s); will keep trying",
+                           self._redactor.redact(f"{type(exc).__name__}: {exc}"))
+            self._spawn("gateway", self._login_then_run())
+            return
+        self._spawn("gateway", self._run_gateway())
+
+    async def _login(self) -> None:
+        """REST login (``GET /users/@me``, the application) and the Gateway URL to connect to;
+        a failed attempt closes its HTTP session so a retry starts clean."""
+        client = self.client
+        try:
+            await client.login(self._token)
+            url = self._cfg.gateway_url
+            if not url:
+                _, url, _ = await client.http.get_bot_gateway()
+        except BaseException:
+            await client.http.close()
+            raise
+        self._endpoints.use_gateway(url)
+        self._ready.set()
+        logger.info("Discord channel logged in as %s; gateway %s", client.user, url)
+
+    async def _login_then_run(self) -> None:
+        failures = 0
+        while not self._ready.is_set():
+            failures += 1
+            await asyncio.sleep(backoff_delay(failures, *self._retry))
+            try:
+                await self._login()
+            except discord.LoginFailure:
+                logger.error("Discord rejected channels.discord.token; the channel stays offline")
+                return
+            except (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError, TimeoutError):
+                continue
+        await self._run_gateway()
+
+    async def _run_gateway(self) -> None:
+        """discord.py's connect loop (it reconnects and resumes by itself); only what it
+        gives up on ends up here, logged with what to fix."""
+        try:
+            await self.client.connect(reconnect=True)
+        except discord.PrivilegedIntentsRequired:
+            logger.error("Discord refused the Message Content intent: enable it for the bot in the "
+                         "Developer Portal (Bot → Privileged Gateway Intents); the channel is offline")
+        except discord.ConnectionClosed as exc:
+            logger.error("Discord closed the gateway (code %s); the channel is offline", exc.code)
+        except Exception:
+            logger.exception("the Discord gateway connection failed; the channel is offline")
+        finally:
+            self.connected.clear()
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
+        if self._ready.is_set():
+            try:
+                await asyncio.wait_for(self.bus.flush_outbound(), 10)
+            except TimeoutError:
+                logger.warning("Discord replies still queued at shutdown stay in the outbox")
+        self.bus.unsubscribe(NAME)
+        self.sender.cancel_typing()
+        if self._client is not None:
+            try:
+                await self._client.close()
+            except Exception:
+                logger.exception("closing the Discord client failed")
+            self._client = None
+        self._ready.clear()
+        self.connected.clear()
+        self._endpoints.restore()
+        self._redactor.uninstall(log_targets())
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks[name] = asyncio.create_task(coro, name=f"discord-{name}")
+
+    # -- gateway events ------------------------------------------------------------------
+    async def _on_session(self) -> None:
+        self.connected.set()
+
+    async def _on_resumed(self) -> None:
+        self.resumes += 1
+        self.connected.set()
+
+    async def _on_disconnect(self) -> None:
+        self.connected.clear()
+
+    async def _on_message(self, message: discord.Message) -> None:
+        # No await before the put: dispatch order is arrival order, and so is the queue's.
+        self._intake.put_nowait(message)
+
+    async def _intake_loop(self) -> None:
+        while True:
+            message = await self._intake.get()
+            try:
+                await self.handle_message(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("could not handle Discord message %s in channel %s",
+                                 message.id, message.channel.id)
+
+    # -- inbound -------------------------------------------------------------------------
+    async def handle_message(self, message: discord.Message) -> None:
+        """Turn one message into at most one ``InboundMessage``; the gate answers strangers."""
+        author = message.author
+        if author.bot or message.webhook_id is not None or message.type not in _TURN_TYPES:
+            return
+        bot_id = self.bot_id
+        private = isinstance(message.channel, discord.DMChannel)
+        if not private and not self._addressed(message, bot_id):
+            return
+        sender_id, chat_id = str(author.id), str(message.channel.id)
+        chat_type: ChatType = "private" if private else "group"
+        knock = AccessRequest(NAME, chat_id, sender_id, author.name, chat_type)
+        if not (await self.gate.admit(knock, reply=Target(NAME, chat_id, None, str(message.id)))).allowed:
+            return
+        text = strip_mention(message.content, bot_id)
+        notes, media = await save_attachments(list(message.attachments), chat_id, self.workspace)
+        full = "\n".join([*notes, text] if text else notes)
+        if not full.strip():
+            return
+        inbound = InboundMessage(channel=NAME, chat_id=chat_id, sender_id=sender_id, text=full,
+                                 chat_type=chat_type, media=tuple(media), message_id=str(message.id),
+                                 sender_name=author.display_name)
+        if not await self.bus.publish_inbound(inbound):
+            logger.info("duplicate Discord message %s in channel %s ignored", message.id, chat_id)
+
+    @staticmethod
+    def _addressed(message: discord.Message, bot_id: str | None) -> bool:
+        """In a guild channel or thread: the bot is @mentioned, or the message replies to it."""
+        if bot_id is None:
+            return False
+        if any(str(user.id) == bot_id for user in message.mentions):
+            return True
+        ref = message.reference
+        resolved = ref.resolved if ref is not None else None
+        return isinstance(resolved, discord.Message) and str(resolved.author.id) == bot_id
+
+    # -- outbound ------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        if not self._ready.is_set():
+            try:  # still logging in (Discord was unreachable at start): hold the reply a while
+                await asyncio.wait_for(self._ready.wait(), self._send_wait_s)
+            except TimeoutError:
+                if msg.kind in ("text", "error"):  # kept in the outbox and retried
+                    raise DeliveryRetry("Discord is not connected yet") from None
+                return
+        await self.sender.send(msg)

@@ -1,0 +1,128 @@
+"""Pure text helpers for the Discord adapter: replies as Discord markdown, mentions, names.
+
+Discord renders most of CommonMark itself (``**bold**``, ``*em*``, ``~~strike~~``, code
+spans and fences, ``>`` quotes, lists, ``#``–``###`` headings, ``[text](url)`` links), so a
+reply is re-written from markdown-it tokens (``channels._markdown``) rather than converted:
+that drops links to anything but http(s), escapes text that would otherwise turn into
+Discord-only markup (``||spoiler||``, ``__underline__``, a stray backtick), shows tables as
+aligned text in a code block (Discord has no tables) and lets the one splitter cut a long
+reply into pieces of at most 2,000 characters that each stand on their own (a code fence is
+closed and reopened, a table keeps its header).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from markdown_it.token import Token
+
+from channels._markdown import (
+    Block,
+    Dialect,
+    Line,
+    Unit,
+    blocks,
+    fence_for,
+    grid,
+    pack,
+    render_inline,
+    split_text,
+    text_token,
+    utf16_len,
+)
+
+MAX_MESSAGE_CHARS = 2000  # Discord's limit for a message's content
+
+_TICKS_RE = re.compile(r"`+")
+# Markup characters Discord reads anywhere in text; "_" only at a word's edge, "#", "-" and
+# ">" only where they would start a heading, list item or quote.
+_ESCAPE_RE = re.compile(r"[\\`*\[\]~|]|(?<![^\W_])_|_(?![^\W_])|^[#>-](?=\s)|^\d+\.(?=\s)", re.MULTILINE)
+_MARKUP = {"strong_open": "**", "em_open": "*", "s_open": "~~"}
+
+
+def _text(text: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: "\\" + m.group(0), text)
+
+
+def _code(tok: Token) -> str:
+    ticks = "`" * (max((len(run) for run in _TICKS_RE.findall(tok.content)), default=0) + 1)
+    pad = " " if tok.content[:1] == "`" or tok.content[-1:] == "`" else ""
+    return f"{ticks}{pad}{tok.content}{pad}{ticks}"
+
+
+def _open(tok: Token) -> str:
+    return "[" if tok.type == "link_open" else _MARKUP.get(tok.type, "")
+
+
+def _close(tok: Token) -> str:
+    if tok.type != "link_open":
+        return _MARKUP.get(tok.type, "")
+    href = str(tok.attrs.get("href", "")).replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+    return f"]({href})"
+
+
+DISCORD = Dialect(text=_text, special=lambda tok: tok.markup or tok.content, code=_code,
+                  open=_open, close=_close)
+
+
+def to_chunks(markdown: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
+    """Markdown → Discord messages of at most ``limit`` characters each; none for blank text."""
+    return pack((_unit(block) for block in blocks(markdown)), limit, utf16_len)
+
+
+def split_plain(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
+    """Fixed text (a refusal) split on paragraphs, lines, then words; sent as written."""
+    return split_text(text, limit, utf16_len)
+
+
+def _unit(block: Block) -> Unit:
+    if block.kind == "code":
+        fence = fence_for(_raw_lines(block.lines))
+        return Unit(block.lines, _raw, f"{fence}{block.lang}\n", f"\n{fence}")
+    if block.kind == "table":
+        rows = [Line((text_token(r),), "raw") for r in grid(block)]
+        fence = fence_for([_raw(r) for r in rows])
+        return Unit(rows[2:], _raw, f"{fence}\n", f"\n{fence}", lead=rows[:2])
+    return Unit(block.lines, _line)
+
+
+def _raw_lines(lines: Iterable[Line]) -> list[str]:
+    return [_raw(line) for line in lines]
+
+
+def _raw(line: Line) -> str:
+    return line.tokens[0].content if line.tokens else ""
+
+
+def _line(line: Line) -> str:
+    prefix = "> " * line.quote + " " * line.indent + (f"{line.marker} " if line.marker else "")
+    if line.kind == "hr":
+        return (prefix + "───").rstrip()
+    if line.kind in ("code", "fence", "raw"):
+        return (prefix + _raw(line)).rstrip()
+    if line.heading:  # Discord renders # to ###; deeper levels as bold
+        level = line.heading
+        body = render_inline(line.tokens, DISCORD, bold=level > 3)
+        return (prefix + ("#" * level + " " if level <= 3 else "") + body).rstrip()
+    return (prefix + render_inline(line.tokens, DISCORD)).rstrip()
+
+
+# ----------------------------------------------------------------------------- intake
+
+def mention_ids(text: str) -> set[str]:
+    """User ids mentioned as ``<@id>`` or ``<@!id>`` in ``text``."""
+    return set(re.findall(r"<@!?(\d+)>", text))
+
+
+def strip_mention(text: str, bot_id: str | None) -> str:
+    """Remove the bot's own mention from ``text`` (the rest is what was said to it)."""
+    if bot_id:
+        text = re.sub(rf"<@!?{re.escape(bot_id)}>,?:?", " ", text)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+def safe_name(part: str, fallback: str = "file") -> str:
+    """A file-name-safe version of an id or an attachment's name (no path separators)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "_", part).strip("._")[:80]
+    return cleaned or fallback

@@ -1,0 +1,233 @@
+"""Outbound delivery for the Discord channel: replies, files, streaming previews, typing.
+
+Every REST call goes through the channel's ``OutboundLimiter`` and discord.py's own HTTP
+client (which already honours Discord's rate-limit buckets and waits out a 429's
+``retry_after`` of up to ``max_ratelimit_timeout``; a longer one surfaces as
+``RateLimited`` and pauses the whole channel here). Replies are rendered to Discord
+markdown and split at 2,000 characters (``channels.discord.format``); mentions in a reply
+never ping anyone (``AllowedMentions.none()``), so a model that writes ``@everyone`` pings
+nobody. With streaming on, progress updates become one message per turn that is edited in
+place (at most once per interval) and finally replaced by the reply's first part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import discord
+
+from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
+from channels.discord.format import MAX_MESSAGE_CHARS, split_plain, to_chunks
+from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from config.errors import LucidError
+
+logger = logging.getLogger(__name__)
+
+MAX_FILES_PER_MESSAGE = 10  # Discord's limit for attachments on one message
+NO_PINGS = discord.AllowedMentions.none()
+
+
+def classify(exc: BaseException) -> Verdict:
+    """How the limiter treats a failed REST call (see ``channels._ratelimit``).
+
+    discord.py has already retried 5xx answers (500/502/504) and short 429s itself, so a
+    server error is handed to the outbox's slower backoff rather than retried again here."""
+    if isinstance(exc, discord.RateLimited):
+        return Verdict.wait(exc.retry_after)
+    if isinstance(exc, discord.HTTPException) and exc.status == 429:  # a 429 without Discord's body
+        header = exc.response.headers.get("Retry-After") if exc.response is not None else None
+        try:
+            return Verdict.wait(float(header or 1.0))
+        except ValueError:
+            return Verdict.wait(1.0)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Verdict.retry()  # the connection never opened: nothing was sent
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerDisconnectedError | aiohttp.ClientOSError):
+        return Verdict.uncertain()  # it may have arrived
+    return Verdict.fail()
+
+
+def permanent(exc: BaseException) -> bool:
+    """Refused for good: the chat is gone, the bot lacks access, or the payload is invalid."""
+    return isinstance(exc, discord.HTTPException) and 400 <= exc.status < 500 and exc.status != 429
+
+
+@dataclass(slots=True)
+class _Preview:
+    message_id: int
+    text: str
+    sent_at: float
+
+
+class DiscordSender:
+    """Sends ``OutboundMessage``s with the client ``get_client()`` returns (it exists only
+    while the channel runs; this sender and its preview state live as long as the channel)."""
+
+    def __init__(self, get_client: Callable[[], discord.Client], limiter: OutboundLimiter, *,
+                 workspace: Path, streaming: bool, preview_interval_s: float = 1.0,
+                 typing_refresh_s: float = 8.0, typing_max_s: float = 120.0) -> None:
+        self._get_client = get_client
+        self.limiter = limiter
+        self._workspace = workspace
+        self._streaming = streaming
+        self._preview_interval_s = preview_interval_s
+        self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
+        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._previews: dict[tuple[str, str | None], _Preview] = {}
+
+    async def send(self, msg: OutboundMessage) -> None:
+        if isinstance(msg, OutboundTyping):
+            await self._start_typing(msg.target)
+            return
+        if isinstance(msg, OutboundProgress):
+            if self._streaming:
+                await self._preview(msg.target, msg.text or (f"*{msg.activity}*" if msg.activity else ""))
+            return
+        self._stop_typing(msg.target)
+        plain = isinstance(msg, OutboundText) and msg.plain
+        await self.deliver(msg.target, msg.text, plain=plain, skip_parts=msg.skip_parts)
+
+    def cancel_typing(self) -> None:
+        """Stop every typing-indicator loop (the channel is stopping)."""
+        for task in self._typing.values():
+            task.cancel()
+        self._typing.clear()
+
+    def typing_task(self, target: Target) -> asyncio.Task[None] | None:
+        """The loop refreshing ``target``'s indicator, while there is one (tests wait on it)."""
+        return self._typing.get(target.chat_id)
+
+    # -- replies ---------------------------------------------------------------------------
+    async def deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0,
+                      files: Sequence[Path] = ()) -> None:
+        """Send ``text`` (markdown, or ``plain`` as written) in parts, then ``files``.
+
+        Raises the outbox's typed errors with the number of parts Discord accepted:
+        ``DeliveryFailed(permanent=True)`` for a refusal for good (unknown channel, missing
+        access, invalid body), ``DeliveryRetry`` for what may pass later (5xx, network)."""
+        chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else to_chunks(text, MAX_MESSAGE_CHARS)
+        batches = [list(files[i:i + MAX_FILES_PER_MESSAGE]) for i in range(0, len(files), MAX_FILES_PER_MESSAGE)]
+        parts: list[tuple[str, list[Path]]] = [(c, []) for c in chunks] + [("", b) for b in batches]
+        preview = None if plain else self._previews.pop(_preview_key(target), None)
+        for i, (chunk, attach) in enumerate(parts):
+            if i < skip_parts:
+                continue
+            try:
+                if i == 0 and preview is not None and not attach and await self._replace(target, preview, chunk):
+                    continue
+                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, files=attach)
+            except (DeliveryRetry, DeliveryFailed) as exc:
+                exc.parts_done = i
+                raise
+            except discord.HTTPException as exc:
+                if permanent(exc):
+                    logger.error("Discord refused a reply to channel %s (part %d of %d): %s",
+                                 target.chat_id, i + 1, len(parts), exc)
+                    raise DeliveryFailed(str(exc), permanent=True, parts_done=i) from exc
+                raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
+            except (aiohttp.ClientError, OSError, RuntimeError) as exc:
+                raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
+
+    async def send_chunk(self, target: Target, text: str, reply_to: str | None, *,
+                         files: Sequence[Path] = ()) -> discord.Message:
+        """One ``POST /channels/{id}/messages`` (a reply to ``reply_to`` when it still exists)."""
+        channel = self._get_client().get_partial_messageable(int(target.chat_id))
+        kwargs: dict[str, Any] = {"allowed_mentions": NO_PINGS}
+        if reply_to and reply_to.isdigit():
+            kwargs["reference"] = discord.MessageReference(
+                message_id=int(reply_to), channel_id=int(target.chat_id), fail_if_not_exists=False)
+
+        async def post() -> discord.Message:
+            if not files:
+                return await channel.send(content=text, **kwargs)
+            opened = [await asyncio.to_thread(discord.File, str(path), filename=path.name) for path in files]
+            try:
+                return await channel.send(content=text or None, files=opened, **kwargs)
+            finally:
+                for f in opened:
+                    f.close()
+
+        return await self.limiter.run(target.chat_id, post, what="createMessage")
+
+    async def _edit(self, target: Target, message_id: int, text: str) -> None:
+        channel = self._get_client().get_partial_messageable(int(target.chat_id))
+        message = channel.get_partial_message(message_id)
+        await self.limiter.run(target.chat_id, lambda: message.edit(content=text, allowed_mentions=NO_PINGS),
+                               what="editMessage")
+
+    async def _replace(self, target: Target, preview: _Preview, chunk: str) -> bool:
+        """Put the final first part into the streaming message; False means send it anew."""
+        if chunk == preview.text:
+            return True
+        try:
+            await self._edit(target, preview.message_id, chunk)
+        except discord.HTTPException as exc:
+            if not permanent(exc):
+                raise
+            logger.warning("could not edit the streaming message in %s (%s); sending anew", target.chat_id, exc)
+            return False
+        return True
+
+    async def _preview(self, target: Target, text: str) -> None:
+        """Streaming: one message per turn, edited at most once per interval (best-effort)."""
+        chunks = to_chunks(text, MAX_MESSAGE_CHARS)
+        if not chunks:
+            return
+        shown, key, now = chunks[0], _preview_key(target), time.monotonic()
+        preview = self._previews.get(key)
+        try:
+            if preview is None:
+                sent = await self.send_chunk(target, shown, target.reply_to)
+                self._previews[key] = _Preview(sent.id, shown, now)
+            elif now - preview.sent_at >= self._preview_interval_s and shown != preview.text:
+                preview.sent_at, preview.text = now, shown
+                await self._edit(target, preview.message_id, shown)
+        except (discord.HTTPException, aiohttp.ClientError, OSError, LucidError) as exc:
+            logger.debug("streaming preview update failed in %s: %s", target.chat_id, exc)
+
+    # -- typing ----------------------------------------------------------------------------
+    async def _start_typing(self, target: Target) -> None:
+        """Show the indicator now, then refresh it (it lasts ~10 s) on a task of its own."""
+        task = self._typing.get(target.chat_id)
+        if task is not None and not task.done():
+            return
+        await self._send_typing(target)
+        self._typing[target.chat_id] = asyncio.create_task(self._typing_loop(target),
+                                                           name=f"discord-typing-{target.chat_id}")
+
+    def _stop_typing(self, target: Target) -> None:
+        task = self._typing.pop(target.chat_id, None)
+        if task is not None:
+            task.cancel()
+
+    async def _typing_loop(self, target: Target) -> None:
+        deadline = time.monotonic() + self._typing_max_s
+        while True:
+            await asyncio.sleep(self._typing_refresh_s)
+            if time.monotonic() >= deadline:
+                break
+            await self._send_typing(target)
+        if self._typing.get(target.chat_id) is asyncio.current_task():
+            del self._typing[target.chat_id]
+
+    async def _send_typing(self, target: Target) -> None:
+        channel = self._get_client().get_partial_messageable(int(target.chat_id))
+        try:
+            await self.limiter.run(None, lambda: _typing_once(channel), what="triggerTyping")
+        except (discord.HTTPException, aiohttp.ClientError, OSError, LucidError) as exc:
+            logger.debug("typing indicator failed in %s: %s", target.chat_id, exc)
+
+
+async def _typing_once(channel: discord.PartialMessageable) -> None:
+    await channel.typing()  # awaited (not entered): one trigger, which Discord shows ~10 s
+
+
+def _preview_key(target: Target) -> tuple[str, str | None]:
+    return (target.chat_id, target.reply_to)
