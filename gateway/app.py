@@ -179,7 +179,8 @@ def _outbox(config: Config) -> Outbox:
     """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded)."""
     ch = config.channels
     deadlines = {name: section.delivery_deadline_h * 3600.0
-                 for name, section in (("telegram", ch.telegram), ("slack", ch.slack), ("webhook", ch.webhook))}
+                 for name, section in (("telegram", ch.telegram), ("slack", ch.slack), ("discord", ch.discord),
+                                       ("webhook", ch.webhook))}
     return Outbox(config.workspace / "state" / "outbox.sqlite", deadlines_s=deadlines)
 
 

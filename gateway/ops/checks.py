@@ -190,6 +190,16 @@ def slack_check(config: Config) -> Result | None:
     return fail("slack", f"auth.test: {data.get('error')}", "check channels.slack.botToken")
 
 
+def discord_check(config: Config) -> Result | None:
+    dc = config.channels.discord
+    if not dc.enabled:
+        return None
+    from channels.discord.check import check
+
+    good, detail, hint = check(dc.token.get_secret_value(), dc.api_base, timeout_s=HTTP_TIMEOUT_S)
+    return ok("discord", detail) if good else fail("discord", detail, hint)
+
+
 def webhook_token_check(config: Config) -> Result | None:
     hook = config.channels.webhook
     if not hook.enabled:
