@@ -310,3 +310,14 @@ async def test_attachments_are_saved_into_the_workspace(make_channel: MakeChanne
     assert msg.media == (rel,)
     assert msg.text == f"[file: {rel}]\nsee attached"
     assert (workspace / rel).read_bytes() == b"remember the milk"
+
+
+async def test_files_go_out_as_attachments_after_the_text(make_channel: MakeChannel, dc: FakeDiscordAPI,
+                                                          workspace: Path) -> None:
+    channel = await make_channel()
+    report = workspace / "report.csv"
+    report.write_text("a,b\n1,2\n")
+    await channel.sender.deliver(dm_target("55"), "Here is the report.", files=[report])
+    text_call, file_call = dc.calls_to("POST /messages")
+    assert text_call.body["content"] == "Here is the report." and not text_call.files
+    assert file_call.files == {"report.csv": b"a,b\n1,2\n"}
