@@ -321,3 +321,22 @@ async def test_files_go_out_as_attachments_after_the_text(make_channel: MakeChan
     text_call, file_call = dc.calls_to("POST /messages")
     assert text_call.body["content"] == "Here is the report." and not text_call.files
     assert file_call.files == {"report.csv": b"a,b\n1,2\n"}
+
+
+async def test_a_restart_catches_up_on_what_was_sent_meanwhile_once(
+        make_channel: MakeChannel, dc: FakeDiscordAPI, bus: MessageBus, workspace: Path) -> None:
+    first = await make_channel()
+    await dc.push_dm(user_id=OWNER, text="before")
+    assert (await next_inbound(bus)).text == "before"
+    await until(lambda: (workspace / "state" / "discord.json").exists(), what="the catch-up state")
+    await first.stop()
+    await dc.push_dm(user_id=OWNER, text="while away")  # no session: Discord would not replay it
+    friend = user(FRIEND, "fred")
+    await dc.push(dc.message(GUILD_CHANNEL, friend, "unaddressed, while away", guild_id=GUILD_ID))
+    await make_channel()
+    assert (await next_inbound(bus)).text == "while away"
+    assert len(dc.gateway.ops(2)) == 2  # a new session, not a resume
+    await dc.push_dm(user_id=OWNER, text="after")
+    assert (await next_inbound(bus)).text == "after"  # "before" was not handed over again
+    history = [c for c in dc.calls if c.route == "GET /messages"]
+    assert [c.path.split("/")[4] for c in history] == [str(OWNER + 1)]  # only the chats it knows

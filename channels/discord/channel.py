@@ -9,7 +9,8 @@ channel and a thread are each their own chat (``discord:<channel_id>``).
 
 Reconnects are discord.py's: a dropped socket or a missed heartbeat ACK is answered with a
 RESUME, and Discord replays what was sent meanwhile; a replay the bus has already seen is
-dropped by the dedupe id, so nothing is lost or handled twice.
+dropped by the dedupe id, so nothing is lost or handled twice. A new session (a restart)
+gets no replay, so ``channels.discord.catchup`` fetches what each known chat missed.
 
 Outbound: ``channels.discord.send`` behind the bus's durable outbox and one
 ``OutboundLimiter``. The REST root and Gateway URL are injectable (``channels.discord.sdk``),
@@ -29,6 +30,7 @@ import discord
 
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
 from channels.bus import MessageBus
+from channels.discord.catchup import CatchUp
 from channels.discord.files import save_attachments
 from channels.discord.format import strip_mention
 from channels.discord.sdk import Endpoints, log_targets, make_client, rest_base
@@ -84,7 +86,9 @@ class DiscordChannel:
         self._ready = asyncio.Event()  # REST works (logged in): replies can go out
         self.connected = asyncio.Event()  # the Gateway session is live (READY or RESUMED)
         self.resumes = 0  # sessions resumed after a dropped connection
-        self._intake: asyncio.Queue[discord.Message] = asyncio.Queue()
+        # (message, is a DM) — None: tell from the message; caught-up messages come with a flag
+        self._intake: asyncio.Queue[tuple[discord.Message, bool | None]] = asyncio.Queue()
+        self.catchup = CatchUp(self.workspace / "state" / "discord.json")
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.workspace,
@@ -121,6 +125,7 @@ class DiscordChannel:
         self._client.on_ready = self._on_session  # type: ignore[attr-defined]
         self._client.on_resumed = self._on_resumed  # type: ignore[attr-defined]
         self._client.on_disconnect = self._on_disconnect  # type: ignore[attr-defined]
+        await self.catchup.load()
         self.bus.subscribe(NAME, self.send)
         self._spawn("intake", self._intake_loop())
         try:
@@ -215,7 +220,17 @@ class DiscordChannel:
 
     # -- gateway events ------------------------------------------------------------------
     async def _on_session(self) -> None:
+        """A new session (not a resume): nothing sent before it will be replayed, so catch up."""
         self.connected.set()
+        self._spawn("catchup", self._catch_up())
+
+    async def _catch_up(self) -> None:
+        count = 0
+        async for message, private in self.catchup.missed(self.client):
+            self._intake.put_nowait((message, private))
+            count += 1
+        if count:
+            logger.info("Discord: catching up on %d message(s) sent while the gateway was away", count)
 
     async def _on_resumed(self) -> None:
         self.resumes += 1
@@ -226,13 +241,16 @@ class DiscordChannel:
 
     async def _on_message(self, message: discord.Message) -> None:
         # No await before the put: dispatch order is arrival order, and so is the queue's.
-        self._intake.put_nowait(message)
+        self._intake.put_nowait((message, None))
 
     async def _intake_loop(self) -> None:
         while True:
-            message = await self._intake.get()
+            message, private = await self._intake.get()
+            if private is None:
+                private = isinstance(message.channel, discord.DMChannel)
             try:
-                await self.handle_message(message)
+                await self.handle_message(message, private=private)
+                await self.catchup.note(str(message.channel.id), message.id, private)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -240,13 +258,13 @@ class DiscordChannel:
                                  message.id, message.channel.id)
 
     # -- inbound -------------------------------------------------------------------------
-    async def handle_message(self, message: discord.Message) -> None:
-        """Turn one message into at most one ``InboundMessage``; the gate answers strangers."""
+    async def handle_message(self, message: discord.Message, *, private: bool) -> None:
+        """Turn one message into at most one ``InboundMessage``; the gate answers strangers.
+        ``private``: the message is in a DM (every message is a turn there)."""
         author = message.author
         if author.bot or message.webhook_id is not None or message.type not in _TURN_TYPES:
             return
         bot_id = self.bot_id
-        private = isinstance(message.channel, discord.DMChannel)
         if not private and not self._addressed(message, bot_id):
             return
         sender_id, chat_id = str(author.id), str(message.channel.id)

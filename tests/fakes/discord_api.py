@@ -77,6 +77,7 @@ class FakeDiscordAPI:
         self.calls: list[Call] = []
         self.sent: dict[int, dict[str, Any]] = {}  # messages the bot created, by id (edits applied)
         self.attachments: dict[str, bytes] = {}
+        self.history: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)  # by channel id
         self.faults: dict[str, collections.deque[Fault]] = collections.defaultdict(collections.deque)
         self.outage: int | None = None  # a status every create/edit answers, while set
         self.on_call: list[Callable[[Call], None]] = []
@@ -141,6 +142,9 @@ class FakeDiscordAPI:
         return await self.push(self.message(user_id + 1, user(user_id, name), text, attachments=list(attachments)))
 
     async def push(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Post ``message`` (kept in its channel's history) and dispatch it on the Gateway."""
+        if all(m["id"] != message["id"] for m in self.history[message["channel_id"]]):
+            self.history[message["channel_id"]].append(message)
         await self.gateway.dispatch("MESSAGE_CREATE", message)
         return message
 
@@ -186,10 +190,10 @@ class FakeDiscordAPI:
             return _json({"message": "outage", "code": 0}, status=self.outage,
                                      headers={"Via": "1.1 google"})
         parts = request.path.split("/")[3:]  # after /api/v10
-        return self._answer(request.method, parts, body or {}, files)
+        return self._answer(request.method, parts, body or {}, files, dict(request.query))
 
     def _answer(self, method: str, parts: list[str], body: dict[str, Any],
-                files: dict[str, bytes]) -> web.Response:
+                files: dict[str, bytes], query: dict[str, str]) -> web.Response:
         if method == "GET" and parts == ["users", "@me"]:
             return _json(self.bot)
         if method == "GET" and parts == ["gateway", "bot"]:
@@ -201,6 +205,8 @@ class FakeDiscordAPI:
                           "owner": user(1, "owner"), "flags": self.app_flags})
         if len(parts) >= 3 and parts[0] == "channels" and parts[2] == "typing" and method == "POST":
             return web.Response(status=204)
+        if len(parts) == 3 and parts[0] == "channels" and parts[2] == "messages" and method == "GET":
+            return self._history(parts[1], query)
         if len(parts) == 3 and parts[0] == "channels" and parts[2] == "messages" and method == "POST":
             return self._create(parts[1], body, files)
         if len(parts) == 4 and parts[0] == "channels" and parts[2] == "messages" and method == "PATCH":
@@ -225,7 +231,14 @@ class FakeDiscordAPI:
         message["reference"] = body.get("message_reference")
         message["allowed_mentions"] = body.get("allowed_mentions")
         self.sent[int(message["id"])] = message
+        self.history[channel_id].append(message)
         return _json(message)
+
+    def _history(self, channel_id: str, query: dict[str, str]) -> web.Response:
+        """Like Discord: the ``limit`` messages right after ``after``, newest first."""
+        after, limit = int(query.get("after", "0")), min(int(query.get("limit", "50")), 100)
+        found = sorted((m for m in self.history[channel_id] if int(m["id"]) > after), key=lambda m: int(m["id"]))
+        return _json(list(reversed(found[:limit])))
 
     async def _download(self, request: web.Request) -> web.Response:
         data = self.attachments.get(request.match_info["name"])
