@@ -127,3 +127,23 @@ async def test_doctor_checks_the_token_and_the_message_content_intent(
     found = {r.name: r for r in results}["discord"]
     assert found.state == "fail" and "401" in found.detail
     assert "not-the-token-xyz" not in render(results) and TOKEN not in render(results)
+
+
+async def test_the_console_status_lists_discord_with_its_outbox(
+        make_config: Callable[..., Config], dc: FakeDiscordAPI, fake_llm: FakeLLMServer) -> None:
+    from gateway.daemon.server import create_app
+    from tests.console_kit import CONSOLE_TOKEN, WEBHOOK_TOKEN, running_console
+
+    config = make_config(console={"token": CONSOLE_TOKEN}, gateway={"port": 0, "shutdownGraceS": 2},
+                         agents={"defaults": {"dream": {"enabled": False}}},
+                         channels={"webhook": {"token": WEBHOOK_TOKEN}, "discord": discord_section(dc)})
+    gateway = build_gateway(config, "daemon")
+    fake_llm.queue(Reply("hello from the console test"))
+    async with running_console(config, app=create_app(config, gateway=gateway)) as c:
+        await until(lambda: dc.gateway.current is not None, what="identified")
+        await dc.push_dm(user_id=OWNER, text="hi")
+        await until(lambda: dc.texts() == ["hello from the console test"], FIRST_REPLY_TIMEOUT, what="the answer")
+        await until(lambda: gateway.parts.bus.delivery.delivered >= 1, what="the delivered mark")
+        status = (await c.client.get("/api/console/status")).json()
+    found = {ch["name"]: ch for ch in status["channels"]}["discord"]
+    assert found["up"] is True and found["outbox"]["delivered"] == 1 and found["outbox"]["pending"] == 0
