@@ -191,10 +191,15 @@ async def test_typing_is_shown_and_refreshed_until_the_reply(make_channel: MakeC
     channel = await make_channel(typing_refresh_s=0.05)
     await channel.send(OutboundTyping(dm_target()))
     await until(lambda: len(dc.calls_to("POST /typing")) >= 3, what="typing refreshed")
+    loop_task = channel.sender.typing_task(dm_target())
     await channel.send(OutboundText(dm_target(), "done"))
     assert channel.sender.typing_task(dm_target()) is None
+    assert loop_task is not None
+    await asyncio.gather(loop_task, return_exceptions=True)
+    await dc.push_dm(user_id=OWNER, text="marker")  # a round trip: a trigger in flight has landed
+    await next_inbound(bus)
     count = len(dc.calls_to("POST /typing"))
-    await dc.push_dm(user_id=OWNER, text="marker")  # a round trip: the loop had its chance to run
+    await dc.push_dm(user_id=OWNER, text="marker 2")  # and another: the stopped loop sends nothing more
     await next_inbound(bus)
     assert len(dc.calls_to("POST /typing")) == count
 
@@ -340,3 +345,11 @@ async def test_a_restart_catches_up_on_what_was_sent_meanwhile_once(
     assert (await next_inbound(bus)).text == "after"  # "before" was not handed over again
     history = [c for c in dc.calls if c.route == "GET /messages"]
     assert [c.path.split("/")[4] for c in history] == [str(OWNER + 1)]  # only the chats it knows
+
+
+async def test_a_configured_gateway_url_is_used_without_asking_rest(make_channel: MakeChannel,
+                                                                    dc: FakeDiscordAPI, bus: MessageBus) -> None:
+    await make_channel(cfg={"gatewayUrl": dc.gateway_url})
+    assert not dc.calls_to("GET /gateway/bot")
+    await dc.push_dm(user_id=OWNER, text="via the configured gateway")
+    assert (await next_inbound(bus)).text == "via the configured gateway"
