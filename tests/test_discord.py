@@ -353,3 +353,19 @@ async def test_a_configured_gateway_url_is_used_without_asking_rest(make_channel
     assert not dc.calls_to("GET /gateway/bot")
     await dc.push_dm(user_id=OWNER, text="via the configured gateway")
     assert (await next_inbound(bus)).text == "via the configured gateway"
+
+
+async def test_the_token_never_reaches_a_log_line(make_channel: MakeChannel, dc: FakeDiscordAPI, bus: MessageBus,
+                                                  caplog: Any) -> None:
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    await make_channel()
+    await dc.push_dm(user_id=OWNER, text="hello")
+    await next_inbound(bus)
+    await bus.publish_outbound(OutboundText(dm_target(), "hi"))
+    await until(lambda: dc.texts() == ["hi"], what="the reply")
+    assert "identify" in caplog.text.lower()  # debug logging was on
+    logging.getLogger("discord.gateway").debug("a library line that names the token %s", TOKEN)
+    assert "a library line that names the token" in caplog.text
+    assert TOKEN not in caplog.text  # masked wherever it turns up
