@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from channels._ratelimit import OutboundLimiter
@@ -281,12 +282,14 @@ async def test_a_silent_gateway_is_left_and_the_session_resumed(make_channel: Ma
     assert len(dc.gateway.ops(2)) == 1
 
 
-async def test_a_missing_message_content_intent_is_said_clearly(
-        make_channel: MakeChannel, dc: FakeDiscordAPI, caplog: Any) -> None:
+async def test_a_missing_message_content_intent_fails_the_start_with_the_fix(
+        make_channel: MakeChannel, dc: FakeDiscordAPI) -> None:
+    from config.errors import ConfigError
+
     dc.gateway.message_content_enabled = False  # not switched on in the Developer Portal
-    channel = await make_channel(connect=False)
-    await until(lambda: "Message Content intent" in caplog.text, what="the intent error", timeout=30)
-    assert not channel.connected.is_set()
+    with pytest.raises(ConfigError, match="Message Content intent.*Developer Portal"):
+        await make_channel(connect=False)
+    assert dc.gateway.connections == 1  # given up: 4014 is not retried
 
 
 async def test_a_rejected_token_is_a_config_error_without_the_token(

@@ -68,6 +68,7 @@ class DiscordChannel:
         retry_max_s: float = 60.0,
         send_wait_s: float = 30.0,
         heartbeat_timeout_s: float = 60.0,
+        connect_wait_s: float = 30.0,
     ) -> None:
         self._cfg = cfg
         self.bus = bus
@@ -82,10 +83,12 @@ class DiscordChannel:
         self._retry = (retry_base_s, retry_max_s)
         self._send_wait_s = send_wait_s
         self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._connect_wait_s = connect_wait_s
         self._client: discord.Client | None = None
         self._ready = asyncio.Event()  # REST works (logged in): replies can go out
         self.connected = asyncio.Event()  # the Gateway session is live (READY or RESUMED)
         self.resumes = 0  # sessions resumed after a dropped connection
+        self.fatal: str | None = None  # why the Gateway gave up for good (bad intents, token…)
         # (message, is a DM) — None: tell from the message; caught-up messages come with a flag
         self._intake: asyncio.Queue[tuple[discord.Message, bool | None]] = asyncio.Queue()
         self.catchup = CatchUp(self.workspace / "state" / "discord.json")
@@ -117,7 +120,7 @@ class DiscordChannel:
     async def start(self) -> None:
         if not self._token:
             raise ConfigError("channels.discord.token is empty: set it (or LUCIDGATE_CHANNELS__DISCORD__TOKEN)")
-        self._stopping = False
+        self._stopping, self.fatal = False, None
         self._redactor.install(log_targets())
         self._endpoints.apply()
         self._client = make_client(heartbeat_timeout_s=self._heartbeat_timeout_s)
@@ -143,6 +146,22 @@ class DiscordChannel:
             self._spawn("gateway", self._login_then_run())
             return
         self._spawn("gateway", self._run_gateway())
+        await self._first_session()
+
+    async def _first_session(self) -> None:
+        """Wait (a while) for the first session, so a refusal for good — the Message Content
+        intent off, a revoked token — fails the start with its reason instead of passing."""
+        gateway = self._tasks["gateway"]
+        session = asyncio.ensure_future(self.connected.wait())
+        try:
+            await asyncio.wait({gateway, session}, timeout=self._connect_wait_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            session.cancel()
+        if gateway.done() and self.fatal:
+            reason = self.fatal
+            await self.stop()
+            raise ConfigError(reason)
 
     async def _login(self) -> None:
         """REST login (``GET /users/@me``, the application) and the Gateway URL to connect to;
@@ -180,14 +199,17 @@ class DiscordChannel:
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            logger.error("Discord refused the Message Content intent: enable it for the bot in the "
-                         "Developer Portal (Bot → Privileged Gateway Intents); the channel is offline")
+            self.fatal = ("Discord refused the Message Content intent: enable it for the bot in the Developer "
+                          "Portal (Bot → Privileged Gateway Intents)")
         except discord.ConnectionClosed as exc:
-            logger.error("Discord closed the gateway (code %s); the channel is offline", exc.code)
-        except Exception:
-            logger.exception("the Discord gateway connection failed; the channel is offline")
+            self.fatal = f"Discord closed the gateway (code {exc.code})"
+        except Exception as exc:
+            logger.exception("the Discord gateway connection failed")
+            self.fatal = f"the Discord gateway connection failed ({type(exc).__name__})"
         finally:
             self.connected.clear()
+        if self.fatal:
+            logger.error("%s; the channel is offline", self.fatal)
 
     async def stop(self) -> None:
         if self._stopping:
