@@ -21,6 +21,7 @@ from config.schema import Config, ProviderConfig
 from gateway._offline import import_litellm
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
 from gateway.model.fallback import ModelChain
+from gateway.model.reasoning import strip_thinking, visible_so_far
 from gateway.metrics import Metrics
 from gateway.model.usage import UsageLedger
 from memory.calibration import TokenCalibration
@@ -307,8 +308,9 @@ async def _streamed(litellm: Any, kwargs: dict[str, Any], relay: Callable[[str],
         delta = chunk.choices[0].delta if chunk.choices else None
         if delta is not None and getattr(delta, "content", None):
             text += delta.content
-            if not getattr(delta, "tool_calls", None):
-                relay(text)
+            shown = visible_so_far(text)
+            if shown and not getattr(delta, "tool_calls", None):
+                relay(shown)
     return litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
 
 
@@ -350,7 +352,7 @@ def _to_result(response: Any) -> ChatResult:
             cached_tokens=int(cached or 0),
         )
     return ChatResult(
-        content=message.content,
+        content=strip_thinking(message.content),
         tool_calls=tuple(calls),
         usage=usage,
         finish_reason=getattr(choice, "finish_reason", None),
