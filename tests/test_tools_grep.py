@@ -50,3 +50,29 @@ async def test_syntax_characters_and_bad_patterns(tmp_path: Path) -> None:
     assert await registry.execute(ctx, "grep", {"pattern": r"\(USD\): 5\*3"}) == "a.md:1: price (USD): 5*3"
     bad = await registry.execute(ctx, "grep", {"pattern": "(unclosed"})
     assert bad.startswith("Error: invalid regex '(unclosed'")
+
+
+async def test_files_and_count_modes_are_a_cheap_first_look(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("todo one\nnothing\ntodo two\n")
+    (tmp_path / "b.md").write_text("TODO three\n")
+    (tmp_path / "c.md").write_text("clean\n")
+    registry = ToolRegistry([Grep()], max_result_chars=10_000)
+    ctx = make_ctx(tmp_path)
+    lines = await registry.execute(ctx, "grep", {"pattern": "todo"})
+    assert lines == "a.md:1: todo one\na.md:3: todo two"  # the default is unchanged
+    assert await registry.execute(ctx, "grep", {"pattern": "todo", "ignore_case": True,
+                                                "output": "files"}) == "a.md\nb.md"
+    counted = await registry.execute(ctx, "grep", {"pattern": "todo", "ignore_case": True, "output": "count"})
+    assert counted == "a.md: 2\nb.md: 1\n[3 matching line(s) in 2 file(s)]"
+    assert (await registry.execute(ctx, "grep", {"pattern": "zzz", "output": "count"})).startswith("No matches")
+    bad = await registry.execute(ctx, "grep", {"pattern": "todo", "output": "paths"})
+    assert bad.startswith("Error: invalid arguments for grep")
+
+
+async def test_files_mode_lists_past_the_line_limit(tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / f"n{i}.md").write_text("hit\n" * 50)
+    registry = ToolRegistry([Grep(max_matches=10, max_files_listed=3)], max_result_chars=10_000)
+    out = await registry.execute(make_ctx(tmp_path), "grep", {"pattern": "hit", "output": "count"})
+    assert out.splitlines()[:3] == ["n0.md: 50", "n1.md: 50", "n2.md: 50"]
+    assert out.endswith("[showing the first 3 files; narrow the search]")

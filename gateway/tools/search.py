@@ -5,8 +5,10 @@ slow pattern: matching releases the GIL (``concurrent=True``) and every match ha
 deadline (``timeout=``), so a catastrophic pattern such as ``(a|aa)+$`` on a long line
 ends as a clear tool error instead of freezing a core — and, through the GIL, the gateway.
 Results are bounded (matches, line length, files scanned) because every match costs
-prompt tokens. Binary files, ``.git`` and the gateway's internal files (session
-transcripts, inbox) are skipped: the same confinement as the file tools.
+prompt tokens; ``output="files"`` (paths only) and ``"count"`` (matching lines per file) are
+the cheap first look at a broad search, the default ``"lines"`` shows the lines. Binary
+files, ``.git`` and the gateway's internal files (session transcripts, inbox) are skipped:
+the same confinement as the file tools.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import regex
 from pydantic import Field
@@ -33,7 +35,8 @@ MAX_FILE_BYTES = 5 * 1024 * 1024
 
 class Grep:
     name: ClassVar[str] = "grep"
-    description: ClassVar[str] = "Search text files for a Python regex; returns path:line: text."
+    description: ClassVar[str] = ("Search text files for a Python regex; returns path:line: text "
+                                  "(output files: paths only; count: per file).")
     owner_only: ClassVar[bool] = False
 
     class Params(ToolParams):
@@ -41,11 +44,13 @@ class Grep:
         path: str = "."
         glob: str = Field("", description="File filter, e.g. *.py")
         ignore_case: bool = False
+        output: Literal["lines", "files", "count"] = "lines"
 
-    def __init__(self, *, restrict: bool = True, max_matches: int = 100,
+    def __init__(self, *, restrict: bool = True, max_matches: int = 100, max_files_listed: int = 500,
                  max_files: int = 5000, time_limit_s: float = 10.0) -> None:
         self.restrict = restrict
         self.max_matches = max_matches
+        self.max_files_listed = max_files_listed
         self.max_files = max_files
         self.time_limit_s = time_limit_s
 
@@ -66,6 +71,7 @@ class Grep:
             raise ToolError(f"{params.path!r} does not exist")
         deadline = time.monotonic() + self.time_limit_s
         hits: list[str] = []
+        total = 0  # matching lines, in files/count mode
         scanned = 0
         stopped = ""
         for file in self._files(root, start, params.glob, guest):
@@ -77,6 +83,15 @@ class Grep:
                 break
             scanned += 1
             shown = _paths.display(root, file)
+            if params.output != "lines":
+                found = sum(1 for _ in _matching_lines(file, compiled, deadline, self.time_limit_s, shown))
+                if found:
+                    hits.append(shown if params.output == "files" else f"{shown}: {found}")
+                    total += found
+                if len(hits) >= self.max_files_listed:
+                    stopped = f"showing the first {self.max_files_listed} files; narrow the search"
+                    break
+                continue
             for number, line in _matching_lines(file, compiled, deadline, self.time_limit_s, shown):
                 if len(hits) >= self.max_matches:
                     stopped = f"showing the first {self.max_matches} matches; narrow the search"
@@ -89,6 +104,8 @@ class Grep:
             where = "" if params.path == "." else f" in {params.path}"
             suffix = f" ({stopped})" if stopped else ""
             return f"No matches for {params.pattern!r}{where}{suffix}."
+        if params.output == "count":
+            hits.append(f"[{total} matching line(s) in {len(hits)} file(s)]")
         if stopped:
             hits.append(f"[{stopped}]")
         return "\n".join(hits)
