@@ -119,7 +119,11 @@ class AgentDefaults(Section):
     context_window_tokens: int = Field(65_536, ge=1024)
     max_completion_tokens: int = Field(8192, ge=16)
     safety_buffer: int = Field(1024, ge=0)
-    max_tool_iterations: int = Field(40, ge=1)
+    # Model calls one turn may make. Long owner tasks (read a dozen files, edit, run, check)
+    # reach 50-80 steps; 40 cut them off. 100 leaves room for that while a runaway turn stays
+    # bounded (every step re-sends the prompt: ~2M tokens at a full working set, half of
+    # nanobot's 200); a turn that hits it says so, and "continue" picks up where it stopped.
+    max_tool_iterations: int = Field(100, ge=1)
     timezone: str = "UTC"
     max_concurrent_sessions: int = Field(16, ge=1)
     llm_timeout_s: float = Field(120, gt=0)

@@ -180,8 +180,9 @@ def _final_text(outcome: LoopOutcome, max_iterations: int) -> str:
                 "arguments without getting anywhere. Try rephrasing the request or asking for "
                 "one step at a time.")
     if outcome.stop == "iterations":
-        return (f"I stopped after {max_iterations} tool steps without finishing. "
-                "Tell me how to continue, or narrow the task.")
+        return (f"I stopped after {max_iterations} tool steps without finishing: that is the "
+                "limit per turn (agents.defaults.maxToolIterations). Say \"continue\" to go on "
+                "from here, narrow the task, or raise the setting.")
     return outcome.text or "(no answer)"
 
 
