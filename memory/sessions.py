@@ -5,8 +5,11 @@ turn's cost does not grow with the session's length. The metadata line changes o
 creation, metadata updates and ``/new``; it is then rewritten atomically by streaming the
 file into a temp file and ``os.replace``-ing it. Consolidation, which recurs all through a
 session's life, records ``last_consolidated`` in a tiny sidecar (``<stem>.state.json``)
-instead, so it never copies the transcript; the sidecar wins over line 1 when loading. Pending and interrupted turns are derived
-from the tail of the log (``Session.pending_state``), never stored in line 1.
+instead, so it never copies the transcript. Line 1 therefore carries no count that could
+go stale: it names the sidecar (``"last_consolidated_in"``); no sidecar means nothing is
+archived yet. A ``last_consolidated`` in line 1 (older files, imports) is still read, and
+the sidecar wins over it. Pending and interrupted turns are derived from the tail of the log
+(``Session.pending_state``), never stored in line 1.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class Session:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "metadata": self.metadata,
-            "last_consolidated": self.last_consolidated,
+            "last_consolidated_in": state_path(self.path).name,
         }
 
     def pending_state(self) -> PendingKind | None:
@@ -199,8 +202,8 @@ class SessionStore:
 
         Written to a small sidecar (atomic replace), not by rewriting line 1: rewriting the
         header means copying the whole transcript, and consolidation recurs for as long as
-        a session lives, so that cost would grow with the session's length. Line 1 is
-        brought up to date whenever the header is rewritten anyway (``/new``, metadata).
+        a session lives, so that cost would grow with the session's length. Line 1 only
+        names this file.
         """
         if not 0 <= count <= len(session.messages):
             raise ValueError(f"last_consolidated {count} outside 0..{len(session.messages)}")
@@ -211,7 +214,13 @@ class SessionStore:
             await asyncio.to_thread(atomic_write_text, state_path(session.path), _dumps(state) + "\n")
 
     def _rewrite(self, session: Session) -> None:
-        """Write a new header followed by the existing message lines, then swap atomically."""
+        """Write a new header followed by the existing message lines, then swap atomically.
+
+        The new header has no count, so a count that only the old line 1 held (an older
+        or imported file) moves to the sidecar first."""
+        if session.last_consolidated and _read_state(session.path) != session.last_consolidated:
+            state = {"last_consolidated": session.last_consolidated, "updated_at": session.updated_at}
+            atomic_write_text(state_path(session.path), _dumps(state) + "\n")
         with atomic_write(session.path) as out:
             out.write((_dumps(session.header()) + "\n").encode("utf-8"))
             if session.path.exists():

@@ -18,7 +18,7 @@ async def test_round_trip_and_format(tmp_path: Path) -> None:
     await store.append(s, {"role": "assistant", "content": "hello"})
     lines = [json.loads(x) for x in s.path.read_text().splitlines()]
     assert lines[0]["_type"] == "metadata" and lines[0]["key"] == "telegram:42"
-    assert lines[0]["v"] == 1 and lines[0]["last_consolidated"] == 0
+    assert lines[0]["v"] == 1 and lines[0]["last_consolidated_in"] == "telegram_42.state.json"
     assert [m["role"] for m in lines[1:]] == ["user", "assistant"]
     assert all("timestamp" in m for m in lines[1:])
     again = load_session_file(s.path)
@@ -187,3 +187,28 @@ async def test_cancelled_append_keeps_memory_in_step_with_disk(tmp_path: Path) -
         await task
     on_disk = [m["content"] for m in load_session_file(s.path).messages]
     assert [m["content"] for m in s.messages] == on_disk
+
+
+async def test_line_one_never_shows_a_stale_consolidation_count(tmp_path: Path) -> None:
+    from memory.sessions import persisted_last_consolidated, state_path
+
+    store = SessionStore(tmp_path)
+    s = await store.get("cli:local")
+    for i in range(6):
+        await store.append(s, {"role": "user", "content": f"m{i}"})
+    await store.set_last_consolidated(s, 4)
+    header = json.loads(s.path.read_text().splitlines()[0])
+    assert "last_consolidated" not in header  # no count that consolidation leaves behind
+    assert json.loads((tmp_path / header["last_consolidated_in"]).read_text())["last_consolidated"] == 4
+    # An older (or imported) file keeps its count in line 1; a header rewrite moves it.
+    legacy = tmp_path / "cli_old.jsonl"
+    legacy.write_text(json.dumps({"_type": "metadata", "v": 1, "key": "cli:old", "metadata": {},
+                                  "last_consolidated": 2}) + "\n"
+                      + "".join(json.dumps({"role": "user", "content": f"o{i}"}) + "\n" for i in range(3)))
+    old = await store.get("cli:old")
+    assert old.last_consolidated == 2
+    old.metadata["title"] = "renamed"
+    await asyncio.to_thread(store._rewrite, old)
+    assert "last_consolidated" not in json.loads(legacy.read_text().splitlines()[0])
+    assert persisted_last_consolidated(legacy) == 2 and state_path(legacy).exists()
+    assert load_session_file(legacy).active() == [old.messages[2]]
