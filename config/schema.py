@@ -85,6 +85,15 @@ class MemoryConfig(Section):
     auto_recall: bool = True
     # One silent turn saves durable details to the daily note before the chat is compacted.
     flush_before_compaction: bool = True
+    # It runs when the conversation is within this many tokens of the working set; null:
+    # an eighth of it (2,500 tokens at the default 20,000).
+    flush_soft_threshold_tokens: int | None = Field(None, ge=0)
+    # Also when this many bytes were added to the transcript since the last flush, however
+    # few tokens they count in the prompt (long tool output is trimmed there); null: off.
+    flush_transcript_bytes: int | None = Field(None, ge=1024)
+    # Your own words for what to keep, in place of the built-in instruction; the turn is
+    # still told today's note path and to answer NO_REPLY. null: the built-in one.
+    flush_instruction: str | None = Field(None, min_length=1, max_length=4000)
     search: MemorySearchConfig = Field(default_factory=MemorySearchConfig)
 
 

@@ -142,7 +142,9 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     commands = CommandRegistry()
     flush = MemoryFlush(runner, sessions, conversation_tokens=consolidator.conversation_tokens,
                         working_set=agent.working_set if agent.memory.flush_before_compaction else None,
-                        timezone=agent.timezone)
+                        timezone=agent.timezone, soft_threshold_tokens=agent.memory.flush_soft_threshold_tokens,
+                        transcript_bytes=agent.memory.flush_transcript_bytes,
+                        instruction=agent.memory.flush_instruction)
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)

@@ -111,3 +111,58 @@ async def test_todays_and_yesterdays_notes_are_in_the_owner_prompt_only(
     assert "dentist at 3pm" in system and "bought a kite" in system and "not in the prompt" not in system
     assert system.index("bought a kite") < system.index("dentist at 3pm")  # yesterday, then today
     assert "dentist" not in guest["messages"][0]["content"]
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+def test_flush_settings_have_documented_defaults() -> None:
+    from config.schema import AgentDefaults, MemoryConfig
+    from gateway.agent.memory_flush import flush_threshold
+
+    memory = MemoryConfig()
+    assert (memory.flush_soft_threshold_tokens, memory.flush_transcript_bytes, memory.flush_instruction) == \
+        (None, None, None)
+    assert flush_threshold(AgentDefaults().working_set, None) == 17_500  # 2,500 below 20,000
+    assert flush_threshold(20_000, 4000) == 16_000
+    assert flush_threshold(20_000, 19_000) == 5000  # never below a quarter of the working set
+
+
+async def test_soft_threshold_and_custom_instruction(fake_llm: FakeLLMServer,
+                                                     make_config: Callable[..., Any]) -> None:
+    note = f"memory/{date.today().isoformat()}.md"
+    fake_llm.default = scripted(note)
+    medium = "Remember the boathouse on pier 7 for the party. " * 30  # ~400 tokens
+    plain = make_config(agents={"defaults": {"workingSetTokens": 1000, "timezone": "UTC"}})
+    async with running(plain) as (gw, ch):
+        await ch.say(medium, sender_id="local")
+        await ch.wait_replies(1)
+        await gw.parts.agent.idle()
+    assert not any(is_flush(r) for r in fake_llm.requests)  # 875 tokens by default: not yet
+    fake_llm.requests.clear()
+    tuned = make_config(agents={"defaults": {"workingSetTokens": 1000, "timezone": "UTC", "memory": {
+        "flushSoftThresholdTokens": 700, "flushInstruction": "Keep only open todos, one per line."}}})
+    async with running(tuned) as (gw, ch):
+        await ch.say(medium, sender_id="local", chat_id="2")
+        await ch.wait_replies(1)
+        await gw.parts.agent.idle()
+    flush = next(r for r in fake_llm.requests if is_flush(r))
+    instruction = message_text(next(m for m in reversed(flush["messages"]) if m["role"] == "user"))
+    assert "Keep only open todos, one per line." in instruction
+    assert note in instruction and instruction.endswith(f"answer exactly {NO_REPLY}.")
+    assert "summarised into history" not in instruction  # the owner's words replace the default
+
+
+async def test_transcript_size_trigger(fake_llm: FakeLLMServer, make_config: Callable[..., Any]) -> None:
+    fake_llm.default = scripted(f"memory/{date.today().isoformat()}.md")
+    config = make_config(agents={"defaults": {"timezone": "UTC", "memory": {"flushTranscriptBytes": 2048}}})
+    async with running(config) as (gw, ch):
+        await ch.say(LONG, sender_id="local")  # ~3 KB: far below the 20k-token working set
+        await ch.wait_replies(1)
+        await gw.parts.agent.idle()
+        flush = gw.parts.agent.flush
+        assert flush is not None and flush.count == 1
+        await ch.say("and one short line", sender_id="local")
+        await ch.wait_replies(2)
+        await gw.parts.agent.idle()
+        assert flush.count == 1  # counted from the last flush: no repeat

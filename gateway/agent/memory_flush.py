@@ -2,15 +2,19 @@
 
 Compaction summarises the oldest part of a chat into one history line; details the owner
 cares about can get lost in a summary. So when an owner's private session nears the point
-where the consolidator starts trimming (a soft threshold at 7/8 of the working set), the
-agent gets one turn of its own first: a short instruction to write anything durable from
-the conversation into today's daily note (or MEMORY.md for lasting facts), answering
-``NO_REPLY`` when there is nothing to keep.
+where the consolidator starts trimming (``memory.flushSoftThresholdTokens`` below the working
+set; an eighth of it by default), the agent gets one turn of its own first: a short
+instruction (or the owner's ``memory.flushInstruction``) to write anything durable from the
+conversation into today's daily note (or MEMORY.md for lasting facts), answering
+``NO_REPLY`` when there is nothing to keep. ``memory.flushTranscriptBytes`` adds a second
+trigger: that many transcript bytes since the last flush, for chats whose bulk (long tool
+output) is trimmed out of the token count.
 
 Rules, each one deliberate:
 
-- once per compaction cycle — after a flush, the next one waits until the consolidator
-  has moved ``last_consolidated`` (the cycle's compaction happened);
+- once per compaction cycle — after a token-triggered flush, the next one waits until the
+  consolidator has moved ``last_consolidated`` (the cycle's compaction happened); the size
+  trigger counts from the last flush line in the transcript, so it cannot repeat either;
 - owner private chats only: guests and groups never write the owner's memory;
 - not on the overflow path: the runner's forced consolidation (the prompt no longer fits)
   has no room for an extra turn, so it never flushes;
@@ -43,21 +47,35 @@ class _Runner(Protocol):
     async def run(self, session: Session, ctx: TurnContext) -> object: ...
 
 
-def flush_instruction(note_path: str) -> str:
-    return (f"[memory flush — automatic, the user does not see this turn] The older part of this "
+def flush_instruction(note_path: str, custom: str | None = None) -> str:
+    header = "[memory flush — automatic, the user does not see this turn]"
+    if custom:
+        return f"{header} {custom.strip()} Today's note: {note_path}. Then answer exactly {NO_REPLY}."
+    return (f"{header} The older part of this "
             f"conversation is about to be summarised into history. If it holds anything worth keeping "
             f"word for word — decisions, dates, names, preferences, open todos — append it now to "
             f"today's note {note_path} (or to memory/MEMORY.md if it is a lasting fact) with the file "
             f"tools. Do not repeat what those files already say. Then answer exactly {NO_REPLY}.")
 
 
+def flush_threshold(working_set: int, soft_threshold_tokens: int | None) -> int:
+    """Conversation tokens at which the flush runs: ``soft`` below the working set (an eighth
+    of it when unset), never below a quarter of it, so a large soft value cannot make every
+    turn of a short chat a flush."""
+    soft = working_set // 8 if soft_threshold_tokens is None else soft_threshold_tokens
+    return max(working_set - soft, working_set // 4)
+
+
 class MemoryFlush:
     def __init__(self, runner: _Runner, sessions: SessionStore, *, conversation_tokens: Callable[[Session], int],
-                 working_set: int | None, timezone: str) -> None:
+                 working_set: int | None, timezone: str, soft_threshold_tokens: int | None = None,
+                 transcript_bytes: int | None = None, instruction: str | None = None) -> None:
         self.runner = runner
         self.sessions = sessions
         self.conversation_tokens = conversation_tokens
-        self.threshold = working_set * 7 // 8 if working_set else None
+        self.threshold = flush_threshold(working_set, soft_threshold_tokens) if working_set else None
+        self.transcript_bytes = transcript_bytes if working_set else None
+        self.instruction = instruction
         self.timezone = timezone
         self.count = 0  # flushes run since start (shown by /status)
         self._cycle: dict[str, int] = {}  # session -> last_consolidated when it last flushed
@@ -65,6 +83,8 @@ class MemoryFlush:
     def due(self, session: Session, ctx: TurnContext) -> bool:
         if self.threshold is None or not ctx.is_owner_private or ctx.silent:
             return False
+        if self.transcript_bytes is not None and _bytes_since_flush(session, self.transcript_bytes) >= self.transcript_bytes:
+            return True
         if self._cycle.get(session.key) == session.last_consolidated:
             return False  # already flushed in this cycle
         if sum(cached_message_bytes(m) for m in session.active()) < self.threshold:
@@ -76,7 +96,7 @@ class MemoryFlush:
         self._cycle[session.key] = session.last_consolidated
         self.count += 1
         note = f"memory/{datetime.now(self._tz()).date().isoformat()}.md"
-        await self.sessions.append(session, {"role": "user", "content": flush_instruction(note),
+        await self.sessions.append(session, {"role": "user", "content": flush_instruction(note, self.instruction),
                                              "kind": FLUSH_KIND})
         silent = dataclasses.replace(ctx, silent=True)
         try:
@@ -93,3 +113,14 @@ class MemoryFlush:
             return ZoneInfo(self.timezone)
         except Exception:
             return ZoneInfo("UTC")
+
+
+def _bytes_since_flush(session: Session, enough: int) -> int:
+    """Transcript bytes after the latest flush instruction, counted back only until ``enough``
+    (a turn's cost must not grow with the transcript's length)."""
+    total = 0
+    for message in reversed(session.messages):
+        if message.get("kind") == FLUSH_KIND or total >= enough:
+            break
+        total += cached_message_bytes(message)
+    return total
