@@ -41,7 +41,7 @@ from gateway.commands.model import register_model_command
 from gateway.agent.roles import OwnerSessions, history_provenance
 from gateway.agent.runner import PromptEstimator
 from gateway.runtime import Gateway, GatewayParts
-from gateway.skills.catalog import SkillsLoader, config_checker
+from gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
 from gateway.model.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
@@ -124,7 +124,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,
                                 on_event=metrics.consolidation, working_set=agent.working_set,
                                 provenance=history_provenance(config, owner_sessions))
-    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model))
+    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
+                  builtin_skills=builtin_skills_dir())
 
     async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))

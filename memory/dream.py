@@ -104,8 +104,12 @@ class Dream:
         workspace: Path,
         config: AgentDefaults,
         tool_loop: ToolLoop,
+        builtin_skills: Path | None = None,
     ) -> None:
         self.store = store
+        # The gateway's built-in skills (handed in: memory never imports the gateway). They
+        # are in Dream's skill inventory, and no Dream-made skill may take one's name.
+        self.builtin_skills = builtin_skills
         self.git = git
         self.model = model
         self.tool_loop = tool_loop
@@ -178,7 +182,7 @@ class Dream:
         # Enforced here, not by the prompt: guest and group-chat entries never reach the model
         # that holds the edit tools. They stay in history (and the recall index) as notes.
         owned = [e for e in batch if self.trusted(e)]
-        tools = DreamTools(self.workspace, self.caps)
+        tools = DreamTools(self.workspace, self.caps, builtin=self.builtin_skills)
         covered = False
         try:
             found = await self._analyse(owned, report) if owned else None
@@ -294,7 +298,7 @@ class Dream:
         ``report`` covers exactly the entries the cursor may move past.
         """
         files = await self._read_files()
-        skills = await asyncio.to_thread(list_skills, self.workspace)
+        skills = await asyncio.to_thread(list_skills, self.workspace, self.builtin_skills)
         today = self._today()
         budget = self.config.prompt_budget
 
@@ -344,7 +348,7 @@ class Dream:
     async def _phase2(self, findings: list[Finding], tools: DreamTools, report: DreamReport) -> None:
         actionable = [f for f in findings if f.tag != "SKIP"]
         files = await self._read_files()
-        skills = await asyncio.to_thread(list_skills, self.workspace)
+        skills = await asyncio.to_thread(list_skills, self.workspace, self.builtin_skills)
         messages: list[dict[str, Any]] = list(phase2_messages(
             actionable, files, self.caps, skills, self._today()))
         budget = self.config.dream.token_budget

@@ -40,7 +40,7 @@ Rules:
 - Time-bound facts (trips, deadlines, "this week") more than 14 days before today are
   stale: [FILE-REMOVE] them.
 - Only propose a [SKILL] for a workflow the history shows at least twice, and never one
-  that duplicates an existing skill.
+  that duplicates an existing skill (built-in ones included).
 - Skip small talk and anything that can be re-derived from files.
 - If nothing qualifies, answer with the single line [SKIP].
 """
@@ -55,7 +55,10 @@ You apply memory findings to the assistant's memory files using tools.
   quarter of a file's lines or exceed its size limit are refused.
 - You may edit only SOUL.md, USER.md and memory/MEMORY.md, and create new skills with
   write_file at skills/<name>/SKILL.md (YAML frontmatter with name and description,
-  then short steps). Never overwrite or duplicate an existing skill.
+  then short steps). Never overwrite or duplicate an existing skill. Before writing one,
+  read_file skills/skill-creator/SKILL.md (the format). A built-in skill is never
+  replaced: to improve one, write the whole new file to skills/_proposed/<name>/SKILL.md
+  for the owner to apply.
 - Keep facts as short "- " bullets under the existing headings.
 - When every finding is applied (or deliberately skipped), answer with a one-line
   summary and no tool call.
@@ -89,7 +92,8 @@ def render_files(files: dict[str, str], caps: dict[str, int]) -> str:
 
 
 def render_skills(skills: Iterable[SkillInfo]) -> str:
-    lines = [f"- {s.name}: {s.description or '(no description)'}" for s in skills]
+    lines = [f"- {s.name}{' (built-in)' if s.builtin else ''}: {s.description or '(no description)'}"
+             for s in skills]
     return "\n".join(lines) or "(none)"
 
 

@@ -4,6 +4,14 @@ They reach exactly the files GitStore versions — ``SOUL.md``, ``USER.md``,
 ``memory/MEMORY.md`` (``edit_file``) and new skills under ``skills/`` (``write_file``) —
 so every change Dream makes can be undone with ``/dream-restore``. A refused call is an
 ``Error: …`` string for the model, never an exception: the model can correct itself.
+
+Built-in skills (a folder the composition root hands in; memory never imports the gateway)
+are part of the inventory: ``read_file`` reads ``skills/<name>/...`` from there when the
+workspace has no copy, and no new skill may take a built-in's name — a workspace skill of
+that name would replace the built-in in every prompt. Dream may instead *propose* an
+override at ``skills/_proposed/<name>/SKILL.md`` (not loaded as a skill); the owner applies
+it by moving it to ``skills/<name>/``. With built-ins present, a skill is written only after
+``skills/skill-creator/SKILL.md`` (the format reference) was read in the same run.
 """
 
 from __future__ import annotations
@@ -33,23 +41,40 @@ class ToolRefused(Exception):
     """A guard refused the call; the message goes back to the model."""
 
 
+PROPOSED = "_proposed"  # skills/_proposed/<built-in>/SKILL.md: an override for the owner to apply
+FORMAT_REFERENCE = "skills/skill-creator/SKILL.md"
+
+
 @dataclass(frozen=True, slots=True)
 class SkillInfo:
     name: str
     description: str
+    builtin: bool = False
 
 
-def list_skills(workspace: Path) -> list[SkillInfo]:
-    """Skills already in ``skills/<name>/SKILL.md`` (name and description from frontmatter)."""
-    root = workspace / "skills"
-    if not root.is_dir():
+def _skill_folders(root: Path | None) -> list[Path]:
+    if root is None or not root.is_dir():
         return []
-    found: list[SkillInfo] = []
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        meta = parse_frontmatter(read_text_or_empty(folder / "SKILL.md")).meta or {}
-        description = str(meta.get("description") or "").strip()
-        found.append(SkillInfo(folder.name, description))
-    return found
+    return sorted(p for p in root.iterdir() if p.is_dir() and p.name != PROPOSED)
+
+
+def list_skills(workspace: Path, builtin: Path | None = None) -> list[SkillInfo]:
+    """Every skill the prompt lists: ``skills/<name>/SKILL.md`` in the workspace, then the
+    built-ins in ``builtin`` that the workspace does not override (name and description
+    from frontmatter)."""
+    found: dict[str, SkillInfo] = {}
+    for root, is_builtin in ((workspace / "skills", False), (builtin, True)):
+        for folder in _skill_folders(root):
+            if folder.name in found or (is_builtin and not (folder / "SKILL.md").is_file()):
+                continue
+            meta = parse_frontmatter(read_text_or_empty(folder / "SKILL.md")).meta or {}
+            description = str(meta.get("description") or "").strip()
+            found[folder.name] = SkillInfo(folder.name, description, is_builtin)
+    return [found[name] for name in sorted(found)]
+
+
+def builtin_names(builtin: Path | None) -> set[str]:
+    return {p.name.lower() for p in _skill_folders(builtin) if (p / "SKILL.md").is_file()}
 
 
 def entries(text: str) -> Counter[str]:
@@ -76,7 +101,8 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
     {"type": "function", "function": {
         "name": "write_file",
         "description": ("Create a NEW skill at skills/<name>/SKILL.md (YAML frontmatter with name"
-                        " and description, then the steps). Existing skills are never overwritten."),
+                        " and description, then the steps). Existing skills are never overwritten;"
+                        " for a built-in, propose at skills/_proposed/<name>/SKILL.md."),
         "parameters": {"type": "object", "properties": {
             "path": {"type": "string"}, "content": {"type": "string"}},
             "required": ["path", "content"]}}},
@@ -93,6 +119,8 @@ class DreamTools:
     # refused (Dream filters those entries out first; this is the guard behind that filter).
     trusted: bool = True
     changes: list[str] = field(default_factory=list)
+    builtin: Path | None = None  # the built-in skills' folder, when there are any
+    read_reference: bool = False  # skill-creator was read in this run
 
     async def call(self, name: str, raw_arguments: str) -> str:
         try:
@@ -144,10 +172,23 @@ class DreamTools:
         if not allowed and not full.is_relative_to(skills):
             raise ToolRefused(f"{args.get('path')!r} is outside what Dream may read "
                               "(SOUL.md, USER.md, memory/MEMORY.md, skills/)")
+        if not full.is_file() and full.is_relative_to(skills):
+            full = self._builtin_file(full.relative_to(skills)) or full
         if not full.is_file():
             raise ToolRefused(f"{args.get('path')!r} does not exist")
+        if full.name == "SKILL.md" and full.parent.name == "skill-creator":
+            self.read_reference = True
         # Long files are cut by the tool loop (max_result_chars=MAX_READ_CHARS).
         return full.read_text(encoding="utf-8", errors="replace") or "(empty file)"
+
+    def _builtin_file(self, rel: Path) -> Path | None:
+        """The built-in copy behind ``skills/<rel>`` (the workspace has none), kept inside
+        that skill's folder."""
+        if self.builtin is None or len(rel.parts) < 2:
+            return None
+        folder = (self.builtin / rel.parts[0]).resolve()
+        candidate = (folder / Path(*rel.parts[1:])).resolve()
+        return candidate if candidate.is_relative_to(folder) and candidate.is_file() else None
 
     def _edit(self, args: dict[str, Any]) -> str:
         rel = self._memory_file(args.get("path"))
@@ -193,15 +234,28 @@ class DreamTools:
             raise ToolRefused("use edit_file for SOUL.md, USER.md and memory/MEMORY.md")
         skills = (root / "skills").resolve()
         rel_parts = full.relative_to(skills).parts if full.is_relative_to(skills) else ()
+        proposal = len(rel_parts) == 3 and rel_parts[0] == PROPOSED
+        if proposal:
+            rel_parts = rel_parts[1:]
         if len(rel_parts) != 2 or rel_parts[1] != "SKILL.md":
             raise ToolRefused("write_file only creates skills/<name>/SKILL.md")
         name = rel_parts[0]
         if not SKILL_NAME_RE.match(name):
             raise ToolRefused(f"skill name {name!r} must be lowercase letters, digits, '-' or '_'")
+        builtins = builtin_names(self.builtin)
+        if proposal and name.lower() not in builtins:
+            raise ToolRefused(f"{name!r} is not a built-in skill; create skills/{name}/SKILL.md instead")
+        if not proposal and name.lower() in builtins:
+            raise ToolRefused(f"{name!r} is a built-in skill; Dream never replaces one. To suggest a "
+                              f"change, write the whole proposed file to skills/{PROPOSED}/{name}/SKILL.md "
+                              "for the owner to apply")
+        target = skills / PROPOSED / name if proposal else skills / name
         taken = {s.name.lower() for s in list_skills(self.workspace)}
-        if name.lower() in taken or (skills / name).exists():
+        if (not proposal and name.lower() in taken) or target.exists():
             raise ToolRefused(f"skill {name!r} already exists; existing skills are never "
                               "overwritten — skip it or extend a different one")
+        if "skill-creator" in builtins and not self.read_reference:
+            raise ToolRefused(f"read {FORMAT_REFERENCE} first: it is the format every skill follows")
         if len(content) > MAX_SKILL_CHARS:
             raise ToolRefused(f"a skill may hold at most {MAX_SKILL_CHARS} chars")
         meta = parse_frontmatter(content).meta
@@ -210,6 +264,10 @@ class DreamTools:
                               "'description' between '---' lines")
         if str(meta["name"]).strip() != name:
             raise ToolRefused(f"frontmatter name {meta['name']!r} must equal the folder name {name!r}")
-        atomic_write_text(skills / name / "SKILL.md", content)
-        self.changes.append(f"created skills/{name}/SKILL.md")
-        return f"OK: created skills/{name}/SKILL.md"
+        rel = target.relative_to(root).as_posix() + "/SKILL.md"
+        atomic_write_text(target / "SKILL.md", content)
+        if proposal:
+            self.changes.append(f"proposed {rel} (replaces the built-in {name} once moved to skills/{name}/)")
+        else:
+            self.changes.append(f"created {rel}")
+        return f"OK: {'proposed' if proposal else 'created'} {rel}"
