@@ -46,6 +46,7 @@ from gateway.model.task_budget import BudgetedModel
 from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
+from gateway.tools.memory_forget import MemoryForget, MemoryList
 from gateway.tools.memory_search import MemoryGet, MemorySearch, UntrustedRead
 from gateway.tools.message import MessageTool
 from gateway.agent.toolloop import ModelToolLoop
@@ -156,6 +157,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     metrics.track_active_turns(lambda: agent_loop.active_turns)
     bus.observe(metrics.outbound)
     recall = _wire_recall(config, builder, tools, watch=mode != "agent", on_untrusted=committer.read_untrusted)
+    tools.register(MemoryForget(store, git, dream, index=recall.index if recall else None))
+    tools.register(MemoryList())
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,

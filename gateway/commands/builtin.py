@@ -121,23 +121,17 @@ def register_builtin_commands(gw: GatewayParts) -> None:
                      + listed)
 
     async def forget(ctx: TurnContext, args: str) -> str:
-        from memory.forget import forget as forget_lines
+        from memory.errors import DreamBusy
+        from memory.forget import describe, forget_exclusive
 
         if not args.strip():
             return "Usage: /forget <text> — removes memory lines containing that text."
-        from memory.errors import DreamBusy
-
         try:
-            async with gw.dream.exclusive():
-                removed = await forget_lines(gw.store, gw.git, args.strip(),
+            removed = await forget_exclusive(gw.dream, gw.store, gw.git, args.strip(),
                                              index=gw.recall.index if gw.recall else None)
         except DreamBusy:
             return "Dream is updating memory right now; try /forget again in a minute."
-        if not removed:
-            return f"Nothing in memory mentions {args.strip()!r}."
-        # The removed lines are usually bullets already; show each as one bullet, never "- - …".
-        return "Forgot:\n" + "\n".join(f"- {line.strip().removeprefix('- ').removeprefix('* ')}"
-                                        for line in removed)
+        return describe(removed, args)
 
     add(Command("help", "list commands", help_))
     add(Command("new", "archive this conversation to memory and start fresh", new))

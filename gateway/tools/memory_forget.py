@@ -1,0 +1,78 @@
+"""``memory_forget`` and ``memory_list``: the owner's "forget …" and "what do you know about …"
+said to the model instead of typed as a command.
+
+``memory_forget`` is ``/forget`` as a tool: the same removal (MEMORY.md, USER.md, history
+and its archive, the recall index), under Dream's lock, committed as ``forget: <text>
+(memory_forget in <session>)`` and logged — the audit trail names the tool and the chat.
+Owner only and private chats only, like the command; the text must be at least three
+characters, since a model's one-letter call would empty the files. ``memory_list`` shows the
+lines memory holds about a text, without reading whole files and without changing anything:
+what a forget of that text would match, so the model can show the owner before removing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import Field
+
+from gateway.errors import ToolError
+from gateway.tools.base import ToolParams
+from gateway.tools.turn import TurnContext
+from memory.dream import Dream
+from memory.errors import DreamBusy
+from memory.forget import describe, forget_exclusive, mentions
+from memory.gitstore import GitStore
+from memory.search.index import MemoryIndex
+from memory.store import MemoryStore
+
+__all__ = ["MemoryForget", "MemoryList"]
+
+MIN_TEXT = 3
+
+
+def _private_owner(ctx: TurnContext) -> None:
+    if not ctx.is_owner_private:
+        raise ToolError("memory can only be changed or listed in the owner's private chat")
+
+
+class MemoryForget:
+    name = "memory_forget"
+    description = ("Remove every memory line containing text (MEMORY.md, USER.md, history). "
+                   "Only when the owner asks to forget something.")
+    owner_only = True
+
+    class Params(ToolParams):
+        text: str = Field(min_length=MIN_TEXT, max_length=200)
+
+    def __init__(self, store: MemoryStore, git: GitStore, dream: Dream,
+                 index: MemoryIndex | None = None) -> None:
+        self.store, self.git, self.dream, self.index = store, git, dream, index
+
+    async def run(self, ctx: TurnContext, params: MemoryForget.Params) -> str:
+        _private_owner(ctx)
+        text = params.text.strip()
+        if len(text) < MIN_TEXT:
+            raise ToolError(f"say what to forget in at least {MIN_TEXT} characters")
+        try:
+            removed = await forget_exclusive(self.dream, self.store, self.git, text, index=self.index,
+                                             by=f"memory_forget in {ctx.session_key}")
+        except DreamBusy:
+            raise ToolError("Dream is updating memory right now; try again in a minute") from None
+        return describe(removed, text)
+
+
+class MemoryList:
+    name = "memory_list"
+    description = "List the memory lines (files, notes, history) that mention text."
+    owner_only = True
+
+    class Params(ToolParams):
+        text: str = Field(min_length=1, max_length=200)
+
+    async def run(self, ctx: TurnContext, params: MemoryList.Params) -> str:
+        _private_owner(ctx)
+        if not params.text.strip():
+            raise ToolError("say what to look for")
+        found = await asyncio.to_thread(mentions, ctx.workspace, params.text)
+        return "\n".join(found) if found else f"Nothing in memory mentions {params.text.strip()!r}."
