@@ -87,7 +87,7 @@ def describe(removed: list[str], text: str) -> str:
                                     for line in removed)
 
 
-_NOTE = re.compile(r"^\d{4}-\d\d-\d\d\.md$")
+_NOTE = re.compile(r"^\d{4}-\d\d-\d\d(?:-.+)?\.md$")  # daily notes and /new's session notes
 
 
 def mentions(workspace: Path, text: str, limit: int = 60) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from gateway.agent.commands import Command
@@ -10,6 +11,9 @@ from gateway.runtime import GatewayParts
 from gateway.tools.turn import TurnContext
 from memory.errors import MemoryStoreError
 from memory.search.sources import daily_notes_summary
+from memory.sessions import Session
+
+logger = logging.getLogger(__name__)
 
 
 def register_builtin_commands(gw: GatewayParts) -> None:
@@ -21,12 +25,18 @@ def register_builtin_commands(gw: GatewayParts) -> None:
     async def new(ctx: TurnContext, args: str) -> str:
         session = await gw.sessions.get(ctx.session_key)
         archived = len(session.messages) - session.last_consolidated
+        earlier = session.last_consolidated > 0
+        before = await asyncio.to_thread(gw.store.last_cursor)
         if archived:
             await gw.consolidator.archive_all(session)
+        note = None
+        if archived and ctx.is_owner_private and gw.config.agent.memory.session_notes:
+            note = await _session_note(gw, session, before, earlier)
         await gw.sessions.reset(session)
         if not archived:
             return "Started a fresh conversation."
-        return f"Started a fresh conversation; the previous {archived} message(s) went to memory."
+        kept = f" A note of it is in {note}." if note else ""
+        return f"Started a fresh conversation; the previous {archived} message(s) went to memory.{kept}"
 
     async def stop(ctx: TurnContext, args: str) -> str:
         return "Nothing is running right now."
@@ -151,6 +161,25 @@ def register_builtin_commands(gw: GatewayParts) -> None:
 
 
 MAX_COMPACT_ROUNDS = 50
+
+
+async def _session_note(gw: GatewayParts, session: Session, before: int, earlier: bool) -> str | None:
+    """Write ``/new``'s note from the entries its archive just added; a failure is logged
+    and never stops the fresh start."""
+    from memory.session_note import first_user_text, note_text, write_session_note
+
+    try:
+        entries = [e for e in await gw.store.read_unprocessed(since=before)
+                   if e.session_key == session.key]
+        when = gw.store.now()
+        text = note_text(key=session.key, when=when, messages=session.messages, entries=entries,
+                         earlier=earlier)
+        path = await asyncio.to_thread(write_session_note, gw.config.workspace, text, when=when,
+                                       title_source=first_user_text(session.messages))
+    except (OSError, MemoryStoreError):
+        logger.exception("/new could not write the session note of %s", session.key)
+        return None
+    return path.relative_to(gw.config.workspace).as_posix()
 
 
 async def _cost_line(folder: Path, session_key: str) -> str:

@@ -1,0 +1,79 @@
+"""The note ``/new`` leaves behind: ``memory/<date>-<slug>.md``, a page a person can read.
+
+The transcript of a closed conversation becomes ``<stem>.<stamp>.jsonl.old`` and its summary
+goes to ``history.jsonl`` — both for machines. The note puts the same summary (the history
+entries ``/new``'s archive just wrote, no extra model call) under a dated, named file
+beside the daily notes, where the recall index finds it like any other note. The slug comes
+from the conversation's first words; a name already taken gets ``-2``, ``-3``…
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memory._history_index import HistoryEntry
+
+__all__ = ["first_user_text", "note_text", "slug", "write_session_note"]
+
+MAX_NOTE_CHARS = 4000
+_FILLER = frozenset({"a", "an", "the", "and", "or", "to", "of", "i", "you", "me", "my", "is", "are",
+                     "please", "can", "could", "hi", "hello", "hey"})
+
+
+def slug(text: str, *, words: int = 5, max_chars: int = 40) -> str:
+    """A file-name-safe summary of ``text``: a few lowercase ASCII words joined by ``-``."""
+    picked = [w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _FILLER][:words]
+    joined = "-".join(picked)[:max_chars].strip("-")
+    return joined or "conversation"
+
+
+def first_user_text(messages: Sequence[dict[str, Any]]) -> str:
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str) and not message.get("kind"):
+            return content
+    return ""
+
+
+def note_text(*, key: str, when: datetime, messages: Sequence[dict[str, Any]],
+              entries: Sequence[HistoryEntry], earlier: bool) -> str:
+    """The note's markdown: a heading, where it came from, the summary bullets."""
+    title = " ".join(first_user_text(messages).split())[:80] or "Conversation"
+    lines = [f"# {when.strftime('%Y-%m-%d %H:%M')} — {title}", "",
+             f"Conversation {key}, closed with /new ({len(messages)} message(s)).", ""]
+    summary = "\n".join(e.content.strip() for e in entries if e.content.strip())
+    lines.append(summary or "- (nothing worth keeping was found)")
+    if earlier:
+        lines += ["", "Earlier parts of this conversation were summarised into history before."]
+    text = "\n".join(lines) + "\n"
+    return text if len(text) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS].rsplit("\n", 1)[0] + "\n…\n"
+
+
+def write_session_note(workspace: Path, text: str, *, when: datetime, title_source: str) -> Path:
+    """Create ``memory/<date>-<slug>.md`` (never overwriting one); returns its path. Blocking."""
+    folder = workspace / "memory"
+    folder.mkdir(parents=True, exist_ok=True)
+    base = f"{when.date().isoformat()}-{slug(title_source)}"
+    fd, tmp = tempfile.mkstemp(prefix=".note-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        for n in range(1, 1000):
+            path = folder / (f"{base}.md" if n == 1 else f"{base}-{n}.md")
+            try:
+                # A hard link appears whole or not at all, and never replaces a note.
+                os.link(tmp, path)
+            except FileExistsError:
+                continue
+            return path
+        raise FileExistsError(f"no free name for {base}.md in {folder}")
+    finally:
+        os.unlink(tmp)
