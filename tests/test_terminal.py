@@ -138,3 +138,35 @@ def test_the_answer_streams_in_and_a_tool_step_is_named(tmp_path: Path, llm: Fak
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_sessions_and_switch_change_the_conversation_mid_chat(tmp_path: Path, llm: FakeLLMServer) -> None:
+    llm.queue(Reply("answered in local"), Reply("answered in work"))
+    child = spawn(tmp_path, llm)
+    child.sendline("hello")
+    child.expect_exact("answered in local")
+    child.expect_exact(PROMPT)
+    child.sendline("/switch work")
+    child.expect_exact("Switched to a new session work.")
+    child.expect_exact(PROMPT)
+    child.sendline("hi there")
+    child.expect_exact("answered in work")
+    child.expect_exact(PROMPT)
+    child.sendline("/sessions")
+    child.expect(r"\* work +2 message\(s\)")
+    child.expect(r" local +2 message\(s\)")
+    child.expect_exact(PROMPT)
+    child.sendline("/switch local")
+    child.expect_exact("Switched to session local (2 message(s)).")
+    child.expect_exact(PROMPT)
+    child.sendline("/switch ../x")
+    child.expect_exact("invalid session name '../x'")
+    child.expect_exact(PROMPT)
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert len(llm.requests) == 2  # the terminal answered /sessions and /switch itself
+    sessions = tmp_path / "ws" / "sessions"
+    assert "hi there" in (sessions / "cli_work.jsonl").read_text()
+    local = (sessions / "cli_local.jsonl").read_text()
+    assert "hello" in local and "hi there" not in local

@@ -30,6 +30,7 @@ from gateway.cli._common import console, err_console
 
 Ask = Callable[[str], Coroutine[Any, Any, tuple[bool, str]]]
 Stop = Callable[[], Awaitable[object]]
+Local = Callable[[str], Awaitable[str | None]]
 
 EXIT_WORDS = ("exit", "quit", ":q")
 STOPPED_NOTE = "(stopped — send another message, or /help)"
@@ -85,8 +86,9 @@ class LiveAnswer:
 
 
 async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
-                   view: LiveAnswer | None = None) -> int:
-    """A prompt loop until 'exit', Ctrl-D or Ctrl-C at the prompt; exit code 0."""
+                   view: LiveAnswer | None = None, local: Local | None = None) -> int:
+    """A prompt loop until 'exit', Ctrl-D or Ctrl-C at the prompt; exit code 0. ``local``
+    answers the lines the terminal handles itself (``/sessions``, ``/switch``)."""
     view = view or LiveAnswer()
     read = _prompt_reader(history_file) if sys.stdin.isatty() else _line_reader()
     console.print(Text(f"{banner} — type a message; Ctrl-C stops an answer, Ctrl-D or 'exit' leaves.",
@@ -100,6 +102,10 @@ async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
         if line.strip().lower() in EXIT_WORDS:
             return 0
         if not line.strip():
+            continue
+        handled = await local(line) if local is not None else None
+        if handled is not None:
+            console.print(Text(handled, style="dim"))
             continue
         answer = await _answer_or_interrupt(ask, stop, line, view)
         if answer is None:

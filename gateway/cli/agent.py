@@ -12,6 +12,7 @@ import typer
 
 from config import Config
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
+from gateway.cli._switch import TerminalSessions
 from gateway.cli._terminal import LiveAnswer, converse, one_shot
 
 
@@ -76,16 +77,18 @@ async def _agent_main(config: Config, message: str | None, session: str) -> int:
         cli = gw.channel("cli")
         assert isinstance(cli, CliChannel)
 
+        sessions = TerminalSessions(config.workspace, session)
+
         async def ask(text: str) -> tuple[bool, str]:
-            return await cli.ask(text, session)
+            return await cli.ask(text, sessions.current)
 
         view = LiveAnswer()
         cli.on_progress = view.progress
         async with gw:
             if message is not None:
                 return await one_shot(ask, message)
-            return await converse(ask, lambda: ask("/stop"), f"lucid (session {session})",
-                                  _history_file(config), view)
+            return await converse(ask, lambda: ask("/stop"), f"lucid (session {session}; /sessions, /switch NAME)",
+                                  _history_file(config), view, local=sessions.handle)
     finally:
         lock.release()
 
@@ -121,12 +124,15 @@ async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message:
 
     url, token = endpoint
     timeout = config.agent.llm_timeout_s * (config.agent.llm_retries + 1) + 60
+    sessions = TerminalSessions(config.workspace, session)
 
     async def ask(text: str) -> tuple[bool, str]:
-        result = await asyncio.to_thread(ask_running, url, token, text, timeout_s=timeout, session=session)
+        result = await asyncio.to_thread(ask_running, url, token, text, timeout_s=timeout,
+                                         session=sessions.current)
         return result if result is not None else (False, "the gateway stopped answering; run lucid agent again")
 
     if message is not None:
         return await one_shot(ask, message)
-    return await converse(ask, lambda: ask("/stop"), f"lucid (session {session}, via the gateway at {url})",
-                          _history_file(config))
+    return await converse(ask, lambda: ask("/stop"),
+                          f"lucid (session {session}, via the gateway at {url}; /sessions, /switch NAME)",
+                          _history_file(config), local=sessions.handle)
