@@ -218,3 +218,41 @@ async def test_memory_text_is_shown_as_text_never_as_markup(browser: Any, shots:
         title = await page.title()
     assert links == ["https://example.org/"]  # the javascript: link stays plain text
     assert title == "lucidgate console"
+
+
+async def test_sessions_and_switch_in_the_chat(browser: Any, shots: Shots, config: Any,
+                                               fake_llm: FakeLLMServer) -> None:
+    fake_llm.queue(Reply("first chat answer"), Reply("second chat answer"))
+    async with running_console(config, login=False) as c:
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.fill("#chat-input", "hello from the first chat")
+        await page.press("#chat-input", "Enter")
+        await expect(page.locator(".msg.assistant")).to_contain_text("first chat answer")
+        first = await page.locator("#chat-picker").input_value()
+        await page.fill("#chat-input", "/sw")
+        await page.locator("#chat-input").dispatch_event("input")
+        await expect(page.locator("#command-hints")).to_contain_text("/switch")
+        await page.fill("#chat-input", "/switch trip-planning")
+        await page.press("#chat-input", "Enter")
+        await expect(page.locator("#chat-picker")).to_have_value("trip-planning")
+        await expect(page.locator(".msg")).to_have_count(0)  # a fresh conversation
+        await page.fill("#chat-input", "hello from the second chat")
+        await page.press("#chat-input", "Enter")
+        await expect(page.locator(".msg.assistant")).to_contain_text("second chat answer")
+        await page.fill("#chat-input", "/sessions")
+        await page.press("#chat-input", "Enter")
+        listing = page.locator(".msg.note").last
+        await expect(listing).to_contain_text("* trip-planning")
+        await expect(listing).to_contain_text(first)
+        await page.fill("#chat-input", "/switch not/a/name")
+        await page.press("#chat-input", "Enter")
+        await expect(page.locator(".msg.error").last).to_contain_text("is not a chat name")
+        await shots.take(page, "sessions-switch")
+        await page.fill("#chat-input", f"/switch {first}")
+        await page.press("#chat-input", "Enter")
+        await expect(page.locator(".msg.user")).to_have_text("hello from the first chat")
+    assert len(fake_llm.requests) == 2  # /sessions and /switch never reached the assistant
+    sessions = config.workspace / "sessions"
+    assert "hello from the second chat" in (sessions / "web_trip-planning.jsonl").read_text()
+    assert page.errors == []  # type: ignore[attr-defined]

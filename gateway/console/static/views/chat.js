@@ -6,6 +6,12 @@ import { clear, h, toast } from "../dom.js";
 import { renderMarkdown } from "../md.js";
 
 const KEY = "lucid.chat";  // per-tab chat id (sessionStorage: not a credential)
+const CHAT_ID = /^[A-Za-z0-9-]{1,64}$/;  // as the server checks it
+// Answered here, never sent: which chat this tab talks in is the tab's own choice.
+const LOCAL = [
+  { name: "sessions", summary: "list the web chats (this one is marked)" },
+  { name: "switch", summary: "move to another chat, or start one: /switch NAME" },
+];
 
 function newChatId() {
   const bytes = new Uint8Array(6);
@@ -31,7 +37,8 @@ export async function render(view, params, { go }) {
     chatId = newChatId();
     sessionStorage.setItem(KEY, chatId);
   }
-  const [chats, commands] = await Promise.all([get("/chats"), get("/commands")]);
+  const [chats, served] = await Promise.all([get("/chats"), get("/commands")]);
+  const commands = served.concat(LOCAL);
   const picker = h("select", { id: "chat-picker", "aria-label": "Chat" });
   const ids = new Set(chats.map((c) => c.chat_id).concat([chatId]));
   for (const id of ids) picker.append(h("option", { value: id, selected: id === chatId }, id));
@@ -110,10 +117,34 @@ export async function render(view, params, { go }) {
   input.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
   });
+  async function local(text) {
+    const [command, ...rest] = text.split(/\s+/);
+    if (command === "/sessions") {
+      const known = (await get("/chats")).map((c) => c.chat_id);
+      if (!known.includes(chatId)) known.unshift(chatId);
+      bubble("note", h("div", { class: "text" },
+        ["Web chats (* = this one; /switch NAME changes):"].concat(known.map((id) => `${id === chatId ? "*" : "\u00a0"} ${id}`)).join("\n")));
+      return true;
+    }
+    if (command !== "/switch") return false;
+    const name = rest.join(" ");
+    if (!CHAT_ID.test(name)) {
+      bubble("error", h("div", { class: "text" }, name ? `“${name}” is not a chat name: 1-64 letters, digits or dashes.` : "Usage: /switch NAME (see /sessions)"));
+    } else {
+      go("chat", { chat: name });
+    }
+    return true;
+  }
+
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const text = input.value.trim();
     if (!text) return;
+    if (await local(text)) {
+      input.value = "";
+      clear(hints);
+      return;
+    }
     send.disabled = true;
     try {
       await post(`/chats/${encodeURIComponent(chatId)}/messages`, { text });
