@@ -30,6 +30,7 @@ async def test_new_writes_a_dated_note_that_recall_finds(fake_llm: FakeLLMServer
         [_, reply] = await ch.wait_replies(2)
         [note] = notes(workspace)
         assert gw.parts.recall is not None
+        gw.parts.recall.mark_dirty()  # what the file watcher does on a new note, without waiting for it
         hits = await gw.parts.recall.search("kayak Bled", scope=Scope.everything(), sources=["notes"])
     assert note.name == f"{date.today().isoformat()}-help-plan-kayak-trip-lake.md"
     assert f"A note of it is in memory/{note.name}." in reply.text
