@@ -27,6 +27,7 @@ async def test_the_model_lists_then_forgets_for_the_owner(fake_llm: FakeLLMServe
     async with running(make_config()) as (gw, ch):
         (workspace / "USER.md").write_text("# User\n- lives in Lisbon\n- likes cats\n")
         (workspace / "memory" / "MEMORY.md").write_text("# Memory\n- the cats are Tom and Mia\n")
+        (workspace / "memory" / "2026-01-05.md").write_text("- took the cats to the vet\n")
         await gw.parts.store.append_history("- adopted two cats\n- bought a bike", session_key="cli:1")
         await ch.say("what do you know about my cats? then forget it", **OWNER)
         [reply] = await ch.wait_replies(1)
@@ -36,11 +37,13 @@ async def test_the_model_lists_then_forgets_for_the_owner(fake_llm: FakeLLMServe
     assert {"memory_forget", "memory_list"} <= offered
     listed = tool_results(fake_llm, 1)[0].splitlines()
     assert listed[:2] == ["memory/MEMORY.md:2: - the cats are Tom and Mia", "USER.md:3: - likes cats"]
-    assert listed[2].startswith("history #1 ") and listed[2].endswith(": - adopted two cats")
+    assert listed[2] == "memory/2026-01-05.md:1: - took the cats to the vet"
+    assert listed[3].startswith("history #1 ") and listed[3].endswith(": - adopted two cats")
+    assert listed[4].startswith("(memory_forget leaves notes")
     forgot, short = tool_results(fake_llm, 2)[-2:]
     assert forgot.startswith("Forgot:\n") and "- likes cats" in forgot and "- adopted two cats" in forgot
     assert short.startswith("Error: invalid arguments for memory_forget")
-    assert tool_results(fake_llm, 3)[-1] == "Nothing in memory mentions 'cats'."
+    assert tool_results(fake_llm, 3)[-1].splitlines()[0] == "memory/2026-01-05.md:1: - took the cats to the vet"
     assert "cats" not in (workspace / "USER.md").read_text() + (workspace / "memory" / "MEMORY.md").read_text()
     history = (workspace / "memory" / "history.jsonl").read_text()
     assert "cats" not in history and "bought a bike" in history

@@ -75,4 +75,8 @@ class MemoryList:
         if not params.text.strip():
             raise ToolError("say what to look for")
         found = await asyncio.to_thread(mentions, ctx.workspace, params.text)
-        return "\n".join(found) if found else f"Nothing in memory mentions {params.text.strip()!r}."
+        if not found:
+            return f"Nothing in memory mentions {params.text.strip()!r}."
+        if any(line.startswith("memory/20") for line in found):
+            found.append("(memory_forget leaves notes memory/<date>*.md alone; edit_file changes them)")
+        return "\n".join(found)
