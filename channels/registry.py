@@ -31,6 +31,7 @@ CHANNEL_FACTORIES: dict[str, str] = {
     "telegram": "channels.telegram:build",
     "slack": "channels.slack:build",
     "discord": "channels.discord:build",
+    "matrix": "channels.matrix:build",
     "webhook": "channels.webhook:build",
     "openai": "channels.openai:build",
 }

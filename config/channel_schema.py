@@ -69,6 +69,33 @@ class DiscordConfig(Section):
     delivery_deadline_h: float = Field(24, gt=0)
 
 
+class MatrixConfig(Section):
+    """A Matrix bot account: ``accessToken``, or ``password`` (the gateway then logs in once
+    and keeps the session in ``state/matrix.json``)."""
+
+    enabled: bool = False
+    homeserver: str = ""  # the client API's base URL, e.g. https://matrix.example.org
+    user_id: str = ""  # @lucid:example.org
+    access_token: SecretStr = SecretStr("")
+    password: SecretStr = SecretStr("")
+    device_name: str = "lucidgate"
+    allow_from: list[str] = Field(default_factory=list)  # full Matrix ids, @alice:example.org
+    owners: list[str] = Field(default_factory=list)
+    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    pairing: bool = False
+    # Replies as m.notice (the convention for bots: other bots do not answer them) or m.text.
+    msgtype: str = Field("notice", pattern="^(notice|text)$")
+    streaming: bool = False
+    preview_interval_s: float = Field(1.0, ge=0.2)
+    sync_timeout_s: int = Field(30, ge=0, le=300)
+    delivery_deadline_h: float = Field(24, gt=0)
+    # Said once in an end-to-end encrypted room, where the bot cannot read or answer.
+    encrypted_room_notice: str = (
+        "This room is end-to-end encrypted, and lucidgate does not support encryption: it cannot "
+        "read messages here. Talk to me in an unencrypted room or direct chat instead."
+    )
+
+
 class WebhookConfig(Section):
     enabled: bool = True
     token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
@@ -125,6 +152,7 @@ class ChannelsConfig(Section):
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
     webhook: WebhookConfig = Field(default_factory=WebhookConfig)
     cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
     web: WebChannelConfig = Field(default_factory=WebChannelConfig)

@@ -19,6 +19,7 @@ from config.channel_schema import (
     ChannelsConfig,
     CliChannelConfig,
     DiscordConfig,
+    MatrixConfig,
     OpenAIApiConfig,
     SlackConfig,
     TelegramConfig,
@@ -29,8 +30,8 @@ from config.channel_schema import (
 from config.section import Section
 
 __all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "DiscordConfig",
-           "OpenAIApiConfig", "Section", "SlackConfig", "TelegramConfig", "TelegramWebhookConfig", "WebChannelConfig",
-           "WebhookConfig"]  # and the sections defined below; the channel ones live in channel_schema
+           "MatrixConfig", "OpenAIApiConfig", "Section", "SlackConfig", "TelegramConfig", "TelegramWebhookConfig",
+           "WebChannelConfig", "WebhookConfig"]  # and the sections defined below; the channel ones live in channel_schema
 
 
 class DreamConfig(Section):

@@ -186,6 +186,7 @@ def _outbox(config: Config) -> Outbox:
     ch = config.channels
     deadlines = {name: section.delivery_deadline_h * 3600.0
                  for name, section in (("telegram", ch.telegram), ("slack", ch.slack), ("discord", ch.discord),
+                                       ("matrix", ch.matrix),
                                        ("webhook", ch.webhook))}
     return Outbox(config.workspace / "state" / "outbox.sqlite", deadlines_s=deadlines)
 

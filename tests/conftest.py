@@ -26,6 +26,7 @@ for _name in [n for n in os.environ if n.upper().startswith("LUCIDGATE_")]:
     del os.environ[_name]
 
 from tests.fakes.llm import FakeLLMServer  # noqa: E402  (after the environment is set)
+from tests.matrix_kit import homeserver  # noqa: E402, F401  (one Synapse shared by every Matrix test)
 
 import config  # noqa: E402
 

@@ -40,6 +40,7 @@ INTERRUPTED_RESULT = "[interrupted: this tool call did not complete and was not 
 CHANNEL_HINTS = {
     "telegram": "Replies render as Telegram messages: short paragraphs, simple markdown, no tables.",
     "slack": "Replies render in Slack: simple markdown, no tables.",
+    "matrix": "Replies render in a Matrix client: markdown becomes HTML (tables and code blocks work).",
     "cli": "Replies print in a terminal: plain text or light markdown.",
     "webhook": "Replies go to an HTTP client: plain text unless asked otherwise.",
     "web": "Replies render as markdown in a web page.",

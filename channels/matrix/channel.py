@@ -1,0 +1,289 @@
+"""The Matrix channel: matrix-nio's ``AsyncClient`` for the client-server API, our own intake.
+
+nio provides the HTTP client, typed responses and the room state a sync builds (members,
+encryption); intake is ours, because durability needs the ordering nio's ``sync_forever``
+does not give: each batch is journalled on the bus *before* its sync token is persisted
+(``channels.matrix.sync``). A redelivered event is still caught by the bus's dedupe id
+(``matrix:<room>:<event_id>``).
+
+Per batch: invites from allowed senders (or, with pairing on, anyone who may ask for a code)
+are joined, others declined; each timeline message (``channels.matrix.events``) is checked
+by the one access gate and published — every message in a direct chat, in other rooms only
+those that mention the bot. Attachments are saved to ``media/matrix/<room>/``.
+
+End-to-end encryption is not supported (nio's E2EE needs its crypto store and key sharing
+done right, and a half-done version leaks or loses messages). An encrypted room is told so
+once (``encryptedRoomNotice``), logged, and listed by ``lucid doctor``; nothing else is ever
+sent there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from nio import AsyncClient, AsyncClientConfig, MatrixRoom, SyncResponse
+
+from channels._ratelimit import DeliveryRetry, OutboundLimiter
+from channels.bus import MessageBus
+from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
+from channels.matrix.calls import MatrixCallError, checked, classify
+from channels.matrix.events import Parsed, file_name, parse_message, safe_component
+from channels.matrix.login import sign_in
+from channels.matrix.send import MatrixSender
+from channels.matrix.state import load_state
+from channels.matrix.sync import MatrixSyncer
+from channels.messages import InboundMessage, OutboundMessage, Target
+from config.backoff import backoff_delay
+from config.errors import ConfigError, LucidError
+from config.fileio import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from config.schema import MatrixConfig
+
+logger = logging.getLogger(__name__)
+
+NAME = "matrix"
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
+
+
+class MatrixChannel:
+    name = NAME
+
+    def __init__(self, cfg: MatrixConfig, bus: MessageBus, *, workspace: Path,
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None,
+                 refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S, retry_base_s: float = 1.0,
+                 retry_max_s: float = 30.0, request_timeout_s: float = 30.0, send_wait_s: float = 30.0,
+                 typing_refresh_s: float = 25.0) -> None:
+        self._cfg = cfg
+        self.bus = bus
+        self.workspace = Path(workspace)
+        self.homeserver = cfg.homeserver.rstrip("/")
+        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
+                                                   refusal_interval_s=refusal_interval_s)
+        self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10)
+        self._state_path = self.workspace / "state" / "matrix.json"
+        self._retry = (retry_base_s, retry_max_s)
+        self._request_timeout_s = request_timeout_s
+        self._send_wait_s = send_wait_s
+        self._client: AsyncClient | None = None
+        self._ready = asyncio.Event()
+        self._stopping = False
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.state = load_state(self._state_path, self.homeserver, cfg.user_id)
+        self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=cfg.msgtype,
+                                   streaming=cfg.streaming, is_encrypted=self.is_encrypted,
+                                   preview_interval_s=cfg.preview_interval_s, typing_refresh_s=typing_refresh_s)
+        self.syncer = MatrixSyncer(lambda: self.client, self.handle_sync, state=self.state,
+                                   state_path=self._state_path, timeout_s=cfg.sync_timeout_s,
+                                   retry_base_s=retry_base_s, retry_max_s=retry_max_s)
+
+    # -- lifecycle -----------------------------------------------------------------------
+    @property
+    def client(self) -> AsyncClient:
+        if self._client is None:
+            raise RuntimeError("the Matrix channel is not started")
+        return self._client
+
+    @property
+    def user_id(self) -> str:
+        return self.client.user_id
+
+    def is_owner(self, sender_id: str) -> bool:
+        return self.gate.is_owner(sender_id)
+
+    def describe(self) -> str:
+        """The registry's one-line summary (never a credential)."""
+        how = "access token" if self._cfg.access_token.get_secret_value() else "password login"
+        return (f"{self._cfg.user_id or 'bot'} on {self.homeserver} ({how}), "
+                f"{len(self._cfg.allow_from)} allowed, pairing {self._cfg.pairing}, encryption not supported")
+
+    def is_encrypted(self, room_id: str) -> bool:
+        room = self._client.rooms.get(room_id) if self._client is not None else None
+        return bool(room is not None and room.encrypted)
+
+    async def start(self) -> None:
+        self._stopping = False
+        config = AsyncClientConfig(max_limit_exceeded=0, max_timeouts=0,
+                                   request_timeout=self._request_timeout_s)
+        self._client = AsyncClient(self.homeserver, self._cfg.user_id, config=config)
+        self.bus.subscribe(NAME, self.send)
+        try:
+            await self._connect()
+        except ConfigError:
+            await self.stop()
+            raise
+        except (MatrixCallError, OSError, asyncio.TimeoutError, LucidError) as exc:
+            logger.warning("the Matrix homeserver is unreachable at start (%s); will keep trying", exc)
+            self._spawn("connect", self._connect_then_run())
+            return
+        self._spawn("sync", self.syncer.run())
+
+    async def _connect(self) -> None:
+        try:
+            fresh = await sign_in(self.client, self.state, access_token=self._cfg.access_token.get_secret_value(),
+                                  password=self._cfg.password.get_secret_value(), device_name=self._cfg.device_name)
+        except Exception as exc:
+            if isinstance(exc, ConfigError | MatrixCallError):
+                raise
+            raise MatrixCallError("connect", None, None, f"{type(exc).__name__}: {exc}") from exc
+        self.state.user_id = self.client.user_id
+        if fresh:
+            await self.syncer.save()
+        self._ready.set()
+        logger.info("Matrix channel ready as %s on %s", self.client.user_id, self.homeserver)
+
+    async def _connect_then_run(self) -> None:
+        failures = 0
+        while not self._ready.is_set():
+            failures += 1
+            await asyncio.sleep(backoff_delay(failures, *self._retry))
+            try:
+                await self._connect()
+            except ConfigError as exc:
+                logger.error("Matrix refused the channel setup (%s); the channel stays offline", exc)
+                return
+            except MatrixCallError:
+                continue
+        self._spawn("sync", self.syncer.run())
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for task in list(self._tasks.values()):
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
+        try:
+            await asyncio.wait_for(self.bus.flush_outbound(), 10)
+        except TimeoutError:
+            logger.warning("Matrix replies still queued at shutdown stay in the outbox")
+        self.bus.unsubscribe(NAME)
+        self.sender.cancel_typing()
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+        self._ready.clear()
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks[name] = asyncio.create_task(coro, name=f"matrix-{name}")
+
+    # -- inbound -------------------------------------------------------------------------
+    async def handle_sync(self, response: SyncResponse, catch_up: bool) -> None:
+        """One sync batch: invites first, then each joined room's new messages in order."""
+        for room_id, info in response.rooms.invite.items():
+            await self._on_invite(room_id, info.invite_state)
+        skipped = 0
+        for room_id, info in response.rooms.join.items():
+            room = self.client.rooms.get(room_id)
+            if room is None:
+                continue
+            if room.encrypted:
+                await self._refuse_encrypted(room_id)
+                continue
+            if info.timeline.limited and not catch_up:
+                logger.warning("Matrix room %s had more new events than one sync returns; "
+                               "the oldest were not seen", room_id)
+            for event in info.timeline.events:
+                source = getattr(event, "source", None)
+                if not isinstance(source, dict):
+                    continue
+                if catch_up:
+                    skipped += source.get("type") == "m.room.message"
+                    continue
+                await self.handle_event(room, source)
+        if skipped:
+            logger.info("Matrix: first sync of this account; %d earlier message(s) not answered", skipped)
+
+    async def _on_invite(self, room_id: str, invite_state: list[Any]) -> None:
+        me = self.client.user_id
+        inviter, direct = None, False
+        for event in invite_state:
+            source = getattr(event, "source", {}) or {}
+            if source.get("type") == "m.room.member" and source.get("state_key") == me:
+                inviter = source.get("sender")
+                direct = bool((source.get("content") or {}).get("is_direct"))
+        if not isinstance(inviter, str):
+            return
+        chat_type = "private" if direct else "group"
+        decision = await self.gate.check(AccessRequest(NAME, room_id, inviter, None, chat_type))
+        accept = decision.allowed or decision.outcome == "pairing"
+        what = "join" if accept else "leave"
+        try:
+            call = (lambda: self.client.join(room_id)) if accept else (lambda: self.client.room_leave(room_id))
+            await self.limiter.run(room_id, lambda: checked(what, call), what=what)
+        except (MatrixCallError, LucidError) as exc:
+            logger.warning("Matrix: could not %s room %s: %s", what, room_id, exc)
+            return
+        logger.info("Matrix: %s the invite from %s to room %s", "accepted" if accept else "declined",
+                    inviter, room_id)
+
+    async def _refuse_encrypted(self, room_id: str) -> None:
+        if room_id in self.state.encrypted_notified:
+            return
+        logger.warning("Matrix room %s is end-to-end encrypted: not supported, the bot will not "
+                       "read or answer there", room_id)
+        await self.sender.send_notice(room_id, self._cfg.encrypted_room_notice)
+        self.state.encrypted_notified.append(room_id)
+        await self.syncer.save()
+
+    async def handle_event(self, room: MatrixRoom, source: dict[str, Any]) -> None:
+        """Turn one timeline event into at most one ``InboundMessage``; the gate answers strangers."""
+        me = self.client.user_id
+        parsed = parse_message(source, bot_id=me, bot_name=room.user_name(me))
+        if parsed is None:
+            return
+        private = room.member_count <= 2
+        if not private and not parsed.mentioned:
+            return
+        chat_type = "private" if private else "group"
+        knock = AccessRequest(NAME, room.room_id, parsed.sender, None, chat_type)
+        if not (await self.gate.admit(knock, reply=Target(NAME, room.room_id, None, parsed.event_id))).allowed:
+            return
+        notes, media = await self._download(room.room_id, parsed)
+        text = "\n".join([*notes, parsed.text] if parsed.text else notes)
+        if not text.strip():
+            return
+        inbound = InboundMessage(channel=NAME, chat_id=room.room_id, sender_id=parsed.sender, text=text,
+                                 chat_type=chat_type, media=tuple(media), message_id=parsed.event_id,
+                                 sender_name=room.user_name(parsed.sender))
+        if not await self.bus.publish_inbound(inbound):
+            logger.info("duplicate Matrix event %s in room %s ignored", parsed.event_id, room.room_id)
+
+    async def _download(self, room_id: str, parsed: Parsed) -> tuple[list[str], list[str]]:
+        """Save the message's attachment; return (text notes, workspace-relative paths)."""
+        item = parsed.attachment
+        if item is None:
+            return [], []
+        if (item.size or 0) > MAX_DOWNLOAD_BYTES:
+            return [f"[{item.label} not downloaded: {item.size / 1e6:.1f} MB is over the 20 MB limit]"], []
+        rel = Path("media", NAME, safe_component(room_id), file_name(parsed.event_id, item))
+        try:
+            response = await checked("download", lambda: self.client.download(item.url))
+            body = getattr(response, "body", None)
+            if not isinstance(body, bytes) or len(body) > MAX_DOWNLOAD_BYTES:
+                raise ValueError("no content, or over the 20 MB limit")
+            await asyncio.to_thread(atomic_write_bytes, self.workspace / rel, body)
+        except (MatrixCallError, LucidError, ValueError, OSError) as exc:
+            logger.warning("could not download a %s from Matrix room %s: %s", item.label, room_id, exc)
+            return [f"[{item.label} could not be downloaded: {item.name}]"], []
+        return [f"[{item.label}: {rel.as_posix()} ({item.name})]"], [rel.as_posix()]
+
+    # -- outbound ------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        if not self._ready.is_set():
+            try:  # still connecting: hold the reply a while, then leave it to the outbox
+                await asyncio.wait_for(self._ready.wait(), self._send_wait_s)
+            except TimeoutError:
+                if msg.kind in ("text", "error"):
+                    raise DeliveryRetry("Matrix is not connected yet") from None
+                return
+        await self.sender.send(msg)
+
+    async def send_file(self, room_id: str, path: Path, *, caption: str | None = None) -> str:
+        """Upload a workspace file to a room (media out); returns the event id."""
+        return await self.sender.send_file(room_id, path, caption=caption)
