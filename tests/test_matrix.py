@@ -9,6 +9,7 @@ events) and on what the model was asked.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,16 @@ from channels.matrix.channel import MatrixChannel
 from channels.matrix.state import load_state
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
-from tests.fakes.llm import FakeLLMServer, Reply
+from tests.fakes.llm import FakeLLMServer, HeldReply, Reply
 from tests.matrix_kit import Homeserver, Person
 from tests.waiting import until
 
 REFUSAL = "Sorry, I only talk to people my owner has allowed."
 TIMEOUT = 60.0
+
+# The recall index (and its embedder) has nothing to do with Matrix: off, so a start is quick.
+AGENT = {"llmRetries": 0, "llmTimeoutS": 60, "dream": {"enabled": False},
+         "memory": {"autoRecall": False, "search": {"enabled": False}}}
 
 StartGateway = Callable[..., Awaitable[Gateway]]
 
@@ -49,8 +54,8 @@ async def start_gateway(make_config: Callable[..., Config], homeserver: Homeserv
         matrix = {"enabled": True, "homeserver": homeserver.url, "userId": bot.user_id,
                   "accessToken": bot.token, "allowFrom": [owner.user_id], "owners": [owner.user_id],
                   "syncTimeoutS": 5, **section}
-        config = make_config(agents={"defaults": {"llmRetries": 0, "dream": {"enabled": False}}},
-                             channels={"matrix": matrix})
+        config = make_config(agents={"defaults": AGENT}, channels={"matrix": matrix},
+                             providers={"openai": {"streamToolCalls": True}})  # the fake streams them
         gw = build_gateway(config)
         gw.add_channel("matrix", build_matrix(config, gw.parts.bus, workspace=config.workspace))
         await gw.__aenter__()
@@ -105,3 +110,87 @@ async def test_a_direct_chat_gets_an_answer_as_a_formatted_reply(
     assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
     assert "what is my cat called?" in json.dumps(fake_llm.requests[-1]["messages"])
     assert len(fake_llm.requests) == 1
+
+
+async def test_a_streamed_answer_is_one_message_edited_into_the_final_text(
+        start_gateway: StartGateway, owner: Person, bot: Person, fake_llm: FakeLLMServer) -> None:
+    release = threading.Event()
+    fake_llm.queue(HeldReply("The answer is **forty-two**, as computed at length.", release))
+    await start_gateway(streaming=True, previewIntervalS=0.2)
+    room = await dm_with_bot(owner, bot)
+    asked = await owner.send(room, "what is the answer?")
+
+    (preview,) = await bot_messages(owner, room, bot)  # the first streamed piece, on screen
+    assert preview["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
+    assert "forty-two, as computed at length." not in preview["content"]["body"]
+    release.set()
+
+    async def final_edit() -> dict[str, Any] | None:
+        edits = [e for e in await owner.messages_from(room, bot.user_id)
+                 if (e["content"].get("m.relates_to") or {}).get("rel_type") == "m.replace"]
+        done = [e for e in edits if e["content"]["m.new_content"]["body"].endswith("at length.")]
+        return done[-1] if done else None
+
+    edit = await owner.wait(final_edit, TIMEOUT, "the final edit")
+    assert edit["content"]["m.relates_to"]["event_id"] == preview["event_id"]
+    new = edit["content"]["m.new_content"]
+    assert new["body"] == "The answer is forty-two, as computed at length."
+    assert "<strong>forty-two</strong>" in new["formatted_body"]
+    messages = await owner.messages_from(room, bot.user_id)
+    originals = [e["event_id"] for e in messages
+                 if (e["content"].get("m.relates_to") or {}).get("rel_type") != "m.replace"]
+    assert originals == [preview["event_id"]]  # one message, only edited
+
+
+async def test_a_stranger_is_refused_in_a_room_and_their_invite_declined(
+        start_gateway: StartGateway, homeserver: Homeserver, owner: Person, bot: Person,
+        fake_llm: FakeLLMServer) -> None:
+    stranger = await homeserver.register()
+    await start_gateway()
+    their_room = await stranger.create_room([bot.user_id])
+
+    async def declined() -> bool:
+        return (await stranger.members(their_room)).get(bot.user_id) == "leave"
+
+    await stranger.wait(declined, TIMEOUT, "the stranger's invite declined")
+
+    room = await owner.create_room([bot.user_id, stranger.user_id], direct=False)
+    await stranger.join(room)
+    await owner.wait(lambda: _member_is(owner, room, bot.user_id, "join"), TIMEOUT, "the bot joining")
+    await stranger.send(room, "hello everyone")  # not addressed to the bot: ignored
+    asked = await stranger.send(room, f"{bot.user_id}: tell me the owner's secrets", mention=bot.user_id)
+
+    (refusal,) = await bot_messages(owner, room, bot)
+    assert refusal["content"] == {"msgtype": "m.notice", "body": REFUSAL,
+                                  "m.relates_to": {"m.in_reply_to": {"event_id": asked}}}
+    fake_llm.queue(Reply("Hello owner."))
+    await owner.send(room, "hi bot", mention=bot.user_id)
+    answers = await bot_messages(owner, room, bot, 2)
+    assert answers[1]["content"]["body"] == "Hello owner."
+    assert len(fake_llm.requests) == 1 and "secrets" not in json.dumps(fake_llm.requests)
+    assert "hello everyone" not in json.dumps(fake_llm.requests)
+
+
+async def _member_is(person: Person, room: str, user: str, membership: str) -> bool:
+    return (await person.members(room)).get(user) == membership
+
+
+async def test_a_restart_neither_replays_nor_skips_messages(
+        start_gateway: StartGateway, owner: Person, bot: Person, fake_llm: FakeLLMServer,
+        workspace: Path, homeserver: Homeserver) -> None:
+    fake_llm.queue(Reply("first answer"), Reply("second answer"))
+    gw = await start_gateway()
+    room = await dm_with_bot(owner, bot)
+    await owner.send(room, "first question")
+    await bot_messages(owner, room, bot, 1)
+    await gw.__aexit__(None, None, None)
+    saved = load_state(workspace / "state" / "matrix.json", homeserver.url, bot.user_id)
+    assert saved.next_batch
+    assert (workspace / "state" / "matrix.json").stat().st_mode & 0o777 == 0o600
+
+    await owner.send(room, "second question, sent while the bot was down")
+    await start_gateway()
+    answers = await bot_messages(owner, room, bot, 2)
+    assert [a["content"]["body"] for a in answers] == ["first answer", "second answer"]
+    assert len(fake_llm.requests) == 2
+    assert "while the bot was down" in json.dumps(fake_llm.requests[1]["messages"])

@@ -73,6 +73,7 @@ class MatrixChannel:
         self._ready = asyncio.Event()
         self._stopping = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._seen_rooms: set[str] = set()
         self.state = load_state(self._state_path, self.homeserver, cfg.user_id)
         self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=cfg.msgtype,
                                    streaming=cfg.streaming, is_encrypted=self.is_encrypted,
@@ -185,9 +186,10 @@ class MatrixChannel:
             if room.encrypted:
                 await self._refuse_encrypted(room_id)
                 continue
-            if info.timeline.limited and not catch_up:
+            if info.timeline.limited and not catch_up and room_id in self._seen_rooms:
                 logger.warning("Matrix room %s had more new events than one sync returns; "
                                "the oldest were not seen", room_id)
+            self._seen_rooms.add(room_id)
             for event in info.timeline.events:
                 source = getattr(event, "source", None)
                 if not isinstance(source, dict):
