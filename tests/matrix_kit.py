@@ -238,3 +238,62 @@ def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]
         yield server
     finally:
         server.stop()
+
+
+class OutageProxy:
+    """A loopback reverse proxy to the homeserver whose message sends can be made to fail.
+
+    ``outage`` is None (pass everything), ``"500"`` (every ``PUT …/send/…`` answers 500) or
+    ``"429"`` (they answer ``M_LIMIT_EXCEEDED`` with ``retry_after_ms``). Everything else —
+    sync, joins, media — passes, so the gateway keeps receiving while its replies fail.
+    ``sends`` counts the send attempts that reached the proxy.
+    """
+
+    def __init__(self, upstream: str, *, retry_after_ms: int = 200) -> None:
+        self.upstream = upstream
+        self.retry_after_ms = retry_after_ms
+        self.outage: str | None = None
+        self.sends = 0
+        self.failed = 0
+        self.url = ""
+        self._runner: Any = None
+        self._session: Any = None
+
+    async def __aenter__(self) -> OutageProxy:
+        from aiohttp import ClientSession, ClientTimeout, web
+
+        self._session = ClientSession(timeout=ClientTimeout(total=None), auto_decompress=False)
+        app = web.Application(client_max_size=50 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._forward)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._runner.cleanup()
+        await self._session.close()
+
+    async def _forward(self, request: Any) -> Any:
+        from aiohttp import web
+
+        if request.method == "PUT" and "/send/" in request.path:
+            self.sends += 1
+            if self.outage == "500":
+                self.failed += 1
+                return web.json_response({"errcode": "M_UNKNOWN", "error": "outage"}, status=500)
+            if self.outage == "429":
+                self.failed += 1
+                return web.json_response({"errcode": "M_LIMIT_EXCEEDED", "error": "slow down",
+                                          "retry_after_ms": self.retry_after_ms}, status=429)
+        body = await request.read()
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        async with self._session.request(request.method, self.upstream + request.path_qs, data=body,
+                                         headers=headers) as upstream:
+            data = await upstream.read()
+            out = {k: v for k, v in upstream.headers.items()
+                   if k.lower() not in ("content-length", "transfer-encoding", "connection")}
+            return web.Response(status=upstream.status, body=data, headers=out)
