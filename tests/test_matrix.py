@@ -8,21 +8,26 @@ events) and on what the model was asked.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
+from channels._ratelimit import DeliveryFailed
 from channels.matrix import build as build_matrix
 from channels.matrix.channel import MatrixChannel
 from channels.matrix.state import load_state
+from channels.messages import OutboundText, Target
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
+from gateway.ops.matrix_check import matrix_checks
 from tests.fakes.llm import FakeLLMServer, HeldReply, Reply
-from tests.matrix_kit import Homeserver, Person
+from tests.matrix_kit import Homeserver, OutageProxy, Person
 from tests.waiting import until
 
 REFUSAL = "Sorry, I only talk to people my owner has allowed."
@@ -194,3 +199,74 @@ async def test_a_restart_neither_replays_nor_skips_messages(
     assert [a["content"]["body"] for a in answers] == ["first answer", "second answer"]
     assert len(fake_llm.requests) == 2
     assert "while the bot was down" in json.dumps(fake_llm.requests[1]["messages"])
+
+
+async def test_an_encrypted_room_is_refused_in_the_room_and_in_doctor(
+        start_gateway: StartGateway, owner: Person, bot: Person, fake_llm: FakeLLMServer) -> None:
+    gw = await start_gateway()
+    room = await owner.create_room([bot.user_id], encrypted=True)
+    (notice,) = await bot_messages(owner, room, bot)
+    assert notice["content"]["msgtype"] == "m.notice"
+    assert "end-to-end encrypted" in notice["content"]["body"]
+    await owner.send(room, "are you there?")
+    await owner.send(room, "hello?")
+    channel = matrix_of(gw)
+    batches = channel.syncer.batches
+    await until(lambda: channel.syncer.batches >= batches + 1, TIMEOUT, what="the messages synced")
+    with pytest.raises(DeliveryFailed) as refused:
+        await channel.send(OutboundText(Target("matrix", room), "a secret answer"))
+    assert refused.value.permanent
+    assert fake_llm.requests == []  # never read, never answered
+    assert [m["event_id"] for m in await owner.messages_from(room, bot.user_id)] == [notice["event_id"]]
+
+    results = {r.name: r for r in await asyncio.to_thread(matrix_checks, gw.parts.config)}
+    assert results["matrix"].state == "ok" and bot.user_id in results["matrix"].detail
+    assert results["matrix e2ee"].state == "warn" and room in results["matrix e2ee"].detail
+
+
+async def test_media_in_is_saved_to_the_workspace_and_files_go_out(
+        start_gateway: StartGateway, owner: Person, bot: Person, fake_llm: FakeLLMServer,
+        workspace: Path) -> None:
+    fake_llm.queue(Reply("Nice picture."))
+    gw = await start_gateway()
+    room = await dm_with_bot(owner, bot)
+    picture = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+    mxc = await owner.upload(picture, "cat.png", "image/png")
+    await owner.send(room, "cat.png", msgtype="m.image", url=mxc,
+                     info={"mimetype": "image/png", "size": len(picture)})
+    await bot_messages(owner, room, bot)
+    prompt = json.dumps(fake_llm.requests[0]["messages"])
+    saved = [p for p in (workspace / "media" / "matrix").rglob("*.png")]
+    assert len(saved) == 1 and saved[0].read_bytes() == picture
+    assert saved[0].relative_to(workspace).as_posix() in prompt
+
+    report = workspace / "report.txt"
+    report.write_text("quarterly numbers\n")
+    await matrix_of(gw).send_file(room, report)
+    files = [m for m in await owner.messages_from(room, bot.user_id) if m["content"]["msgtype"] == "m.file"]
+    assert len(files) == 1 and files[0]["content"]["body"] == "report.txt"
+    assert await owner.download(files[0]["content"]["url"]) == b"quarterly numbers\n"
+
+
+async def test_a_rate_limited_reply_waits_retry_after_ms_and_arrives_once(
+        make_config: Callable[..., Config], homeserver: Homeserver, bot: Person, owner: Person,
+        fake_llm: FakeLLMServer) -> None:
+    fake_llm.queue(Reply("Patience pays."))
+    async with OutageProxy(homeserver.url, retry_after_ms=300) as proxy:
+        config = make_config(agents={"defaults": AGENT}, channels={"matrix": {
+            "enabled": True, "homeserver": proxy.url, "accessToken": bot.token,
+            "allowFrom": [owner.user_id], "syncTimeoutS": 5}})
+        gw = build_gateway(config)
+        gw.add_channel("matrix", build_matrix(config, gw.parts.bus, workspace=config.workspace))
+        async with gw:
+            channel = matrix_of(gw)
+            room = await dm_with_bot(owner, bot)
+            proxy.outage = "429"
+            await owner.send(room, "hurry up")
+            await until(lambda: proxy.failed >= 2, TIMEOUT, what="two rate-limited sends")
+            proxy.outage = None
+            (answer,) = await bot_messages(owner, room, bot)
+            assert answer["content"]["body"] == "Patience pays."
+            assert 0.3 in channel.limiter.waits  # the homeserver's retry_after_ms, honoured
+            await gw.parts.bus.flush_outbound()
+    assert len(await owner.messages_from(room, bot.user_id)) == 1

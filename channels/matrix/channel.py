@@ -212,7 +212,7 @@ class MatrixChannel:
         if not isinstance(inviter, str):
             return
         chat_type = "private" if direct else "group"
-        decision = await self.gate.check(AccessRequest(NAME, room_id, inviter, None, chat_type))
+        decision = await self.gate.check(AccessRequest(NAME, room_id, inviter, inviter, chat_type))
         accept = decision.allowed or decision.outcome == "pairing"
         what = "join" if accept else "leave"
         try:
@@ -243,7 +243,9 @@ class MatrixChannel:
         if not private and not parsed.mentioned:
             return
         chat_type = "private" if private else "group"
-        knock = AccessRequest(NAME, room.room_id, parsed.sender, None, chat_type)
+        # The id doubles as the "username": the gate reads allowFrom entries that start with "@"
+        # as usernames (Telegram's), and every Matrix id starts with "@".
+        knock = AccessRequest(NAME, room.room_id, parsed.sender, parsed.sender, chat_type)
         if not (await self.gate.admit(knock, reply=Target(NAME, room.room_id, None, parsed.event_id))).allowed:
             return
         notes, media = await self._download(room.room_id, parsed)

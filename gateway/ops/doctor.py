@@ -18,6 +18,7 @@ from config.loader import ENV_PREFIX
 from config.schema import Config
 from gateway.ops import checks
 from gateway.ops.checks import Result, fail, ok
+from gateway.ops.matrix_check import matrix_checks
 
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 
@@ -51,6 +52,7 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
         found = await asyncio.to_thread(check, config)
         if found is not None:
             results.append(found)
+    results += await asyncio.to_thread(matrix_checks, config)
     token = checks.webhook_token_check(config)
     if token is not None:
         results.append(token)
