@@ -36,7 +36,7 @@ from channels.matrix.login import sign_in
 from channels.matrix.send import MatrixSender
 from channels.matrix.state import load_state
 from channels.matrix.sync import MatrixSyncer
-from channels.messages import InboundMessage, OutboundMessage, Target
+from channels.messages import ChatType, InboundMessage, OutboundMessage, Target
 from config.backoff import backoff_delay
 from config.errors import ConfigError, LucidError
 from config.fileio import atomic_write_bytes
@@ -211,7 +211,7 @@ class MatrixChannel:
                 direct = bool((source.get("content") or {}).get("is_direct"))
         if not isinstance(inviter, str):
             return
-        chat_type = "private" if direct else "group"
+        chat_type: ChatType = "private" if direct else "group"
         decision = await self.gate.check(AccessRequest(NAME, room_id, inviter, inviter, chat_type))
         accept = decision.allowed or decision.outcome == "pairing"
         what = "join" if accept else "leave"
@@ -242,7 +242,7 @@ class MatrixChannel:
         private = room.member_count <= 2
         if not private and not parsed.mentioned:
             return
-        chat_type = "private" if private else "group"
+        chat_type: ChatType = "private" if private else "group"
         # The id doubles as the "username": the gate reads allowFrom entries that start with "@"
         # as usernames (Telegram's), and every Matrix id starts with "@".
         knock = AccessRequest(NAME, room.room_id, parsed.sender, parsed.sender, chat_type)
@@ -263,7 +263,7 @@ class MatrixChannel:
         item = parsed.attachment
         if item is None:
             return [], []
-        if (item.size or 0) > MAX_DOWNLOAD_BYTES:
+        if item.size is not None and item.size > MAX_DOWNLOAD_BYTES:
             return [f"[{item.label} not downloaded: {item.size / 1e6:.1f} MB is over the 20 MB limit]"], []
         rel = Path("media", NAME, safe_component(room_id), file_name(parsed.event_id, item))
         try:

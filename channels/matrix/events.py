@@ -62,7 +62,8 @@ def parse_message(event: dict[str, Any], *, bot_id: str, bot_name: str | None) -
     if isinstance(relates, dict) and relates.get("rel_type") == "m.replace":
         return None
     msgtype = content.get("msgtype")
-    body = content.get("body") if isinstance(content.get("body"), str) else ""
+    raw_body = content.get("body")
+    body = raw_body if isinstance(raw_body, str) else ""
     attachment = None
     if msgtype in FILE_KINDS:
         attachment = _attachment(msgtype, content, body)
@@ -80,10 +81,12 @@ def _attachment(msgtype: str, content: dict[str, Any], body: str) -> Attachment 
     url = content.get("url")
     if not isinstance(url, str) or not url.startswith("mxc://"):
         return None  # an encrypted file ("file" instead of "url") cannot be read
-    info = content.get("info") if isinstance(content.get("info"), dict) else {}
+    raw_info = content.get("info")
+    info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
     size = info.get("size") if isinstance(info.get("size"), int) else None
     mimetype = info.get("mimetype") if isinstance(info.get("mimetype"), str) else None
-    name = content.get("filename") if isinstance(content.get("filename"), str) else body
+    filename = content.get("filename")
+    name = filename if isinstance(filename, str) else body
     return Attachment(FILE_KINDS[msgtype], url, name or FILE_KINDS[msgtype], size, mimetype)
 
 

@@ -30,7 +30,7 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 def _renderer() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
-    md.validateLink = link_allowed  # type: ignore[method-assign]  # anything but http(s) stays text
+    md.validateLink = link_allowed  # type: ignore[method-assign,assignment]  # anything but http(s) stays text
     return md
 
 
