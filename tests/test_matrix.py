@@ -102,7 +102,7 @@ async def bot_messages(person: Person, room: str, bot: Person, count: int = 1) -
 async def test_a_direct_chat_gets_an_answer_as_a_formatted_reply(
         start_gateway: StartGateway, owner: Person, bot: Person, fake_llm: FakeLLMServer) -> None:
     fake_llm.queue(Reply("Your cat is **Miso** & she says <meow>"))
-    await start_gateway()
+    gw = await start_gateway()
     room = await dm_with_bot(owner, bot)
     asked = await owner.send(room, "what is my cat called?")
 
@@ -115,6 +115,10 @@ async def test_a_direct_chat_gets_an_answer_as_a_formatted_reply(
     assert content["m.relates_to"] == {"m.in_reply_to": {"event_id": asked}}
     assert "what is my cat called?" in json.dumps(fake_llm.requests[-1]["messages"])
     assert len(fake_llm.requests) == 1
+    assert "matrix" in gw.channels  # what the console's status page lists
+    metrics = gw.parts.metrics.render().decode()
+    assert 'lucid_messages_in_total{channel="matrix"} 1.0' in metrics
+    assert 'lucid_messages_out_total{channel="matrix"}' in metrics
 
 
 async def test_a_streamed_answer_is_one_message_edited_into_the_final_text(
