@@ -72,11 +72,12 @@ class MatrixSyncer:
                 raise
             except Exception as exc:
                 failures += 1
-                if isinstance(exc, MatrixCallError) and exc.unauthorized:
-                    logger.error("the homeserver rejected the Matrix access token (%s); check "
-                                 "channels.matrix.accessToken / password", exc.errcode)
-                elif failures == 1:
-                    logger.warning("Matrix sync failed (%s); retrying with backoff", _describe(exc))
+                if failures == 1:  # one line per incident, not per attempt
+                    if isinstance(exc, MatrixCallError) and exc.unauthorized:
+                        logger.error("the homeserver rejected the Matrix access token (%s); check "
+                                     "channels.matrix.accessToken / password", exc.errcode)
+                    else:
+                        logger.warning("Matrix sync failed (%s); retrying with backoff", _describe(exc))
                 await asyncio.sleep(backoff_delay(failures, *self._retry))
                 continue
             if failures:
