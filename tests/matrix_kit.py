@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import hmac
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -213,6 +214,25 @@ class Person:
         data = await self.call("GET", f"/rooms/{quote(room)}/members")
         return {e["state_key"]: e["content"]["membership"] for e in data["chunk"]}
 
+    async def watch_typing(self, room: str, user: str, seen: list[bool]) -> None:
+        """Long-poll ``/sync`` for the room's typing notifications; append each change of
+        ``user``'s state (True: typing) to ``seen``. Runs until cancelled."""
+        flt = json.dumps({"room": {"rooms": [room], "timeline": {"limit": 0}, "state": {"types": []},
+                                   "ephemeral": {"types": ["m.typing"]}},
+                          "presence": {"types": []}, "account_data": {"types": []}})
+        since: str | None = None
+        while True:
+            params: dict[str, Any] = {"filter": flt, "timeout": 0 if since is None else 5000}
+            if since:
+                params["since"] = since
+            data = await self.call("GET", "/sync", **params)
+            since = data["next_batch"]
+            joined = data.get("rooms", {}).get("join", {}).get(room, {})
+            for event in joined.get("ephemeral", {}).get("events", []):
+                typing = user in event.get("content", {}).get("user_ids", [])
+                if not seen or seen[-1] != typing:
+                    seen.append(typing)
+
     async def wait(self, check: Any, timeout: float = 60.0, what: str = "condition") -> Any:
         """Poll the async ``check()`` until it returns something truthy (the deadline bounds a failure)."""
         deadline = time.monotonic() + timeout
@@ -225,15 +245,20 @@ class Person:
             await asyncio.sleep(0.05)
 
 
-@pytest.fixture(scope="session")
-def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
+def require_synapse() -> Path:
+    """Synapse's python, or a one-line skip — a failure when ``LUCID_REQUIRE_REAL=1``."""
     python = synapse_python()
     if python is None:
         reason = "matrix-synapse is not installed in .venv-synapse (.ci/run installs it)"
         if os.environ.get("LUCID_REQUIRE_REAL") == "1":
             pytest.fail(f"LUCID_REQUIRE_REAL=1 but {reason}")
         pytest.skip(reason)
-    server = Homeserver(python, tmp_path_factory.mktemp("synapse")).start()
+    return python
+
+
+@pytest.fixture(scope="session")
+def homeserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
+    server = Homeserver(require_synapse(), tmp_path_factory.mktemp("synapse")).start()
     try:
         yield server
     finally:

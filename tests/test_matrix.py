@@ -104,9 +104,14 @@ async def test_a_direct_chat_gets_an_answer_as_a_formatted_reply(
     fake_llm.queue(Reply("Your cat is **Miso** & she says <meow>"))
     gw = await start_gateway()
     room = await dm_with_bot(owner, bot)
+    typing: list[bool] = []
+    watcher = asyncio.create_task(owner.watch_typing(room, bot.user_id, typing))
     asked = await owner.send(room, "what is my cat called?")
 
     (answer,) = await bot_messages(owner, room, bot)
+    await until(lambda: typing[-2:] == [True, False], TIMEOUT, what="typing shown, then cleared")
+    watcher.cancel()
+    await asyncio.gather(watcher, return_exceptions=True)
     content = answer["content"]
     assert content["msgtype"] == "m.notice"
     assert content["body"] == "Your cat is Miso & she says <meow>"

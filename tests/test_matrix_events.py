@@ -16,6 +16,7 @@ from channels.matrix.events import Attachment, file_name, parse_message, safe_co
 from channels.matrix.format import edit_content, message_content, reply_to, split_markdown, to_html
 from channels.matrix.state import MatrixState, load_state, save_state
 from config.schema import Config
+from tests.matrix_kit import require_synapse
 
 BOT = "@lucid:example.org"
 
@@ -147,3 +148,14 @@ def test_state_belongs_to_one_account_and_is_private(tmp_path: Path) -> None:
     assert load_state(path, "https://a", "@other:a").access_token is None  # another account
     path.write_text("{broken")
     assert load_state(path, "https://a", "@bot:a") == MatrixState("https://a", "@bot:a")
+
+
+def test_a_missing_homeserver_skips_or_fails_when_a_real_one_is_required(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LUCID_SYNAPSE_VENV", str(tmp_path / "no-venv"))
+    monkeypatch.delenv("LUCID_REQUIRE_REAL", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="matrix-synapse is not installed"):
+        require_synapse()
+    monkeypatch.setenv("LUCID_REQUIRE_REAL", "1")
+    with pytest.raises(pytest.fail.Exception, match="LUCID_REQUIRE_REAL=1"):
+        require_synapse()
