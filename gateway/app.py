@@ -182,12 +182,12 @@ def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *
 
 
 def _outbox(config: Config) -> Outbox:
-    """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded)."""
-    ch = config.channels
-    deadlines = {name: section.delivery_deadline_h * 3600.0
-                 for name, section in (("telegram", ch.telegram), ("slack", ch.slack), ("discord", ch.discord),
-                                       ("matrix", ch.matrix),
-                                       ("webhook", ch.webhook))}
+    """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded).
+
+    Every channel section with a ``deliveryDeadlineH`` sets its own deadline: a new channel
+    needs no line here."""
+    deadlines = {name: float(section.delivery_deadline_h) * 3600.0 for name, section in config.channels
+                 if hasattr(section, "delivery_deadline_h")}
     return Outbox(config.workspace / "state" / "outbox.sqlite", deadlines_s=deadlines)
 
 
