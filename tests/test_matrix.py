@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -279,3 +280,21 @@ async def test_a_rate_limited_reply_waits_retry_after_ms_and_arrives_once(
             assert 0.3 in channel.limiter.waits  # the homeserver's retry_after_ms, honoured
             await gw.parts.bus.flush_outbound()
     assert len(await owner.messages_from(room, bot.user_id)) == 1
+
+
+async def test_doctor_names_a_bad_token_and_an_unreachable_homeserver(
+        make_config: Callable[..., Config], homeserver: Homeserver) -> None:
+    def checks(**matrix: Any) -> dict[str, Any]:
+        config = make_config(channels={"matrix": {"enabled": True, **matrix}})
+        return {r.name: r for r in matrix_checks(config)}
+
+    bad = await asyncio.to_thread(checks, homeserver=homeserver.url, accessToken="syt_not_a_token")
+    assert bad["matrix"].state == "fail" and "M_UNKNOWN_TOKEN" in bad["matrix"].detail
+    assert "accessToken" in bad["matrix"].fix
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    down = await asyncio.to_thread(checks, homeserver=closed, accessToken="syt_x")
+    assert down["matrix"].state == "fail" and "unreachable" in down["matrix"].detail
+    first = await asyncio.to_thread(checks, homeserver=homeserver.url, userId="@new:lucid.test", password="pw")
+    assert first["matrix"].state == "ok" and "first start" in first["matrix"].detail
