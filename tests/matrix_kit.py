@@ -16,11 +16,14 @@ invite, send, read the room), independent of the library the channel under test 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import hashlib
 import hmac
 import itertools
 import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -93,6 +96,13 @@ disable_existing_loggers: false
 """
 
 
+def _die_with_parent() -> None:
+    """Linux: the homeserver gets SIGTERM when the test process dies, even by ``os._exit``
+    (a pytest-timeout), so no Synapse outlives its test run."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 class Homeserver:
     """One Synapse process; ``url`` is its client API on loopback."""
 
@@ -110,7 +120,8 @@ class Homeserver:
         env = {**os.environ, "SYNAPSE_CACHE_FACTOR": "0.5"}
         subprocess.run([*base, "--generate-keys"], check=True, capture_output=True, env=env, timeout=120)
         out = (self.folder / "stdout.log").open("wb")
-        self.proc = subprocess.Popen(base, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(base, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
