@@ -91,6 +91,9 @@ class OutboundText:
     skip_parts: int = 0
     # The outbox's id for this item, the same on every attempt (receivers dedupe on it).
     delivery_id: str | None = None
+    # Workspace-relative paths of files sent after the text (checked by the sender; see
+    # ``channels.outfiles``). Each file counts as one more part for ``skip_parts``.
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,6 +78,8 @@ def encode(msg: OutboundText | OutboundError) -> str:
     }
     if isinstance(msg, OutboundText):
         data["plain"] = msg.plain
+        if msg.files:
+            data["files"] = list(msg.files)
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -88,7 +90,8 @@ def decode(payload: str) -> OutboundText | OutboundError:
     if data["kind"] == "error":
         return OutboundError(target, data["text"], in_reply_to=data.get("in_reply_to"), delivery_id=delivery_id)
     return OutboundText(target, data["text"], in_reply_to=data.get("in_reply_to"),
-                        plain=bool(data.get("plain", False)), delivery_id=delivery_id)
+                        plain=bool(data.get("plain", False)), delivery_id=delivery_id,
+                        files=tuple(str(f) for f in data.get("files") or ()))
 
 
 class Outbox:

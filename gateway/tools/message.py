@@ -1,20 +1,33 @@
-"""The ``message`` tool: send a text to a chat on any running channel (owner only)."""
+"""The ``message`` tool: send a text, and optionally workspace files, to a chat on any
+running channel (owner only).
+
+Files are named by workspace path and checked here exactly as ``read_file`` checks a path
+(resolved, confined to the workspace, never internal state; a guest's turn also held to the
+owner-only table), then capped in size, so a bad path is the model's error now rather than a
+failed delivery later. The channel checks once more when it sends (``channels.outfiles``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import Field
 
 from channels.bus import MessageBus
 from channels.messages import OutboundText, Target
+from channels.outfiles import MAX_FILE_BYTES, MAX_FILES
 from gateway.errors import ToolError
+from gateway.tools import _paths
 from gateway.tools.base import ToolParams
 from gateway.tools.turn import TurnContext
 
 
 class MessageParams(ToolParams):
     text: str = Field(description="What to send.", min_length=1, max_length=20_000)
+    files: list[str] = Field([], max_length=MAX_FILES,
+                             description=f"Workspace paths of files to attach (≤{MAX_FILE_BYTES // 2**20} MB each).")
     channel: str | None = Field(None, description="Channel name (telegram, slack, …); default: this chat's.")
     chat_id: str | None = Field(None, description="Target chat id; default: this chat.")
     thread_id: str | None = Field(None, description="Thread within the chat, if any.")
@@ -23,7 +36,8 @@ class MessageParams(ToolParams):
 class MessageTool:
     name: ClassVar[str] = "message"
     description: ClassVar[str] = (
-        "Send a message to a chat (this one by default, or another chat on any running channel)."
+        "Send a message, optionally with files, to a chat (this one by default, or another chat on any "
+        "running channel)."
     )
     Params: ClassVar[type[MessageParams]] = MessageParams
     owner_only: ClassVar[bool] = True
@@ -37,5 +51,27 @@ class MessageTool:
         thread_id = params.thread_id if (params.channel or params.chat_id) else (params.thread_id or ctx.thread_id)
         if not self.bus.has_route(channel):
             raise ToolError(f"channel {channel!r} is not running; enabled channels receive messages")
-        await self.bus.publish_outbound(OutboundText(Target(channel, chat_id, thread_id), params.text))
-        return f"sent to {channel}:{chat_id}" + (f" (thread {thread_id})" if thread_id else "")
+        files = await asyncio.to_thread(_checked_files, ctx, params.files)
+        await self.bus.publish_outbound(OutboundText(Target(channel, chat_id, thread_id), params.text,
+                                                     files=files))
+        sent = f"sent to {channel}:{chat_id}" + (f" (thread {thread_id})" if thread_id else "")
+        return sent + (f" with {len(files)} file(s)" if files else "")
+
+
+def _checked_files(ctx: TurnContext, raw: list[str]) -> tuple[str, ...]:
+    """Each path resolved like ``read_file``'s and size-checked; workspace-relative, deduplicated."""
+    root = ctx.workspace.resolve()
+    out: list[str] = []
+    for name in raw:
+        path = _paths.resolve(ctx.workspace, name, restrict=True, access="read",
+                              guest=None if ctx.is_owner else ctx.session_key)
+        shown = _paths.display(root, path)
+        _paths.require_file(path, shown)
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ToolError(f"{shown} is {size / 1e6:.1f} MB; files up to {MAX_FILE_BYTES // 2**20} MB can be "
+                            "sent (compress or split it first)")
+        rel = Path(shown).as_posix()
+        if rel not in out:
+            out.append(rel)
+    return tuple(out)
