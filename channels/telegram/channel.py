@@ -104,7 +104,8 @@ class TelegramChannel:
         self._stopping = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.sender = self._sender = TelegramSender(
-            lambda: self.bot, self.limiter, streaming=cfg.streaming, preview_interval_s=preview_interval_s,
+            lambda: self.bot, self.limiter, streaming=cfg.streaming, workspace=self.workspace,
+            preview_interval_s=preview_interval_s,
             typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s,
         )
         self._in_bus = False

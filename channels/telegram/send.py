@@ -1,9 +1,10 @@
-"""Outbound delivery for the Telegram channel: replies, streaming previews, typing indicators.
+"""Outbound delivery for the Telegram channel: replies, files, streaming previews, typing indicators.
 
 Every Bot API call goes through the channel's ``OutboundLimiter``. Replies are rendered to
 Telegram HTML (``channels.telegram.markdown``), split into chunks, and resent as plain text when
 Telegram rejects the markup. With streaming on, progress updates become one preview message
-per turn that is edited in place and finally replaced by the reply's first chunk.
+per turn that is edited in place and finally replaced by the reply's first chunk. Files named
+by a reply follow its text, one ``sendPhoto`` (images) or ``sendDocument`` each.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ from telegram import Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
+from channels import outfiles
 from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
 from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
 from channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
@@ -69,6 +72,7 @@ class TelegramSender:
         limiter: OutboundLimiter,
         *,
         streaming: bool,
+        workspace: Path | None = None,
         preview_interval_s: float = 1.0,
         typing_refresh_s: float = 4.0,
         typing_max_s: float = 120.0,
@@ -76,6 +80,7 @@ class TelegramSender:
         self._get_bot = get_bot
         self.limiter = limiter
         self._streaming = streaming
+        self._workspace = workspace
         self._preview_interval_s = preview_interval_s
         self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
         self._typing: dict[tuple[str, str | None], asyncio.Task[None]] = {}
@@ -90,8 +95,9 @@ class TelegramSender:
                 await self._preview(msg.target, msg.text)
             return
         self._stop_typing(msg.target)
+        files = msg.files if isinstance(msg, OutboundText) else ()
         await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain,
-                            skip_parts=msg.skip_parts)
+                            skip_parts=msg.skip_parts, files=files)
 
     def cancel_typing(self) -> None:
         """Stop every typing-indicator loop (the channel is stopping)."""
@@ -99,19 +105,33 @@ class TelegramSender:
             task.cancel()
         self._typing.clear()
 
-    async def _deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0) -> None:
-        """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written.
+    async def _deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0,
+                       files: Sequence[str] = ()) -> None:
+        """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written;
+        then each of ``files`` (one part each; one that cannot be sent is named in the text).
 
         Raises the outbox's typed errors (``channels._ratelimit``) with the number of parts
         Telegram accepted: ``DeliveryFailed(permanent=True)`` for a refusal for good (chat not
         found, bot blocked or kicked), ``DeliveryRetry``/``DeliveryFailed`` for what may pass.
         """
+        sendable: list[outfiles.OutFile] = []
+        if files:
+            if self._workspace is None:
+                text = outfiles.unsent_note(text, files, "telegram")
+            else:
+                sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, files)
+                text = outfiles.with_problems(text, problems)
         chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else render(text, MAX_MESSAGE_CHARS)
         preview = None if plain else self._previews.pop(_preview_key(target), None)
-        for i, chunk in enumerate(chunks):
+        parts: list[str | outfiles.OutFile] = [*chunks, *sendable]
+        for i, part in enumerate(parts):
             if i < skip_parts:
                 continue
             try:
+                if isinstance(part, outfiles.OutFile):
+                    await self.send_file(target, part)
+                    continue
+                chunk = part
                 if i == 0 and preview is not None and await self._edit(target, preview, chunk):
                     continue
                 await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, html=not plain)
@@ -123,7 +143,7 @@ class TelegramSender:
                 raise
             except (BadRequest, Forbidden) as exc:
                 logger.error("Telegram refused a reply to chat %s (part %d of %d): %s",
-                             target.chat_id, i + 1, len(chunks), exc)
+                             target.chat_id, i + 1, len(parts), exc)
                 raise DeliveryFailed(str(exc), permanent=True, parts_done=i) from exc
             except TelegramError as exc:
                 raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
@@ -155,6 +175,18 @@ class TelegramSender:
             return await self.limiter.run(
                 target.chat_id, lambda: self._get_bot().send_message(text=plain, **kwargs)
             )
+
+    async def send_file(self, target: Target, file: outfiles.OutFile) -> Message:
+        """One ``sendPhoto`` (an image) or ``sendDocument``; the bytes are read off the loop."""
+        data = await asyncio.to_thread(file.path.read_bytes)
+        kwargs: dict[str, Any] = {"chat_id": target.chat_id, "filename": file.name}
+        if target.thread_id:
+            kwargs["message_thread_id"] = int(target.thread_id)
+        if file.is_image:
+            return await self.limiter.run(
+                target.chat_id, lambda: self._get_bot().send_photo(photo=data, **kwargs), what="sendPhoto")
+        return await self.limiter.run(
+            target.chat_id, lambda: self._get_bot().send_document(document=data, **kwargs), what="sendDocument")
 
     async def _edit(self, target: Target, preview: _Preview, chunk: str) -> bool:
         """Replace the streaming preview with the final text; False means send it anew."""

@@ -6,8 +6,8 @@ PTB's error mapping (``RetryAfter``, ``BadRequest``, ``NetworkError``, ``TimedOu
 exercised for real. The fake implements what the channel calls — ``getMe``,
 ``getUpdates`` (offset confirms, short long-poll), ``sendMessage`` (validates Telegram HTML
 like the real server does), ``sendChatAction``, ``editMessageText``, ``setMyCommands``,
-``deleteWebhook``, ``setWebhook``, ``getFile`` and the file download route — records
-every call, and can inject failures:
+``deleteWebhook``, ``setWebhook``, ``getFile``, the file download route, and multipart
+``sendDocument``/``sendPhoto`` uploads (their bytes in ``uploads``) — records every call, and can inject failures:
 
     async with FakeTelegramAPI() as tg:
         tg.push_message(chat_id=42, text="hi", sender_id=42)
@@ -92,11 +92,13 @@ class FakeTelegramAPI:
         self.updates: list[dict[str, Any]] = []
         self.files: dict[str, tuple[dict[str, Any], bytes]] = {}
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat, id) -> sent message
+        self.uploads: dict[tuple[str, str], bytes] = {}  # (chat_id, file name) -> uploaded bytes
         self.faults: dict[str, collections.deque[Fault]] = collections.defaultdict(collections.deque)
         self.hang_get_updates = False
         # A switchable outage of the send methods (chaos): "500", "429" or "hang", or None.
         self.outage: str | None = None
-        self.outage_methods: frozenset[str] = frozenset({"sendMessage", "editMessageText"})
+        self.outage_methods: frozenset[str] = frozenset({"sendMessage", "editMessageText", "sendDocument",
+                                                         "sendPhoto"})
         self.outage_retry_after = 1
         self._outage_over = asyncio.Event()
         self.on_call: list[Callable[[Call], None]] = []  # observers run as each call arrives
@@ -235,7 +237,11 @@ class FakeTelegramAPI:
             return _error(401, "Unauthorized")
         method = request.match_info["method"]
         form = await request.post()
-        params = {k: str(v) for k, v in form.items()}
+        params = {k: str(v) for k, v in form.items() if not isinstance(v, web.FileField)}
+        for v in form.values():
+            if isinstance(v, web.FileField):
+                params["upload"] = v.filename
+                self.uploads[(params.get("chat_id", ""), v.filename)] = v.file.read()
         call = Call(method, params)
         self.calls.append(call)
         for observer in self.on_call:
@@ -300,6 +306,26 @@ class FakeTelegramAPI:
         message = {"message_id": self._next_message, "date": int(time.time()),
                    "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
                    "from": self.bot_user, "text": text}
+        self._next_message += 1
+        self.messages[(chat_id, message["message_id"])] = message
+        return _ok(message)
+
+    async def _m_sendDocument(self, params: dict[str, str]) -> web.Response:
+        return self._sent_file(params, "document")
+
+    async def _m_sendPhoto(self, params: dict[str, str]) -> web.Response:
+        return self._sent_file(params, "photo")
+
+    def _sent_file(self, params: dict[str, str], kind: str) -> web.Response:
+        if "upload" not in params:
+            return _error(400, f"Bad Request: there is no {kind} in the request")
+        chat_id = int(params["chat_id"])
+        file = {"file_id": f"up{self._next_file}", "file_unique_id": f"u{self._next_file}", "file_size": 1}
+        self._next_file += 1
+        message = {"message_id": self._next_message, "date": int(time.time()),
+                   "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"},
+                   "from": self.bot_user,
+                   kind: [{**file, "width": 1, "height": 1}] if kind == "photo" else {**file, "file_name": params["upload"]}}
         self._next_message += 1
         self.messages[(chat_id, message["message_id"])] = message
         return _ok(message)
