@@ -331,6 +331,17 @@ async def test_files_go_out_as_attachments_after_the_text(make_channel: MakeChan
     assert file_call.files == {"report.csv": b"a,b\n1,2\n"}
 
 
+async def test_a_reply_naming_files_uploads_them_and_names_a_missing_one(
+        make_channel: MakeChannel, dc: FakeDiscordAPI, workspace: Path) -> None:
+    channel = await make_channel()
+    (workspace / "out").mkdir()
+    (workspace / "out" / "plot.png").write_bytes(b"\x89PNG plot")
+    await channel.send(OutboundText(dm_target(), "Your plot.", files=("out/plot.png", "gone.txt")))
+    text_call, file_call = dc.calls_to("POST /messages")
+    assert text_call.body["content"] == "Your plot.\n\n(file not sent: gone.txt no longer exists)"
+    assert file_call.files == {"plot.png": b"\x89PNG plot"}
+
+
 async def test_a_restart_catches_up_on_what_was_sent_meanwhile_once(
         make_channel: MakeChannel, dc: FakeDiscordAPI, bus: MessageBus, workspace: Path) -> None:
     first = await make_channel()

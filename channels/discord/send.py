@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import discord
 
+from channels import outfiles
 from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
 from channels.discord.format import MAX_MESSAGE_CHARS, split_plain, to_chunks
 from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
@@ -92,7 +93,11 @@ class DiscordSender:
             return
         self._stop_typing(msg.target)
         plain = isinstance(msg, OutboundText) and msg.plain
-        await self.deliver(msg.target, msg.text, plain=plain, skip_parts=msg.skip_parts)
+        text, files = msg.text, []
+        if isinstance(msg, OutboundText) and msg.files:
+            ready, problems = await asyncio.to_thread(outfiles.ready, self._workspace, msg.files)
+            text, files = outfiles.with_problems(text, problems), [f.path for f in ready]
+        await self.deliver(msg.target, text, plain=plain, skip_parts=msg.skip_parts, files=files)
 
     def cancel_typing(self) -> None:
         """Stop every typing-indicator loop (the channel is stopping)."""
