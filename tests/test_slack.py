@@ -709,3 +709,20 @@ def test_registry_builds_the_slack_channel(slack_config: Callable[..., Any], wor
     assert isinstance(channel, Channel) and isinstance(channel, HasRouter) and isinstance(channel, HasOwners)
     assert channel.is_owner("U_OWNER") and not channel.is_owner("U_ALICE")
     assert "http mode" in channel.describe() and "xoxb" not in channel.describe()
+
+
+async def test_a_reply_with_files_uploads_them_into_the_thread(
+    make_channel: Callable[..., Any], slack_api: FakeSlackAPI, workspace: Path
+) -> None:
+    channel = await make_channel()
+    (workspace / "out").mkdir()
+    (workspace / "out" / "summary.csv").write_bytes(b"a,b\n1,2\n")
+    (workspace / "out" / "photo.png").write_bytes(b"\x89PNG pixels")
+    await channel.send(OutboundText(Target("slack", "C_TEAM", "1700000002.000200"), "Two files.",
+                                    files=("out/summary.csv", "out/photo.png")))
+    [post] = slack_api.calls_to("chat.postMessage")
+    assert post.params["thread_ts"] == "1700000002.000200"
+    assert [(f["channel"], f["thread_ts"], f["name"], f["data"]) for f in slack_api.shared] == [
+        ("C_TEAM", "1700000002.000200", "summary.csv", b"a,b\n1,2\n"),
+        ("C_TEAM", "1700000002.000200", "photo.png", b"\x89PNG pixels"),
+    ]

@@ -29,9 +29,10 @@ from fastapi import APIRouter
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels import outfiles
 from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter
 from channels.base import ChannelUnavailable
 from channels.bus import BusFull, MessageBus
@@ -266,10 +267,15 @@ class SlackChannel:
             return
         text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
         plain = isinstance(msg, OutboundText) and msg.plain  # a refusal: as written
+        sendable: list[outfiles.OutFile] = []
+        if isinstance(msg, OutboundText) and msg.files:
+            sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, msg.files)
+            text = outfiles.with_problems(text, problems)
         done = msg.skip_parts
         placeholder = self.previews.take(target) if self.previews is not None and not plain else None
         try:
-            for i, chunk in enumerate(split_plain(text) if plain else to_chunks(text)):
+            chunks = split_plain(text) if plain else to_chunks(text)
+            for i, chunk in enumerate(chunks):
                 if i < done:
                     continue  # accepted by Slack before a retry
                 if i == 0 and placeholder is not None and \
@@ -278,6 +284,13 @@ class SlackChannel:
                     continue
                 await self._post(target.chat_id, chunk, target.thread_id, markdown=not plain)
                 done = i + 1
+            for i, file in enumerate(sendable, start=len(chunks)):
+                if i < done:
+                    continue
+                await self._upload(target, file)
+                done = i + 1
+        except SlackRequestError as exc:  # the upload URL refused the bytes: try the file again
+            raise DeliveryRetry(redact(str(exc)), parts_done=done) from exc
         except (DeliveryRetry, DeliveryFailed) as exc:
             exc.parts_done = done
             raise
@@ -299,6 +312,16 @@ class SlackChannel:
             kwargs["thread_ts"] = thread_ts
         return await self.limiter.run(channel, lambda: self.web.chat_postMessage(**kwargs),
                                       what="chat.postMessage")
+
+    async def _upload(self, target: Target, file: outfiles.OutFile) -> Any:
+        """One file with ``files_upload_v2`` into the chat (and thread); bytes read off the loop."""
+        data = await asyncio.to_thread(file.path.read_bytes)
+        kwargs: dict[str, Any] = {"channel": target.chat_id, "filename": file.name, "content": data,
+                                  "title": file.name}
+        if target.thread_id:
+            kwargs["thread_ts"] = target.thread_id
+        return await self.limiter.run(target.chat_id, lambda: self.web.files_upload_v2(**kwargs),
+                                      what="files.uploadV2")
 
     async def _react(self, target: Target, *, add: bool) -> None:
         ts = target.reply_to

@@ -11,7 +11,9 @@ served here too, so Socket Mode runs its real websocket client against us.
         slack.fail_next("chat.postMessage", status=429, retry_after=1)
 
 Every Web API call is recorded in ``calls``; every websocket frame from the client in
-``ws_frames``; file downloads in ``downloads``.
+``ws_frames``; file downloads in ``downloads``. Uploads follow ``files_upload_v2``'s three
+steps (``files.getUploadURLExternal``, a POST of the bytes to the URL it handed out,
+``files.completeUploadExternal``); completed files land in ``shared`` with their bytes.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class FakeSlackAPI:
         # (a half-dead connection the adapter's watchdog must notice).
         self.silent = False
         self._files: dict[str, tuple[bytes, str]] = {}
+        self._uploads: dict[str, tuple[str, bytes | None]] = {}  # file id -> (name, bytes once posted)
+        self.shared: list[dict[str, Any]] = []  # {"channel", "thread_ts", "name", "data"} per completed file
         self._script: dict[str, collections.deque[Scripted]] = collections.defaultdict(collections.deque)
         self._sockets: list[web.WebSocketResponse] = []
         self._ts = itertools.count(1)
@@ -225,7 +229,34 @@ class FakeSlackAPI:
             return {"ok": True, "channel": params["channel"], "ts": params["ts"], "text": params.get("text")}
         if method in ("reactions.add", "reactions.remove"):
             return {"ok": True}
+        if method == "files.getUploadURLExternal":
+            if not params.get("filename") or not str(params.get("length", "")).isdigit():
+                return {"ok": False, "error": "invalid_arguments"}
+            file_id = f"F{next(self._ts)}"
+            self._uploads[file_id] = (str(params["filename"]), None)
+            return {"ok": True, "file_id": file_id, "upload_url": f"{self.root}/upload/{file_id}"}
+        if method == "files.completeUploadExternal":
+            listed = json.loads(params.get("files") or "[]")
+            if not params.get("channel_id") or not listed:
+                return {"ok": False, "error": "invalid_arguments"}
+            done = []
+            for entry in listed:
+                name, data = self._uploads.get(entry["id"], ("", None))
+                if data is None:
+                    return {"ok": False, "error": "file_not_found"}
+                self.shared.append({"channel": params["channel_id"], "thread_ts": params.get("thread_ts"),
+                                    "name": name, "data": data})
+                done.append({"id": entry["id"], "name": name, "title": entry.get("title")})
+            return {"ok": True, "files": done}
         return {"ok": False, "error": "unknown_method"}
+
+    async def _upload(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["file_id"]
+        if file_id not in self._uploads:
+            return web.Response(status=404, text="unknown upload")
+        self._uploads[file_id] = (self._uploads[file_id][0], await request.read())
+        await self._notify()
+        return web.Response(text="OK - 200")
 
     async def _file(self, request: web.Request) -> web.StreamResponse:
         auth = request.headers.get("Authorization")
@@ -245,6 +276,7 @@ class FakeSlackAPI:
         app.router.add_get("/api/{method}", self._api)
         app.router.add_get("/link/", self._socket)
         app.router.add_get("/files-pri/{rest:.*}", self._file)
+        app.router.add_post("/upload/{file_id}", self._upload)
         runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
