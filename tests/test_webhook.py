@@ -4,6 +4,7 @@ litellm against the fake OpenAI server, and a local receiver for signed callback
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import hashlib
 import hmac
@@ -27,7 +28,7 @@ from channels.webhook import WebhookChannel
 from channels.webhook.store import WebhookStore
 from gateway.daemon.serve import GatewayServer
 from memory.sessions import load_session_file
-from tests.fakes.llm import FakeLLMServer, Reply
+from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.served import served_client
 
 TOKEN = "wh-token-0123456789abcdef"
@@ -155,6 +156,26 @@ async def test_wait_false_answers_202_and_posts_a_signed_callback(wh_config, fak
     assert payload["reply"] == "later answer" and payload["message_id"] == accepted["message_id"]
     assert payload["delivery_id"] == headers["x-lucid-delivery"] and payload["error"] is False
     assert len(sink.received) == 1
+
+
+async def test_files_the_assistant_sends_ride_in_the_signed_callback_as_base64(wh_config, fake_llm, workspace):
+    (workspace / "report.txt").write_bytes(b"quarterly numbers\n")
+    fake_llm.queue(ToolCalls([("message", {"text": "the report", "files": ["report.txt"]})]),
+                   Reply("sent it"))
+    config = wh_config(webhook={"owners": ["u1"]})
+    async with CallbackSink() as sink, serving(config) as (server, client):
+        r = await client.post("/v1/messages", json=body("send the report", wait=False, callback_url=sink.url))
+        assert r.status_code == 202, r.text
+        await sink.wait_for(2)
+        schema = (await client.get("/openapi.json")).json()
+    with_file, answer = sink.payload(0), sink.payload(1)
+    assert signature_ok(sink.received[0])
+    assert [(f["name"], f["path"], f["size"], base64.b64decode(f["content_base64"])) for f in with_file["files"]] \
+        == [("report.txt", "report.txt", 18, b"quarterly numbers\n")]
+    assert with_file["reply"] == "the report" and with_file["message_id"] is None
+    assert answer["reply"] == "sent it" and "files" not in answer
+    callback = schema["paths"]["/v1/messages"]["post"]["callbacks"]
+    assert "CallbackBody" in json.dumps(callback) and "content_base64" in json.dumps(schema["components"])
 
 
 async def test_wait_timeout_gives_504_then_the_answer_goes_to_the_callback(wh_config, fake_llm):

@@ -66,6 +66,8 @@ from channels.webhook.callbacks import (
 )
 from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
 from channels.webhook.chat_messages import ChatMessages, chat_messages_route
+from channels.outfiles import with_problems
+from channels.webhook.files_out import callback_docs, encode_files
 from channels.webhook.sessions_api import SessionsApi
 from channels.webhook.sse import PreviewFeeds, event_stream
 from channels.webhook.store import RequestRecord, WebhookStore, callback_body
@@ -89,6 +91,7 @@ class WebhookChannel:
     def __init__(self, cfg: WebhookConfig, bus: MessageBus, *, workspace: Path,
                  store: WebhookStore | None = None, purge_interval_s: float = 3600.0) -> None:
         self.cfg = cfg
+        self.workspace = Path(workspace)
         # Expired idempotency records and old deliveries are dropped at start and then
         # hourly, so a gateway that runs for months keeps a small database.
         self.purge_interval_s = purge_interval_s
@@ -194,8 +197,13 @@ class WebhookChannel:
                 return
             url, session = record.callback_url, record.session
         delivery_id = msg.delivery_id or uuid.uuid4().hex  # type: ignore[union-attr]
+        text, files = msg.text, getattr(msg, "files", ())  # type: ignore[union-attr]
+        encoded: list[dict[str, Any]] = []
+        if files:
+            encoded, problems = await asyncio.to_thread(encode_files, self.workspace, files)
+            text = with_problems(text, problems)
         body = callback_body(delivery_id=delivery_id, message_id=reply_to, session=session,
-                             chat_id=msg.target.chat_id, reply=msg.text, is_error=is_error)
+                             chat_id=msg.target.chat_id, reply=text, is_error=is_error, files=encoded)
         await self.callbacks.post(url, body.encode("utf-8"), delivery_id=delivery_id, message_id=reply_to)
 
     async def _answered(self, msg: OutboundMessage) -> RequestRecord | None:
@@ -228,7 +236,7 @@ class WebhookChannel:
         router.add_api_route(
             "/messages", self._post_message, methods=["POST"], response_model=MessageReply,
             summary="Send a message to the assistant",
-            responses=MESSAGE_RESPONSES)
+            responses=MESSAGE_RESPONSES, callbacks=callback_docs())
         SessionsApi(self).register(router)
         router.add_api_route(
             "/chats/{chat_id}/messages", chat_messages_route(

@@ -68,9 +68,10 @@ class RequestRecord:
 
 
 def callback_body(*, delivery_id: str, message_id: str | None, session: str, chat_id: str,
-                  reply: str, is_error: bool) -> str:
-    """The JSON document POSTed to a callback URL (signed as sent, byte for byte)."""
-    return json.dumps({
+                  reply: str, is_error: bool, files: list[dict[str, Any]] | None = None) -> str:
+    """The JSON document POSTed to a callback URL (signed as sent, byte for byte); ``files``
+    (name, path, size, content_base64) only when the message carries some."""
+    data: dict[str, Any] = {
         "type": "error" if is_error else "reply",
         "delivery_id": delivery_id,
         "message_id": message_id,
@@ -78,7 +79,10 @@ def callback_body(*, delivery_id: str, message_id: str | None, session: str, cha
         "chat_id": chat_id,
         "reply": reply,
         "error": is_error,
-    }, ensure_ascii=False, separators=(",", ":"))
+    }
+    if files:
+        data["files"] = files
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
 class WebhookStore:
