@@ -12,7 +12,8 @@ import uuid
 from collections.abc import Callable
 
 from channels.bus import MessageBus
-from channels.messages import InboundMessage, OutboundMessage
+from channels.messages import InboundMessage, OutboundMessage, OutboundText
+from channels.outfiles import unsent_note
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +51,12 @@ class CliChannel:
         if msg.kind not in ("text", "error"):
             return
         key = msg.in_reply_to or ""
+        text = unsent_note(msg.text, msg.files, "terminal") if isinstance(msg, OutboundText) else msg.text
         fut = self._waiters.pop(key, None)
         if fut is not None and not fut.done():
-            fut.set_result((msg.kind == "text", msg.text))
+            fut.set_result((msg.kind == "text", text))
         elif self.on_unsolicited is not None:
-            self.on_unsolicited(msg.text)
+            self.on_unsolicited(text)
         else:
             logger.info("terminal message with nobody waiting: %s", msg.text[:200])
 

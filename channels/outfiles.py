@@ -86,4 +86,5 @@ def with_problems(text: str, problems: Sequence[str]) -> str:
 
 def unsent_note(text: str, files: Sequence[str], channel: str) -> str:
     """For a channel that cannot carry files: the text, then which files were not sent."""
-    return with_problems(text, [f"{rel} (the {channel} channel cannot carry files)" for rel in files])
+    return with_problems(text, [f"{rel}: the {channel} channel cannot carry files; it stays in the workspace"
+                               for rel in files])

@@ -91,3 +91,22 @@ async def test_a_reply_with_a_file_queued_during_an_outage_arrives_after_a_resta
     [doc] = tg.calls_to("sendDocument")
     assert tg.uploads[(photo.params["chat_id"], "chart.png")] == b"\x89PNG fake image bytes"
     assert tg.uploads[(doc.params["chat_id"], "notes.txt")] == b"plain notes\n"
+
+
+async def test_channels_without_files_name_them_in_the_text(workspace: Path) -> None:
+    from channels.bus import MessageBus
+    from channels.cli import CliChannel
+    from channels.web.channel import WebChannel
+
+    shown: list[str] = []
+    cli = CliChannel(MessageBus(), on_unsolicited=shown.append)
+    await cli.send(OutboundText(Target("cli", "local"), "the chart", files=("out/chart.png",)))
+    assert shown == ["the chart\n\n(file not sent: out/chart.png: the terminal channel cannot carry files; "
+                     "it stays in the workspace)"]
+
+    web = WebChannel(MessageBus(), workspace=workspace)
+    sub = await web.subscribe("tab-1", 0)
+    await web.send(OutboundText(Target("web", "tab-1"), "the chart", files=("out/chart.png",)))
+    event = await sub.next()
+    assert event.event is not None and event.event.text.endswith(
+        "(file not sent: out/chart.png: the web channel cannot carry files; it stays in the workspace)")

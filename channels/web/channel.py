@@ -23,7 +23,8 @@ from typing import Any
 
 from channels._ratelimit import DeliveryRetry
 from channels.bus import MessageBus
-from channels.messages import InboundMessage, OutboundMessage
+from channels.messages import InboundMessage, OutboundMessage, OutboundText
+from channels.outfiles import unsent_note
 from channels.web.log import ChatEvent, ChatLog, EventType
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,8 @@ class WebChannel:
                 logger.exception("could not read the tool calls of web:%s", chat_id)
         kind: EventType = "reply" if msg.kind == "text" else "error"
         retried = self.log.find(chat_id, kind, msg.in_reply_to) if msg.in_reply_to else None
-        event = retried or self.log.add(chat_id, kind, msg.text, message_id=msg.in_reply_to, tools=tools)
+        text = unsent_note(msg.text, msg.files, "web") if isinstance(msg, OutboundText) else msg.text
+        event = retried or self.log.add(chat_id, kind, text, message_id=msg.in_reply_to, tools=tools)
         if retried is None:
             self._fan_out(chat_id, Live("event", event))
         try:
