@@ -27,7 +27,7 @@ from channels.messages import OutboundText, Target
 from config.schema import Config
 from gateway.app import Gateway, build_gateway
 from gateway.ops.matrix_check import matrix_checks
-from tests.fakes.llm import FakeLLMServer, HeldReply, Reply
+from tests.fakes.llm import FakeLLMServer, HeldReply, Reply, ToolCalls
 from tests.matrix_kit import Homeserver, OutageProxy, Person
 from tests.waiting import until
 
@@ -256,6 +256,45 @@ async def test_media_in_is_saved_to_the_workspace_and_files_go_out(
     files = [m for m in await owner.messages_from(room, bot.user_id) if m["content"]["msgtype"] == "m.file"]
     assert len(files) == 1 and files[0]["content"]["body"] == "report.txt"
     assert await owner.download(files[0]["content"]["url"]) == b"quarterly numbers\n"
+
+
+async def test_files_sent_by_the_message_tool_follow_the_text_as_image_and_file(
+        start_gateway: StartGateway, owner: Person, bot: Person, fake_llm: FakeLLMServer,
+        workspace: Path) -> None:
+    picture = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    (workspace / "out").mkdir()
+    (workspace / "out" / "chart.png").write_bytes(picture)
+    (workspace / "out" / "notes.txt").write_bytes(b"plain notes\n")
+    fake_llm.queue(ToolCalls([("message", {"text": "Your **files**.",
+                                           "files": ["out/chart.png", "out/notes.txt"]})]), Reply("Sent."))
+    await start_gateway()
+    room = await dm_with_bot(owner, bot)
+    await owner.send(room, "send me the chart and the notes")
+
+    text, image, doc, done = (m["content"] for m in await bot_messages(owner, room, bot, 4))
+    assert (text["body"], done["body"]) == ("Your files.", "Sent.")
+    assert (image["msgtype"], image["body"], image["info"]["mimetype"]) == ("m.image", "chart.png", "image/png")
+    assert (doc["msgtype"], doc["body"], doc["info"]["size"]) == ("m.file", "notes.txt", 12)
+    assert await owner.download(image["url"]) == picture
+    assert await owner.download(doc["url"]) == b"plain notes\n"
+
+
+async def test_a_retried_reply_skips_posted_parts_and_names_a_gone_file(
+        start_gateway: StartGateway, owner: Person, bot: Person, workspace: Path) -> None:
+    channel = matrix_of(await start_gateway())
+    room = await dm_with_bot(owner, bot)
+    (workspace / "a.txt").write_bytes(b"first\n")
+    (workspace / "b.txt").write_bytes(b"second\n")
+    # The outbox's retry after the text and a.txt were posted: parts 0 and 1 are skipped.
+    await channel.send(OutboundText(Target("matrix", room), "Two files.", files=("a.txt", "gone.txt", "b.txt"),
+                                    delivery_id="d-1", skip_parts=2))
+    await channel.send(OutboundText(Target("matrix", room), "Here.", files=("gone.txt",)))
+
+    posted, note = (m["content"] for m in await bot_messages(owner, room, bot, 2))
+    assert (posted["msgtype"], posted["body"]) == ("m.file", "b.txt")
+    assert await owner.download(posted["url"]) == b"second\n"
+    assert note["body"] == "Here.\n\n(file not sent: gone.txt no longer exists)"
+    assert len(await owner.messages_from(room, bot.user_id)) == 2
 
 
 async def test_a_rate_limited_reply_waits_retry_after_ms_and_arrives_once(

@@ -77,6 +77,7 @@ class MatrixChannel:
         self.state = load_state(self._state_path, self.homeserver, cfg.user_id)
         self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=cfg.msgtype,
                                    streaming=cfg.streaming, is_encrypted=self.is_encrypted,
+                                   workspace=self.workspace,
                                    preview_interval_s=cfg.preview_interval_s, typing_refresh_s=typing_refresh_s)
         self.syncer = MatrixSyncer(lambda: self.client, self.handle_sync, state=self.state,
                                    state_path=self._state_path, timeout_s=cfg.sync_timeout_s,

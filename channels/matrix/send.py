@@ -9,6 +9,10 @@ twice: the homeserver answers a repeated transaction with the event it already m
 With streaming on, progress becomes one message per turn that is edited in place
 (``m.replace``) at most once per interval; the final reply's first piece is the last edit.
 
+Files a reply names (``OutboundText.files``) follow its text, each uploaded and posted as one
+more part (``m.image`` for images, ``m.file`` otherwise): a retry skips the parts already
+posted, and a file gone or grown too big by send time is named in the text instead.
+
 Encrypted rooms are refused here too: nothing but the one fixed notice is ever sent into
 a room the homeserver marks encrypted (the answer would go out unencrypted).
 """
@@ -20,13 +24,14 @@ import logging
 import mimetypes
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nio import AsyncClient
 
+from channels import outfiles
 from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter
 from channels.matrix.calls import MatrixCallError, checked
 from channels.matrix.format import MAX_CHUNK_CHARS, edit_content, message_content, reply_to, split_markdown
@@ -52,6 +57,7 @@ class MatrixSender:
 
     def __init__(self, get_client: Callable[[], AsyncClient], limiter: OutboundLimiter, *,
                  msgtype: str, streaming: bool, is_encrypted: Callable[[str], bool],
+                 workspace: Path | None = None,
                  preview_interval_s: float = 1.0, typing_refresh_s: float = 25.0,
                  typing_max_s: float = 120.0) -> None:
         self._client = get_client
@@ -59,6 +65,7 @@ class MatrixSender:
         self._msgtype = f"m.{msgtype}"
         self._streaming = streaming
         self._is_encrypted = is_encrypted
+        self._workspace = workspace
         self._preview_interval_s = preview_interval_s
         self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
         self._previews: dict[tuple[str, str | None], _Preview] = {}
@@ -82,16 +89,22 @@ class MatrixSender:
 
     # -- replies ---------------------------------------------------------------------------
     async def _deliver(self, msg: OutboundText | OutboundError) -> None:
+        """The text's pieces, then its files; each one part (``parts_done`` on a failure)."""
         plain = isinstance(msg, OutboundText) and msg.plain
         msgtype = "m.notice" if plain or isinstance(msg, OutboundError) else self._msgtype
-        pieces = split_markdown(msg.text, MAX_CHUNK_CHARS) if not plain else [msg.text]
+        text, sendable = await self._files(msg.text, msg.files if isinstance(msg, OutboundText) else ())
+        pieces = split_markdown(text, MAX_CHUNK_CHARS) if not plain else [text]
+        parts: list[str | outfiles.OutFile] = [*pieces, *sendable]
         preview = None if plain else self._previews.pop(_key(msg.target), None)
         txn_base = f"lucid-{msg.delivery_id}" if msg.delivery_id else f"lucid-{uuid.uuid4().hex}"
-        for i, piece in enumerate(pieces):
+        for i, part in enumerate(parts):
             if i < msg.skip_parts:
                 continue
-            content = message_content(piece, msgtype=msgtype, plain=plain)
             try:
+                if isinstance(part, outfiles.OutFile):
+                    await self.send_file(msg.target.chat_id, part.path, txn_id=f"{txn_base}-{i}")
+                    continue
+                content = message_content(part, msgtype=msgtype, plain=plain)
                 if i == 0 and preview is not None:
                     content = edit_content(preview.event_id, content)
                 elif i == 0:
@@ -102,13 +115,22 @@ class MatrixSender:
                     after = exc.retry_after_ms / 1000 if exc.rate_limited and exc.retry_after_ms else None
                     raise DeliveryRetry(str(exc), after_s=after, parts_done=i) from exc
                 logger.error("Matrix refused a reply to room %s (part %d of %d): %s",
-                             msg.target.chat_id, i + 1, len(pieces), exc)
+                             msg.target.chat_id, i + 1, len(parts), exc)
                 raise DeliveryFailed(str(exc), permanent=True, parts_done=i) from exc
             except (DeliveryRetry, DeliveryFailed) as exc:
                 exc.parts_done = i
                 raise
-            except LucidError as exc:
+            except (LucidError, OSError) as exc:  # OSError: a file vanished while being read
                 raise DeliveryRetry(str(exc), parts_done=i) from exc
+
+    async def _files(self, text: str, files: Sequence[str]) -> tuple[str, list[outfiles.OutFile]]:
+        """The files that can go out now, and ``text`` naming those that cannot."""
+        if not files:
+            return text, []
+        if self._workspace is None:
+            return outfiles.unsent_note(text, files, "matrix"), []
+        sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, files)
+        return outfiles.with_problems(text, problems), sendable
 
     async def room_send(self, room: str, content: dict[str, Any], txn_id: str | None = None) -> str:
         """One ``m.room.message`` through the limiter; returns the new event's id."""
@@ -179,8 +201,13 @@ class MatrixSender:
         self._typing.clear()
 
     # -- files -----------------------------------------------------------------------------
-    async def send_file(self, room: str, path: Path, *, caption: str | None = None) -> str:
-        """Upload ``path`` and post it as ``m.image``/``m.audio``/``m.video``/``m.file``."""
+    async def send_file(self, room: str, path: Path, *, caption: str | None = None,
+                        txn_id: str | None = None) -> str:
+        """Upload ``path`` and post it as ``m.image``/``m.audio``/``m.video``/``m.file``.
+
+        A retry uploads the bytes again (an unreferenced copy at worst) but posts the event
+        with the same ``txn_id``, so the room shows the file once.
+        """
         if self._is_encrypted(room):
             raise DeliveryFailed(f"room {room} is end-to-end encrypted", permanent=True)
         data = await asyncio.to_thread(path.read_bytes)
@@ -195,7 +222,7 @@ class MatrixSender:
         kind = next((k for k in ("image", "audio", "video") if mime.startswith(k + "/")), "file")
         content = {"msgtype": f"m.{kind}", "body": caption or path.name, "filename": path.name,
                    "url": uploaded.content_uri, "info": {"mimetype": mime, "size": len(data)}}
-        return await self.room_send(room, content)
+        return await self.room_send(room, content, txn_id)
 
 
 def _key(target: Target) -> tuple[str, str | None]:
