@@ -220,7 +220,7 @@ async def test_server_errors_are_retried_from_the_outbox_and_a_refusal_is_dead_l
         make_config: Any, workspace: Path, dc: FakeDiscordAPI) -> None:
     from channels.outbox import Outbox
 
-    outbox = Outbox(workspace / "state" / "outbox.sqlite")
+    outbox = Outbox(workspace / "state" / "outbox.sqlite", deadlines_s={"discord": 24 * 3600.0})
     bus = MessageBus(outbox=outbox, retry_backoff_s=0.05)
     await bus.start()
     config = make_config(channels={"discord": {"enabled": True, "token": TOKEN, "apiBase": dc.base_url}})

@@ -35,7 +35,7 @@ from channels.discord.files import save_attachments
 from channels.discord.format import strip_mention
 from channels.discord.sdk import Endpoints, log_targets, make_client, rest_base
 from channels.discord.send import DiscordSender, classify
-from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
+from channels.gate import AccessGate, AccessRequest
 from channels.messages import ChatType, InboundMessage, OutboundMessage, Target
 from config.backoff import backoff_delay
 from config.errors import ConfigError
@@ -61,7 +61,6 @@ class DiscordChannel:
         workspace: Path,
         limiter: OutboundLimiter | None = None,
         gate: AccessGate | None = None,
-        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
         typing_refresh_s: float = 8.0,
         typing_max_s: float = 120.0,
         retry_base_s: float = 1.0,
@@ -75,8 +74,7 @@ class DiscordChannel:
         self.workspace = Path(workspace)
         self._token = cfg.token.get_secret_value().strip()
         self.api_base = rest_base(cfg.api_base)
-        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
-                                                   refusal_interval_s=refusal_interval_s)
+        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify, per_key_rate_per_s=1.0, per_key_burst=5)
         self._endpoints = Endpoints(self.api_base)
         self._redactor = RedactingFilter(Redactor([self._token]))

@@ -60,7 +60,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_API_BASE = "https://slack.com/api/"
-REFUSAL_INTERVAL_S = 3600.0
 REACTION = "eyes"
 _SEEN_KEEP = 5000
 
@@ -102,8 +101,7 @@ class SlackChannel:
         if reason is not None:
             raise ChannelUnavailable(reason)
         install_redaction()
-        self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace,
-                                                   refusal_interval_s=REFUSAL_INTERVAL_S)
+        self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace)
         self.limiter = limiter or OutboundLimiter("slack", classify, rate_per_s=10.0, burst=10)
         self._api_timeout_s = api_timeout_s
         self.web = AsyncWebClient(

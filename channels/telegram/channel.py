@@ -32,7 +32,7 @@ from telegram.ext import Application, ApplicationBuilder
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
 from channels.base import CommandSpec
 from channels.bus import MessageBus
-from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
+from channels.gate import AccessGate, AccessRequest
 from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
 from channels.telegram.poll import TelegramPoller
@@ -74,7 +74,6 @@ class TelegramChannel:
         retry_max_s: float = 30.0,
         typing_refresh_s: float = 4.0,
         typing_max_s: float = 120.0,
-        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
         preview_interval_s: float = 1.0,
         request_timeout_s: float = 10.0,
         send_wait_s: float = 30.0,
@@ -86,8 +85,7 @@ class TelegramChannel:
         self.workspace = Path(workspace)
         self._token = cfg.token.get_secret_value()
         self.api_base = (cfg.api_base or DEFAULT_API_BASE).rstrip("/")
-        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
-                                                   refusal_interval_s=refusal_interval_s)
+        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify)
         self._webhook_url = cfg.webhook.url if cfg.webhook and cfg.webhook.url else None
         secret = cfg.webhook.secret_token.get_secret_value() if cfg.webhook else ""
