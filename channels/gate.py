@@ -37,6 +37,7 @@ from typing import Any, Literal
 from channels.bus import MessageBus
 from channels.messages import ChatType, OutboundText, Target
 from channels.pairing import PairingError, PairingStore, default_path
+from channels.descriptor import sections
 from channels.registry import descriptor
 from config.channel_schema import GatedSection
 from config.schema import Config
@@ -103,7 +104,7 @@ class Roster:
 
 def role_of(config: Config, channel: str, sender_id: str) -> Role:
     """The sender's role on ``channel``: owner only when listed in ``channels.<channel>.owners``."""
-    return Roster.of(getattr(config.channels, channel, None)).role(sender_id)
+    return Roster.of(sections(config.channels).get(channel)).role(sender_id)
 
 
 def refusal_text(refusal: str, code: str | None) -> str:

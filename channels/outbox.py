@@ -28,10 +28,10 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Mapping
 
 from channels.messages import OutboundError, OutboundMessage, OutboundText, Target
 

@@ -23,7 +23,7 @@ from channels.bus import MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import OutboundText, Target
 from channels.outbox import Outbox, read_counts
-from channels.telegram import TelegramChannel
+from channels.telegram import TelegramChannel, TelegramSettings
 from channels.telegram.send import classify
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
 from tests.waiting import until
@@ -59,8 +59,9 @@ class Rig:
         section = {"enabled": True, "token": TOKEN, "apiBase": self.tg.base_url, "allowFrom": [str(OWNER)],
                    "owners": [str(OWNER)], "pollTimeoutS": 1, **(cfg or {})}
         config = self.make_config(channels={"telegram": section})
-        self.channel = TelegramChannel(config.channels.telegram, self.bus, workspace=self.workspace,
-                                       limiter=limiter(max_wait_s), retry_base_s=0.02, request_timeout_s=3.0)
+        settings = TelegramSettings.from_section(config.channels.telegram, retry_base_s=0.02,
+                                                 request_timeout_s=3.0)
+        self.channel = TelegramChannel(settings, self.bus, workspace=self.workspace, limiter=limiter(max_wait_s))
         await self.channel.start()
         return self.bus
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import platform
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
