@@ -37,6 +37,9 @@ from typing import Any, Literal
 from channels.bus import MessageBus
 from channels.messages import ChatType, OutboundText, Target
 from channels.pairing import PairingError, PairingStore, default_path
+from channels.descriptor import sections
+from channels.registry import descriptor
+from config.channel_schema import GatedSection
 from config.schema import Config
 
 logger = logging.getLogger(__name__)
@@ -44,7 +47,6 @@ logger = logging.getLogger(__name__)
 Role = Literal["owner", "guest"]
 Outcome = Literal["allowed", "pairing", "refused"]
 
-DEFAULT_REFUSAL_INTERVAL_S = 600.0
 _REMEMBERED_SENDERS = 10_000
 
 
@@ -102,7 +104,7 @@ class Roster:
 
 def role_of(config: Config, channel: str, sender_id: str) -> Role:
     """The sender's role on ``channel``: owner only when listed in ``channels.<channel>.owners``."""
-    return Roster.of(getattr(config.channels, channel, None)).role(sender_id)
+    return Roster.of(sections(config.channels).get(channel)).role(sender_id)
 
 
 def refusal_text(refusal: str, code: str | None) -> str:
@@ -125,7 +127,7 @@ class AccessGate:
         *,
         refusal: str | None,
         pairing: bool,
-        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
+        refusal_interval_s: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.channel = channel
@@ -139,13 +141,21 @@ class AccessGate:
         self._refused: OrderedDict[str, float] = OrderedDict()
 
     @classmethod
-    def for_section(cls, channel: str, section: Any, bus: MessageBus, *, workspace: Path,
-                    refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S) -> AccessGate:
+    def for_section(cls, channel: str, section: GatedSection, bus: MessageBus, *, workspace: Path) -> AccessGate:
         """The gate for a ``channels.<name>`` section with ``allowFrom``, ``owners``, ``refusal``
-        and ``pairing``; approvals live in the workspace's pairing store."""
+        and ``pairing``; approvals live in the workspace's pairing store. How often a stranger
+        is refused comes from the channel's descriptor (``channels.registry``)."""
+        known = descriptor(channel)
+        if known is None:
+            raise ValueError(f"no channel {channel!r} in channels.registry: add its descriptor")
         return cls(channel, bus, Roster.of(section), PairingStore(default_path(Path(workspace))),
-                   refusal=getattr(section, "refusal", None), pairing=bool(getattr(section, "pairing", False)),
-                   refusal_interval_s=refusal_interval_s)
+                   refusal=section.refusal, pairing=section.pairing,
+                   refusal_interval_s=known.refusal_interval_s)
+
+    @property
+    def refusal_interval_s(self) -> float:
+        """A stranger hears the refusal at most once per this many seconds."""
+        return self._interval_s
 
     def is_owner(self, sender_id: str) -> bool:
         return self.roster.is_owner(sender_id)

@@ -28,6 +28,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,11 +98,16 @@ def decode(payload: str) -> OutboundText | OutboundError:
 class Outbox:
     """The SQLite store behind the bus's delivery lanes."""
 
-    def __init__(self, path: Path, *, deadlines_s: dict[str, float] | None = None,
-                 default_deadline_s: float = 24 * 3600.0) -> None:
+    def __init__(self, path: Path, *, deadlines_s: Mapping[str, float]) -> None:
+        """``deadlines_s``: how long each channel's items are retried (its config section's
+        ``deliveryDeadlineH``, from the channel descriptors). A channel the map does not name —
+        a test's stand-in — gets the longest of them: nothing is dropped sooner than any
+        configured channel would drop it."""
+        if not deadlines_s:
+            raise ValueError("the outbox needs the delivery deadline of at least one channel")
         self.path = path
-        self._deadlines = dict(deadlines_s or {})
-        self._default_deadline = default_deadline_s
+        self._deadlines = dict(deadlines_s)
+        self._default_deadline = max(self._deadlines.values())
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
 

@@ -1,10 +1,12 @@
-"""Which channel adapters exist, and building the enabled ones (imported only when enabled).
+"""Which channels exist (one ``ChannelDescriptor`` each), and building the enabled ones.
 
-A registry of import strings rather than an ``if`` chain per platform: a channel's
-package (and its SDK) is imported only when the channel is enabled. Each entry names a
-``build(config, bus, *, workspace, commands) -> Channel`` factory; a factory that cannot
-work with its section (no token…) raises ``ChannelUnavailable`` saying what to set.
-Adding a channel is one package, one line here and its config model.
+A registry of descriptors rather than an ``if`` chain per platform: a channel's package
+(and its SDK) is imported only when the channel is enabled, through the ``build(config,
+bus, *, workspace, commands) -> Channel`` factory its descriptor names; a factory that
+cannot work with its section (no token…) raises ``ChannelUnavailable`` saying what to set.
+The rest of the core (the outbox deadlines, the streaming set, the prompt's format hints,
+the gate's refusal interval) reads the same descriptors. Adding a channel is one package,
+its config section and one line in ``CHANNELS``.
 
 Building is forgiving per channel and strict overall: one line is logged for every enabled
 channel — started, or refused and why ("telegram: no token — disabled") — and a channel
@@ -20,27 +22,63 @@ from pathlib import Path
 
 from channels.base import Channel, ChannelUnavailable, CommandSpec
 from channels.bus import MessageBus
+from channels.descriptor import ChannelDescriptor, sections
+from config.channel_schema import SwitchedSection
 from config.errors import LucidError
-from config.schema import Config
+from config.schema import (CliChannelConfig, Config, DiscordConfig, MatrixConfig, OpenAIApiConfig, SlackConfig,
+                           TelegramConfig, WebChannelConfig, WebhookConfig)
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHANNEL_FACTORIES", "ChannelUnavailable", "build_channels", "enabled_channels", "load_factory"]
+__all__ = ["CHANNELS", "ChannelDescriptor", "ChannelUnavailable", "build_channels", "channel_hints",
+           "delivery_deadlines", "descriptor", "enabled_channels", "load_factory", "streaming_channels"]
 
-CHANNEL_FACTORIES: dict[str, str] = {
-    "telegram": "channels.telegram:build",
-    "slack": "channels.slack:build",
-    "discord": "channels.discord:build",
-    "matrix": "channels.matrix:build",
-    "webhook": "channels.webhook:build",
-    "openai": "channels.openai:build",
-}
+_D = ChannelDescriptor
+CHANNELS: dict[str, ChannelDescriptor] = {d.name: d for d in (
+    _D("telegram", TelegramConfig, "Replies render as Telegram messages: short paragraphs, simple markdown, "
+       "no tables.", "channels.telegram:build"),
+    _D("slack", SlackConfig, "Replies render in Slack: simple markdown, no tables.", "channels.slack:build"),
+    _D("discord", DiscordConfig, "Replies render in Discord: simple markdown, no tables.",
+       "channels.discord:build"),
+    _D("matrix", MatrixConfig, "Replies render in a Matrix client: markdown becomes HTML (tables and code "
+       "blocks work).", "channels.matrix:build"),
+    _D("webhook", WebhookConfig, "Replies go to an HTTP client: plain text unless asked otherwise.",
+       "channels.webhook:build"),
+    _D("openai", OpenAIApiConfig, "Replies are chat completions read by another program or its user: "
+       "markdown unless asked otherwise.", "channels.openai:build"),
+    _D("web", WebChannelConfig, "Replies render as markdown in a web page.", "channels.web:build"),
+    _D("cli", CliChannelConfig, "Replies print in a terminal: plain text or light markdown."),
+)}
 
 
-def enabled_channels(config: Config, names: Mapping[str, str] | None = None) -> list[str]:
-    registry = CHANNEL_FACTORIES if names is None else names
-    return [name for name in registry
-            if getattr(getattr(config.channels, name, None), "enabled", False)]
+def descriptor(name: str) -> ChannelDescriptor | None:
+    """The descriptor of channel ``name`` (``None`` for one the registry does not know)."""
+    return CHANNELS.get(name)
+
+
+def delivery_deadlines(config: Config, registry: Mapping[str, ChannelDescriptor] | None = None
+                       ) -> dict[str, float]:
+    """Every channel's outbox deadline in seconds, from its section."""
+    return {name: d.deadline_s(config.channels) for name, d in (registry or CHANNELS).items()}
+
+
+def streaming_channels(config: Config, registry: Mapping[str, ChannelDescriptor] | None = None
+                       ) -> frozenset[str]:
+    """The channels that show a reply as it is written (able to, and switched on)."""
+    return frozenset(name for name, d in (registry or CHANNELS).items() if d.streams(config.channels))
+
+
+def channel_hints(registry: Mapping[str, ChannelDescriptor] | None = None) -> dict[str, str]:
+    """The prompt's format hint per channel."""
+    return {name: d.hint for name, d in (registry or CHANNELS).items()}
+
+
+def enabled_channels(config: Config, registry: Mapping[str, ChannelDescriptor] | None = None) -> list[str]:
+    """The channels the registry builds (those with a factory) that the config switched on."""
+    found = sections(config.channels)
+    return [name for name, d in (registry or CHANNELS).items()
+            if d.factory is not None and isinstance(section := found.get(name), SwitchedSection)
+            and section.enabled]
 
 
 def load_factory(target: str) -> Callable[..., Channel]:
@@ -58,24 +96,26 @@ def build_channels(
     *,
     workspace: Path | None = None,
     commands: Sequence[CommandSpec] = (),
-    factories: Mapping[str, str] | None = None,
+    registry: Mapping[str, ChannelDescriptor] | None = None,
 ) -> dict[str, Channel]:
     """Build every enabled channel; log one line per enabled channel saying what happened.
 
     ``commands`` (the gateway's slash commands) go to every factory, for platform menus.
     """
-    registry = CHANNEL_FACTORIES if factories is None else factories
+    registry = CHANNELS if registry is None else registry
     workspace = config.workspace if workspace is None else workspace
     built: dict[str, Channel] = {}
     for name in enabled_channels(config, registry):
         try:
-            factory = load_factory(registry[name])
+            target = registry[name].factory
+            assert target is not None  # enabled_channels keeps only buildable ones
+            factory = load_factory(target)
             channel = factory(config, bus, workspace=workspace, commands=tuple(commands))
         except (LucidError, ValueError) as exc:
             logger.warning("%s: %s — disabled", name, exc)
             continue
         except ImportError as exc:
-            logger.error("%s: cannot load %s (%s) — disabled", name, registry[name], exc)
+            logger.error("%s: cannot load %s (%s) — disabled", name, registry[name].factory, exc)
             continue
         except Exception:
             logger.exception("%s: failed to build — disabled", name)
@@ -86,5 +126,5 @@ def build_channels(
         built[name] = channel
     if not built:
         logger.warning("no channel is enabled: nobody can reach the assistant (enable one of %s)",
-                       ", ".join(f"channels.{n}" for n in registry))
+                       ", ".join(f"channels.{n}" for n, d in registry.items() if d.factory))
     return built

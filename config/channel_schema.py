@@ -11,84 +11,85 @@ from pydantic import Field, SecretStr
 from config.section import Section
 
 
+class DeliverySection(Section):
+    """A channel whose final replies the outbox retries: for how long a reply the platform keeps
+    failing (5xx, outage) is retried before it becomes a dead letter."""
+
+    delivery_deadline_h: float = Field(24, gt=0)
+
+
+class SwitchedSection(Section):
+    """A channel the config turns on or off (``cli`` has no switch: its surfaces bring it)."""
+
+    enabled: bool = False
+
+
+class StreamingSection(Section):
+    """A channel that can show a reply while it is written (one message edited as it grows)."""
+
+    streaming: bool = False
+
+
+class GatedSection(Section):
+    """A platform channel where strangers can write: who may talk, who owns it, what a stranger
+    is told (``null``: silence) and whether a stranger may ask for a pairing code."""
+
+    allow_from: list[str] = Field(default_factory=list)
+    owners: list[str] = Field(default_factory=list)
+    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
+    pairing: bool = False
+
+
 class TelegramWebhookConfig(Section):
     url: str = ""
     secret_token: SecretStr = SecretStr("")
 
 
-class TelegramConfig(Section):
-    enabled: bool = False
+class TelegramConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSection):
     token: SecretStr = SecretStr("")
     api_base: str | None = None
-    allow_from: list[str] = Field(default_factory=list)
-    owners: list[str] = Field(default_factory=list)
     webhook: TelegramWebhookConfig | None = None
-    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
-    pairing: bool = False
-    streaming: bool = False
     poll_timeout_s: int = Field(30, ge=0, le=300)
     watchdog_s: float = Field(180, gt=0)
-    # How long the outbox keeps retrying a reply Telegram does not accept (5xx, outage).
-    delivery_deadline_h: float = Field(24, gt=0)
 
 
-class SlackConfig(Section):
-    enabled: bool = False
+class SlackConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSection):
     bot_token: SecretStr = SecretStr("")
     app_token: SecretStr = SecretStr("")
     signing_secret: SecretStr = SecretStr("")
     api_base: str | None = None
     mode: str = Field("socket", pattern="^(socket|http)$")
-    allow_from: list[str] = Field(default_factory=list)
-    owners: list[str] = Field(default_factory=list)
-    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
-    pairing: bool = False
     watchdog_s: float = Field(300, gt=0)
-    delivery_deadline_h: float = Field(24, gt=0)
-    # A placeholder reply edited with chat.update as the answer is written (like Telegram's).
-    streaming: bool = False
+    # Streaming: a placeholder reply edited with chat.update as the answer is written.
     preview_interval_s: float = Field(1.0, ge=0.2)
 
 
-class DiscordConfig(Section):
+class DiscordConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSection):
     """A Discord bot: DMs, and guild channels/threads where it is mentioned or replied to."""
 
-    enabled: bool = False
     token: SecretStr = SecretStr("")
     # REST root (the adapter adds ``/v10``) and Gateway URL: for proxies and tests. Without
     # ``gatewayUrl`` the Gateway URL is asked from ``GET /gateway/bot`` at the REST root.
     api_base: str | None = None
     gateway_url: str | None = None
-    allow_from: list[str] = Field(default_factory=list)
-    owners: list[str] = Field(default_factory=list)
-    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
-    pairing: bool = False
-    # One message edited as the answer is written, at most once per previewIntervalS.
-    streaming: bool = False
+    # Streaming: one message edited as the answer is written, at most once per previewIntervalS.
     preview_interval_s: float = Field(1.0, ge=0.2)
-    delivery_deadline_h: float = Field(24, gt=0)
 
 
-class MatrixConfig(Section):
+class MatrixConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSection):
     """A Matrix bot account: ``accessToken``, or ``password`` (the gateway then logs in once
     and keeps the session in ``state/matrix.json``)."""
 
-    enabled: bool = False
     homeserver: str = ""  # the client API's base URL, e.g. https://matrix.example.org
     user_id: str = ""  # @lucid:example.org
     access_token: SecretStr = SecretStr("")
     password: SecretStr = SecretStr("")
     device_name: str = "lucidgate"
-    allow_from: list[str] = Field(default_factory=list)  # full Matrix ids, @alice:example.org
-    owners: list[str] = Field(default_factory=list)
-    refusal: str | None = "Sorry, I only talk to people my owner has allowed."
-    pairing: bool = False
+    # allowFrom: full Matrix ids, @alice:example.org
     # Replies as m.notice (the convention for bots: other bots do not answer them) or m.text.
     msgtype: str = Field("notice", pattern="^(notice|text)$")
-    streaming: bool = False
     preview_interval_s: float = Field(1.0, ge=0.2)
     sync_timeout_s: int = Field(30, ge=0, le=300)
-    delivery_deadline_h: float = Field(24, gt=0)
     # Said once in an end-to-end encrypted room, where the bot cannot read or answer.
     encrypted_room_notice: str = (
         "This room is end-to-end encrypted, and lucidgate does not support encryption: it cannot "
@@ -96,7 +97,7 @@ class MatrixConfig(Section):
     )
 
 
-class WebhookConfig(Section):
+class WebhookConfig(SwitchedSection, DeliverySection):
     enabled: bool = True
     token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
     admin_token: SecretStr = SecretStr("")  # lists/reads/resets every webhook session; empty: nobody
@@ -109,10 +110,9 @@ class WebhookConfig(Section):
     callback_timeout_s: float = Field(10, gt=0)
     callback_max_attempts: int = Field(6, ge=1)
     callback_backoff_s: float = Field(5.0, ge=0)
-    delivery_deadline_h: float = Field(24, gt=0)
 
 
-class OpenAIApiConfig(Section):
+class OpenAIApiConfig(SwitchedSection, DeliverySection):
     """``POST /v1/chat/completions``: any OpenAI client talks to the assistant.
 
     The bearer token is ``token``, or the webhook's integration token when empty; callers are
@@ -135,12 +135,12 @@ OPENAI_OWNER_ID = "api-owner"
 OPENAI_GUEST_ID = "api-guest"
 
 
-class CliChannelConfig(Section):
+class CliChannelConfig(DeliverySection, StreamingSection):
     owners: list[str] = Field(default_factory=lambda: ["local"])
     streaming: bool = True  # `lucid agent` prints the answer as it is written
 
 
-class WebChannelConfig(Section):
+class WebChannelConfig(SwitchedSection, DeliverySection, StreamingSection):
     """The browser chat of the web console; its only sender is the logged-in console user."""
 
     enabled: bool = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -15,3 +17,9 @@ class Section(BaseModel):
         extra="forbid",
         validate_assignment=True,
     )
+
+    @classmethod
+    def default_of(cls, field: str) -> Any:
+        """The schema's default of ``field``. A library class whose callers may omit a setting
+        (tests, one-off tools) takes its fallback from here, so the number is written once."""
+        return cls.model_fields[field].get_default(call_default_factory=True)

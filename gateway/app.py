@@ -25,6 +25,7 @@ from channels.cli import CliChannel
 from channels.gate import role_of
 from channels.inbox import InboxJournal
 from channels.outbox import Outbox
+from channels.registry import build_channels, channel_hints, delivery_deadlines, streaming_channels
 from channels.messages import OutboundProgress
 from gateway.agent.memory_flush import MemoryFlush
 from config.schema import Config
@@ -94,6 +95,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain, calibration=calibration)
     owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
+                             channel_hints=channel_hints(),
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
@@ -131,7 +133,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))
 
-    streaming = frozenset(name for name, section in config.channels if getattr(section, "streaming", False))
+    streaming = streaming_channels(config)
     committer = MemoryCommitter(git, workspace)  # every memory change is a commit
     mcp = McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None
     record_memory_writes(tools, committer)
@@ -182,21 +184,14 @@ def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *
 
 
 def _outbox(config: Config) -> Outbox:
-    """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded).
-
-    Every channel section with a ``deliveryDeadlineH`` sets its own deadline: a new channel
-    needs no line here."""
-    deadlines = {name: float(section.delivery_deadline_h) * 3600.0 for name, section in config.channels
-                 if hasattr(section, "delivery_deadline_h")}
-    return Outbox(config.workspace / "state" / "outbox.sqlite", deadlines_s=deadlines)
+    """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded)."""
+    return Outbox(config.workspace / "state" / "outbox.sqlite", deadlines_s=delivery_deadlines(config))
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,
                   on_unsolicited: Callable[[str], None] | None,
                   commands: Sequence[CommandSpec]) -> dict[str, Channel]:
     if mode == "daemon":
-        from channels.registry import build_channels
-
         # The command specs fill platform menus (Telegram's), generated from the registry.
         channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
         # The terminal channel behind the local API: `lucid agent` beside a running daemon.

@@ -33,6 +33,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from filelock import FileLock, Timeout
 
 from config.fileio import atomic_write_bytes, atomic_write_text, read_int_file, read_text_or_empty
+from config.schema import AgentDefaults, MemoryConfig
 from memory._history_archive import archive_entries, archive_files, redact_lines
 from memory._history_index import HistoryEntry, HistoryIndex, parse_entry
 from memory.errors import MemoryStoreError
@@ -50,8 +51,8 @@ class MemoryStore:
         self,
         workspace: Path,
         *,
-        max_history_entries: int = 1000,
-        timezone: str = "UTC",
+        max_history_entries: int = MemoryConfig.default_of("max_history_entries"),
+        timezone: str = AgentDefaults.default_of("timezone"),
         lock_timeout_s: float = 30.0,
     ) -> None:
         self.workspace = Path(workspace)

@@ -68,7 +68,7 @@ def upcoming(reminder: Reminder, tz: tzinfo, now: datetime | None = None) -> dat
 
 class ReminderJobs:
     def __init__(self, store: ReminderStore, bus: MessageBus, tz: tzinfo, *,
-                 grace_s: float = 3600, min_every_s: int = 60, task_token_budget: int = 30_000) -> None:
+                 grace_s: float, min_every_s: int, task_token_budget: int) -> None:
         self.store = store
         self.task_token_budget = task_token_budget
         self.bus = bus

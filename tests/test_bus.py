@@ -121,7 +121,7 @@ async def test_the_recorded_hook_sees_durable_messages_and_a_failing_hook_loses_
     from channels.messages import OutboundProgress
     from channels.outbox import Outbox
 
-    outbox = Outbox(tmp_path / "outbox.sqlite")
+    outbox = Outbox(tmp_path / "outbox.sqlite", deadlines_s={"telegram": 24 * 3600.0})
     bus = MessageBus(outbox=outbox)
     await bus.start()
     seen: list[str] = []

@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from channels._ratelimit import OutboundLimiter
 from channels.bus import MessageBus
-from channels.discord import DiscordChannel
+from channels.discord import DiscordChannel, DiscordSettings
 from channels.discord.send import classify
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
@@ -60,9 +60,10 @@ async def make_channel(make_config: Any, workspace: Path, dc: FakeDiscordAPI,
     async def build(*, cfg: dict[str, Any] | None = None, connect: bool = True, **kwargs: Any) -> DiscordChannel:
         section = {"enabled": True, "token": TOKEN, "apiBase": dc.base_url, "allowFrom": [str(FRIEND)],
                    "owners": [str(OWNER)], **(cfg or {})}
-        kwargs.setdefault("limiter", fast_limiter())
+        limiter = kwargs.pop("limiter", fast_limiter())
         config = make_config(channels={"discord": section})
-        channel = DiscordChannel(config.channels.discord, bus, workspace=workspace, **kwargs)
+        channel = DiscordChannel(DiscordSettings.from_section(config.channels.discord, **kwargs), bus,
+                                 workspace=workspace, limiter=limiter)
         started.append(channel)
         await channel.start()
         if connect:
@@ -220,11 +221,12 @@ async def test_server_errors_are_retried_from_the_outbox_and_a_refusal_is_dead_l
         make_config: Any, workspace: Path, dc: FakeDiscordAPI) -> None:
     from channels.outbox import Outbox
 
-    outbox = Outbox(workspace / "state" / "outbox.sqlite")
+    outbox = Outbox(workspace / "state" / "outbox.sqlite", deadlines_s={"discord": 24 * 3600.0})
     bus = MessageBus(outbox=outbox, retry_backoff_s=0.05)
     await bus.start()
     config = make_config(channels={"discord": {"enabled": True, "token": TOKEN, "apiBase": dc.base_url}})
-    channel = DiscordChannel(config.channels.discord, bus, workspace=workspace, limiter=fast_limiter())
+    channel = DiscordChannel(DiscordSettings.from_section(config.channels.discord), bus, workspace=workspace,
+                             limiter=fast_limiter())
     try:
         await channel.start()
         dc.set_outage(503)
@@ -297,7 +299,7 @@ async def test_a_rejected_token_is_a_config_error_without_the_token(
     from config.errors import ConfigError
 
     config = make_config(channels={"discord": {"enabled": True, "token": "wrong-token-123", "apiBase": dc.base_url}})
-    channel = DiscordChannel(config.channels.discord, bus, workspace=workspace)
+    channel = DiscordChannel(DiscordSettings.from_section(config.channels.discord), bus, workspace=workspace)
     try:
         await channel.start()
     except ConfigError as exc:

@@ -81,8 +81,8 @@ async def test_a_reply_with_a_file_queued_during_an_outage_arrives_after_a_resta
                                             files=("chart.png", "notes.txt")))
     await until(lambda: len(tg.calls_to("sendMessage")) >= 2)
     await rig.down()
-    assert [i.msg.files for i in Outbox(workspace / "state" / "outbox.sqlite").pending("telegram")] == \
-        [("chart.png", "notes.txt")]
+    outbox = Outbox(workspace / "state" / "outbox.sqlite", deadlines_s={"telegram": 24 * 3600.0})
+    assert [i.msg.files for i in outbox.pending("telegram")] == [("chart.png", "notes.txt")]
     tg.set_outage(None)
     bus = await rig.up()
     await until(lambda: rig.counts()["delivered"] == 1)

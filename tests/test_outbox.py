@@ -23,7 +23,7 @@ from channels.bus import MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import OutboundText, Target
 from channels.outbox import Outbox, read_counts
-from channels.telegram import TelegramChannel
+from channels.telegram import TelegramChannel, TelegramSettings
 from channels.telegram.send import classify
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
 from tests.waiting import until
@@ -59,8 +59,9 @@ class Rig:
         section = {"enabled": True, "token": TOKEN, "apiBase": self.tg.base_url, "allowFrom": [str(OWNER)],
                    "owners": [str(OWNER)], "pollTimeoutS": 1, **(cfg or {})}
         config = self.make_config(channels={"telegram": section})
-        self.channel = TelegramChannel(config.channels.telegram, self.bus, workspace=self.workspace,
-                                       limiter=limiter(max_wait_s), retry_base_s=0.02, request_timeout_s=3.0)
+        settings = TelegramSettings.from_section(config.channels.telegram, retry_base_s=0.02,
+                                                 request_timeout_s=3.0)
+        self.channel = TelegramChannel(settings, self.bus, workspace=self.workspace, limiter=limiter(max_wait_s))
         await self.channel.start()
         return self.bus
 
@@ -203,7 +204,7 @@ def test_lucid_status_counts_pending_and_dead_letters(tmp_path: Path) -> None:
 
     workspace = tmp_path / "ws"
     config_path = write_config(tmp_path / "config.json", workspace, "http://127.0.0.1:9/v1")
-    outbox = Outbox(workspace / "state" / "outbox.sqlite")
+    outbox = Outbox(workspace / "state" / "outbox.sqlite", deadlines_s={"telegram": 24 * 3600.0})
     dead = outbox.record(reply("gone"))
     outbox.dead(dead.id, "chat not found")
     outbox.record(reply("waiting"))
@@ -217,7 +218,7 @@ async def test_the_bus_purges_week_old_delivered_items_and_keeps_the_rest(tmp_pa
     import sqlite3
 
     path = tmp_path / "outbox.sqlite"
-    outbox = Outbox(path)
+    outbox = Outbox(path, deadlines_s={"telegram": 24 * 3600.0})
     old_done = outbox.record(OutboundText(Target("telegram", "1"), "old and delivered"))
     outbox.delivered(old_done.id)
     old_pending = outbox.record(OutboundText(Target("telegram", "1"), "old, never delivered"))
@@ -227,7 +228,7 @@ async def test_the_bus_purges_week_old_delivered_items_and_keeps_the_rest(tmp_pa
     week_ago = time.time() - 8 * 86400
     with sqlite3.connect(path) as db:
         db.execute("UPDATE outbox SET created_at = ? WHERE id IN (?, ?)", (week_ago, old_done.id, old_pending.id))
-    bus = MessageBus(outbox=Outbox(path))
+    bus = MessageBus(outbox=Outbox(path, deadlines_s={"telegram": 24 * 3600.0}))
     await bus.start()
     try:
         deadline = asyncio.get_running_loop().time() + 30
@@ -244,7 +245,7 @@ async def test_a_flush_does_not_wait_for_messages_queued_behind_a_backoff(tmp_pa
     behind it, durable, instead of holding the shutdown."""
     from channels._ratelimit import DeliveryRetry
 
-    outbox = Outbox(tmp_path / "outbox.sqlite")
+    outbox = Outbox(tmp_path / "outbox.sqlite", deadlines_s={"telegram": 24 * 3600.0})
     bus = MessageBus(outbox=outbox)
     await bus.start()
     attempts: list[str] = []

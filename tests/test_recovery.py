@@ -242,7 +242,7 @@ async def test_an_answer_already_in_the_outbox_completes_the_transcript_instead_
     write_session(workspace, [{"role": "user", "content": "what is it?", "sender_id": "local",
                                "message_id": "m-1"}])
     (workspace / "state").mkdir(parents=True, exist_ok=True)
-    outbox = Outbox(workspace / "state" / "outbox.sqlite")
+    outbox = Outbox(workspace / "state" / "outbox.sqlite", deadlines_s={"cli": 24 * 3600.0})
     outbox.record(OutboundText(Target("cli", "1", reply_to="m-1"), "the recorded answer", in_reply_to="m-1"))
     outbox.close()
     channel = await start_and_collect(make_config(), 1)

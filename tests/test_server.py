@@ -3,6 +3,7 @@ contract, the channel registry, logging redaction, the workspace lock and startu
 
 from __future__ import annotations
 
+import dataclasses
 import asyncio
 import io
 import json
@@ -21,7 +22,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from channels.bus import MessageBus
-from channels.registry import ChannelUnavailable, build_channels
+from channels.registry import CHANNELS, ChannelDescriptor, ChannelUnavailable, build_channels
 from config import Config
 from gateway.app import build_gateway
 from gateway.logs import secrets_from_config, setup_logging
@@ -189,6 +190,11 @@ def exploding_factory(config: Config, bus: MessageBus, *, workspace: Any, comman
     raise RuntimeError("kaboom")
 
 
+def _registry(factories: dict[str, str]) -> dict[str, ChannelDescriptor]:
+    """The real descriptors of these channels, built by the given factories instead."""
+    return {name: dataclasses.replace(CHANNELS[name], factory=target) for name, target in factories.items()}
+
+
 def refusing_factory(config: Config, bus: MessageBus, *, workspace: Any, commands: Any = ()) -> Any:
     raise ChannelUnavailable("the platform said no")
 
@@ -201,7 +207,7 @@ def test_a_channel_that_fails_to_build_never_stops_the_others(make_config, caplo
     factories = {"telegram": "tests.test_server:exploding_factory",
                  "slack": "tests.test_server:refusing_factory",
                  "webhook": "channels.webhook:build"}
-    built = build_channels(config, MessageBus(), factories=factories)
+    built = build_channels(config, MessageBus(), registry=_registry(factories))
     assert list(built) == ["webhook"]
     lines = [r.getMessage() for r in caplog.records]
     assert "telegram: failed to build — disabled" in lines
@@ -215,7 +221,7 @@ def test_missing_tokens_and_modules_are_reported_per_channel(make_config, caplog
                                    "webhook": {"enabled": True, "token": TOKEN}})
     factories = {"telegram": "channels.telegram:build", "slack": "channels.slack:build",
                  "webhook": "no_such_module_for_lucid:build"}
-    assert build_channels(config, MessageBus(), factories=factories) == {}
+    assert build_channels(config, MessageBus(), registry=_registry(factories)) == {}
     lines = [r.getMessage() for r in caplog.records]
     assert "telegram: no token (set channels.telegram.token) — disabled" in lines
     assert "slack: socket mode needs an appToken (channels.slack.appToken) — disabled" in lines
@@ -239,7 +245,7 @@ def test_disabled_platforms_are_never_imported(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"built": ["openai", "webhook"], "loaded": []}
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"built": ["openai", "web", "webhook"], "loaded": []}
 
 
 # ----------------------------------------------------------------------------- logging

@@ -28,7 +28,7 @@ from channels.bus import MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
 from channels.pairing import PairingStore, default_path
-from channels.slack import SlackChannel, build
+from channels.slack import SlackChannel, SlackSettings, build
 from channels.slack.format import as_command, parse_event, payload, to_chunks
 from config.errors import ConfigError
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
@@ -77,10 +77,9 @@ async def make_channel(
     async def build(
         *, api_timeout_s: float = 5.0, ping_interval_s: float = 10.0, **overrides: Any
     ) -> SlackChannel:
-        channel = SlackChannel(
-            slack_config(**overrides).channels.slack, bus, workspace=workspace,
-            api_timeout_s=api_timeout_s, ping_interval_s=ping_interval_s, reconnect_backoff_s=0.05,
-        )
+        settings = SlackSettings.from_section(slack_config(**overrides).channels.slack, api_timeout_s=api_timeout_s,
+                                              ping_interval_s=ping_interval_s, reconnect_backoff_s=0.05)
+        channel = SlackChannel(settings, bus, workspace=workspace)
         await channel.start()
         started.append(channel)
         return channel
@@ -431,7 +430,7 @@ async def test_failed_publish_is_not_acked_and_a_retry_waits_for_the_first_attem
             return await super().publish_inbound(msg, timeout=timeout)
 
     gated = GatedBus()
-    channel = SlackChannel(slack_config().channels.slack, gated, workspace=workspace)
+    channel = SlackChannel(SlackSettings.from_section(slack_config().channels.slack), gated, workspace=workspace)
     await channel.start()
     try:
         app = FastAPI()

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from channels.messages import OutboundProgress, OutboundText, Target
-from channels.slack import SlackChannel
+from channels.slack import SlackChannel, SlackSettings
 from tests.fakes.llm import FakeLLMServer, HeldReply, ToolCalls
 from tests.fakes.slack_api import FakeSlackAPI
 from tests.test_webhook import AUTH, body, serving, transcript, wh_config  # noqa: F401  (fixture)
@@ -119,7 +119,8 @@ async def slack(make_config: Callable[..., Any], slack_api: FakeSlackAPI,
             "enabled": True, "botToken": slack_api.bot_token, "appToken": slack_api.app_token,
             "signingSecret": "s" * 32, "apiBase": slack_api.base_url, "mode": "http",
             "allowFrom": ["U_ALICE"], **section}})
-        channel = SlackChannel(cfg.channels.slack, bus, workspace=workspace, api_timeout_s=5.0)
+        channel = SlackChannel(SlackSettings.from_section(cfg.channels.slack, api_timeout_s=5.0), bus,
+                               workspace=workspace)
         await channel.start()
         started.append(channel)
         return channel

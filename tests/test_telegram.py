@@ -26,7 +26,7 @@ from channels.bus import MessageBus
 from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
 from channels.pairing import PairingStore, default_path
-from channels.telegram import TelegramChannel, build
+from channels.telegram import TelegramChannel, TelegramSettings, build
 from channels.telegram.format import menu_commands
 from channels.telegram.markdown import html_to_plain, markdown_to_html, render, split_plain
 from channels.telegram.send import classify
@@ -74,12 +74,13 @@ async def make_channel(make_config: Any, workspace: Path, tg: FakeTelegramAPI,
         """``cfg``: overrides of the camelCase config section; ``kwargs``: constructor tuning."""
         section = {"enabled": True, "token": TOKEN, "apiBase": tg.base_url, "allowFrom": [str(OWNER), "@carol"],
                    "owners": [str(OWNER)], "pollTimeoutS": 1, "watchdogS": 60, **(cfg or {})}
-        kwargs.setdefault("limiter", fast_limiter())
-        kwargs.setdefault("commands", COMMANDS)
+        limiter = kwargs.pop("limiter", fast_limiter())
+        commands = kwargs.pop("commands", COMMANDS)
         kwargs.setdefault("retry_base_s", 0.02)
         kwargs.setdefault("request_timeout_s", 3.0)
         config = make_config(channels={"telegram": section})
-        channel = TelegramChannel(config.channels.telegram, bus_ or bus, workspace=workspace, **kwargs)
+        settings = TelegramSettings.from_section(config.channels.telegram, **kwargs)
+        channel = TelegramChannel(settings, bus_ or bus, workspace=workspace, limiter=limiter, commands=commands)
         started.append(channel)
         await channel.start()
         return channel
@@ -524,8 +525,8 @@ async def test_telegram_unreachable_at_start_does_not_crash(
     tg.fail("getMe", 502, "Bad Gateway", times=2)
     cfg = make_config(channels={"telegram": {"token": TOKEN, "apiBase": tg.base_url, "allowFrom": ["42"],
                                              "pollTimeoutS": 1}})
-    channel = TelegramChannel(cfg.channels.telegram, bus, workspace=workspace, retry_base_s=0.02,
-                              limiter=fast_limiter())
+    channel = TelegramChannel(TelegramSettings.from_section(cfg.channels.telegram, retry_base_s=0.02), bus,
+                              workspace=workspace, limiter=fast_limiter())
     await channel.start()
     try:
         tg.push_message(chat_id=OWNER, text="you came back")
@@ -538,11 +539,12 @@ async def test_telegram_unreachable_at_start_does_not_crash(
 async def test_rejected_token_is_a_config_error_without_the_token(
         make_config: Any, workspace: Path, bus: MessageBus, tg: FakeTelegramAPI) -> None:
     cfg = make_config(channels={"telegram": {"token": "999:wrong-token-value", "apiBase": tg.base_url}})
-    channel = TelegramChannel(cfg.channels.telegram, bus, workspace=workspace)
+    channel = TelegramChannel(TelegramSettings.from_section(cfg.channels.telegram), bus, workspace=workspace)
     with pytest.raises(ConfigError) as info:
         await channel.start()
     assert "wrong-token-value" not in str(info.value)
-    empty = TelegramChannel(make_config().channels.telegram, bus, workspace=workspace)
+    empty = TelegramChannel(TelegramSettings.from_section(make_config().channels.telegram), bus,
+                            workspace=workspace)
     with pytest.raises(ConfigError):
         await empty.start()
 

@@ -2,8 +2,8 @@
 
 ``build`` is the registry's factory (``channels.registry``): it refuses early, with the
 setting to fix, when the section cannot work, and otherwise returns a ``DiscordChannel``.
-Modules: ``channel`` (lifecycle, intake), ``send`` (replies, streaming edits, typing, files),
-``format`` (Discord markdown, mentions), ``files`` (attachments in), ``sdk`` (discord.py
+Modules: ``settings`` (what the channel runs with), ``channel`` (lifecycle, intake), ``send``
+(replies, streaming edits, typing, files), ``format`` (Discord markdown, mentions), ``files`` (attachments in), ``sdk`` (discord.py
 setup: intents, REST root and Gateway URL), ``check`` (``lucid doctor``).
 """
 
@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from channels.base import ChannelUnavailable, CommandSpec
 from channels.bus import MessageBus
 from channels.discord.channel import DiscordChannel
+from channels.discord.settings import DiscordSettings
 
 if TYPE_CHECKING:
     from config.schema import Config, DiscordConfig
 
-__all__ = ["DiscordChannel", "build", "preflight"]
+__all__ = ["DiscordChannel", "DiscordSettings", "build", "preflight"]
 
 
 def preflight(section: DiscordConfig) -> str | None:
@@ -35,4 +36,4 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
     reason = preflight(section)
     if reason is not None:
         raise ChannelUnavailable(reason)
-    return DiscordChannel(section, bus, workspace=workspace)
+    return DiscordChannel(DiscordSettings.from_section(section), bus, workspace=workspace)

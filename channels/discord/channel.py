@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import discord
@@ -33,16 +33,14 @@ from channels.bus import MessageBus
 from channels.discord.catchup import CatchUp
 from channels.discord.files import save_attachments
 from channels.discord.format import strip_mention
-from channels.discord.sdk import Endpoints, log_targets, make_client, rest_base
+from channels.discord.sdk import Endpoints, log_targets, make_client
+from channels.discord.settings import DiscordSettings
 from channels.discord.send import DiscordSender, classify
-from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
+from channels.gate import AccessGate, AccessRequest
 from channels.messages import ChatType, InboundMessage, OutboundMessage, Target
 from config.backoff import backoff_delay
 from config.errors import ConfigError
 from config.redact import RedactingFilter, Redactor
-
-if TYPE_CHECKING:
-    from config.schema import DiscordConfig
 
 logger = logging.getLogger(__name__)
 
@@ -55,35 +53,26 @@ class DiscordChannel:
 
     def __init__(
         self,
-        cfg: DiscordConfig,
+        settings: DiscordSettings,
         bus: MessageBus,
         *,
         workspace: Path,
         limiter: OutboundLimiter | None = None,
         gate: AccessGate | None = None,
-        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
-        typing_refresh_s: float = 8.0,
-        typing_max_s: float = 120.0,
-        retry_base_s: float = 1.0,
-        retry_max_s: float = 60.0,
-        send_wait_s: float = 30.0,
-        heartbeat_timeout_s: float = 60.0,
-        connect_wait_s: float = 30.0,
     ) -> None:
-        self._cfg = cfg
+        self.settings = settings
         self.bus = bus
         self.workspace = Path(workspace)
-        self._token = cfg.token.get_secret_value().strip()
-        self.api_base = rest_base(cfg.api_base)
-        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
-                                                   refusal_interval_s=refusal_interval_s)
+        self._token = settings.token
+        self.api_base = settings.api_base
+        self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify, per_key_rate_per_s=1.0, per_key_burst=5)
         self._endpoints = Endpoints(self.api_base)
         self._redactor = RedactingFilter(Redactor([self._token]))
-        self._retry = (retry_base_s, retry_max_s)
-        self._send_wait_s = send_wait_s
-        self._heartbeat_timeout_s = heartbeat_timeout_s
-        self._connect_wait_s = connect_wait_s
+        self._retry = (settings.retry_base_s, settings.retry_max_s)
+        self._send_wait_s = settings.send_wait_s
+        self._heartbeat_timeout_s = settings.heartbeat_timeout_s
+        self._connect_wait_s = settings.connect_wait_s
         self._client: discord.Client | None = None
         self._ready = asyncio.Event()  # REST works (logged in): replies can go out
         self.connected = asyncio.Event()  # the Gateway session is live (READY or RESUMED)
@@ -95,8 +84,8 @@ class DiscordChannel:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.workspace,
-                                    streaming=cfg.streaming, preview_interval_s=cfg.preview_interval_s,
-                                    typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s)
+                                    streaming=settings.streaming, preview_interval_s=settings.preview_interval_s,
+                                    typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s)
 
     # -- lifecycle -----------------------------------------------------------------------
     @property
@@ -115,7 +104,8 @@ class DiscordChannel:
 
     def describe(self) -> str:
         """The registry's one-line summary (never the token)."""
-        return f"gateway via {self.api_base}, {len(self._cfg.allow_from)} allowed, pairing {self._cfg.pairing}"
+        access = self.settings.access
+        return f"gateway via {self.api_base}, {len(access.allow_from)} allowed, pairing {access.pairing}"
 
     async def start(self) -> None:
         if not self._token:
@@ -169,7 +159,7 @@ class DiscordChannel:
         client = self.client
         try:
             await client.login(self._token)
-            url = self._cfg.gateway_url
+            url = self.settings.gateway_url
             if not url:
                 _, url, _ = await client.http.get_bot_gateway()
         except BaseException:

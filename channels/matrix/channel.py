@@ -29,7 +29,7 @@ from nio import AsyncClient, AsyncClientConfig, MatrixRoom, SyncResponse
 
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
 from channels.bus import MessageBus
-from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
+from channels.gate import AccessGate, AccessRequest
 from channels.matrix.calls import MatrixCallError, checked, classify
 from channels.matrix.events import Parsed, file_name, parse_message, safe_component
 from channels.matrix.login import sign_in
@@ -55,15 +55,14 @@ class MatrixChannel:
 
     def __init__(self, cfg: MatrixConfig, bus: MessageBus, *, workspace: Path,
                  limiter: OutboundLimiter | None = None, gate: AccessGate | None = None,
-                 refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S, retry_base_s: float = 1.0,
+                 retry_base_s: float = 1.0,
                  retry_max_s: float = 30.0, request_timeout_s: float = 30.0, send_wait_s: float = 30.0,
                  typing_refresh_s: float = 25.0) -> None:
         self._cfg = cfg
         self.bus = bus
         self.workspace = Path(workspace)
         self.homeserver = cfg.homeserver.rstrip("/")
-        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
-                                                   refusal_interval_s=refusal_interval_s)
+        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10)
         self._state_path = self.workspace / "state" / "matrix.json"
         self._retry = (retry_base_s, retry_max_s)

@@ -2,7 +2,8 @@
 
 ``build`` is the registry's factory (``channels.registry``); it refuses with
 ``ChannelUnavailable`` naming the setting to fix (``preflight``) when the section cannot work
-in its mode. Modules: ``channel`` (lifecycle, intake, replies), ``socket`` (Socket Mode
+in its mode. Modules: ``settings`` (what the channel runs with), ``channel`` (lifecycle,
+intake, replies), ``socket`` (Socket Mode
 supervision), ``events`` (the HTTP Events route), ``files`` (downloads), ``format``
 (replies as markdown blocks, event parsing), ``sdk`` (token redaction, failure classification).
 """
@@ -16,15 +17,16 @@ from typing import TYPE_CHECKING
 from channels.base import CommandSpec
 from channels.bus import MessageBus
 from channels.slack.channel import SlackChannel, preflight
+from channels.slack.settings import SlackSettings
 
 if TYPE_CHECKING:
     from config.schema import Config
 
-__all__ = ["SlackChannel", "build", "preflight"]
+__all__ = ["SlackChannel", "SlackSettings", "build", "preflight"]
 
 
 def build(config: Config, bus: MessageBus, *, workspace: Path,
           commands: Sequence[CommandSpec] = ()) -> SlackChannel:
     """The registry's factory. Slack's ``/lucid`` command is declared in the Slack app, so
     ``commands`` has no menu to fill here."""
-    return SlackChannel(config.channels.slack, bus, workspace=workspace)
+    return SlackChannel(SlackSettings.from_section(config.channels.slack), bus, workspace=workspace)

@@ -50,6 +50,7 @@ from channels.slack.events import events_router
 from channels.slack.files import SlackFiles
 from channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, payload, split_plain, to_chunks
 from channels.slack.sdk import classify, install_redaction, redact, sdk_logger
+from channels.slack.settings import SlackSettings
 from channels.slack.socket import SocketSupervisor
 from channels.slack.stream import SlackPreviews
 from config.errors import LucidError
@@ -59,8 +60,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_API_BASE = "https://slack.com/api/"
-REFUSAL_INTERVAL_S = 3600.0
 REACTION = "eyes"
 _SEEN_KEEP = 5000
 
@@ -83,27 +82,25 @@ class SlackChannel:
 
     def __init__(
         self,
-        cfg: SlackConfig,
+        settings: SlackSettings,
         bus: MessageBus,
         *,
         workspace: Path,
-        api_timeout_s: float = 30.0,
-        ping_interval_s: float = 10.0,
-        reconnect_backoff_s: float = 1.0,
         limiter: OutboundLimiter | None = None,
         gate: AccessGate | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.settings = settings
+        self.cfg = cfg = settings.access
         self._bus = bus
         self._workspace = Path(workspace)
-        self._bot_token = cfg.bot_token.get_secret_value().strip()
-        self._api_base = cfg.api_base or DEFAULT_API_BASE
+        self._bot_token = settings.bot_token
+        self._api_base = settings.api_base
+        api_timeout_s = settings.api_timeout_s
         reason = preflight(cfg)
         if reason is not None:
             raise ChannelUnavailable(reason)
         install_redaction()
-        self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace,
-                                                   refusal_interval_s=REFUSAL_INTERVAL_S)
+        self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace)
         self.limiter = limiter or OutboundLimiter("slack", classify, rate_per_s=10.0, burst=10)
         self._api_timeout_s = api_timeout_s
         self.web = AsyncWebClient(
@@ -123,8 +120,8 @@ class SlackChannel:
         self.app.command("/lucid")(self._on_command)
         self.app.event(re.compile(".*"))(self._on_other_event)  # ack, never "unhandled"
         self.socket = SocketSupervisor(
-            self.app, cfg.app_token.get_secret_value().strip(), watchdog_s=cfg.watchdog_s,
-            ping_interval_s=ping_interval_s, backoff_s=reconnect_backoff_s, logger=sdk_logger,
+            self.app, settings.app_token, watchdog_s=cfg.watchdog_s,
+            ping_interval_s=settings.ping_interval_s, backoff_s=settings.reconnect_backoff_s, logger=sdk_logger,
         ) if cfg.mode == "socket" else None
         self.previews = SlackPreviews(self.web, self.limiter, interval_s=cfg.preview_interval_s) \
             if cfg.streaming else None

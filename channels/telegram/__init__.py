@@ -2,9 +2,10 @@
 
 ``build`` is the registry's factory (``channels.registry``): it refuses early, with the
 setting to fix, when the section cannot work, and otherwise returns a ``TelegramChannel``.
-Modules: ``channel`` (lifecycle, intake, media), ``poll`` (long polling), ``webhook`` (the
-webhook route), ``send`` (outbound delivery, flood limits), ``markdown`` (replies as
-Telegram HTML, written from markdown-it tokens), ``format`` (mentions, commands, media).
+Modules: ``settings`` (what the channel runs with), ``channel`` (lifecycle, intake, media),
+``poll`` (long polling), ``webhook`` (the webhook route), ``send`` (outbound delivery, flood
+limits), ``markdown`` (replies as Telegram HTML, written from markdown-it tokens), ``format``
+(mentions, commands, media).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import TYPE_CHECKING
 from channels.base import ChannelUnavailable, CommandSpec
 from channels.bus import MessageBus
 from channels.telegram.channel import TelegramChannel
+from channels.telegram.settings import TelegramSettings
 
 if TYPE_CHECKING:
     from config.schema import Config, TelegramConfig
 
-__all__ = ["TelegramChannel", "build", "preflight"]
+__all__ = ["TelegramChannel", "TelegramSettings", "build", "preflight"]
 
 
 def preflight(section: TelegramConfig) -> str | None:
@@ -35,4 +37,4 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
     reason = preflight(section)
     if reason is not None:
         raise ChannelUnavailable(reason)
-    return TelegramChannel(section, bus, workspace=workspace, commands=commands)
+    return TelegramChannel(TelegramSettings.from_section(section), bus, workspace=workspace, commands=commands)

@@ -17,12 +17,10 @@ blind resend of a timed-out send) and are delivered by ``channels.telegram.send`
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import logging
 from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter
 from telegram import BotCommand, Message, Update
@@ -32,24 +30,21 @@ from telegram.ext import Application, ApplicationBuilder
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
 from channels.base import CommandSpec
 from channels.bus import MessageBus
-from channels.gate import DEFAULT_REFUSAL_INTERVAL_S, AccessGate, AccessRequest
+from channels.gate import AccessGate, AccessRequest
 from channels.messages import InboundMessage, OutboundMessage, Target
 from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
 from channels.telegram.poll import TelegramPoller
 from channels.telegram.send import TelegramSender, classify
+from channels.telegram.settings import DEFAULT_API_BASE, TelegramSettings
 from channels.telegram.webhook import webhook_router
 from config.backoff import backoff_delay
 from config.errors import ConfigError
 from config.fileio import atomic_write_bytes
 from config.redact import RedactingFilter, Redactor, logger_family
 
-if TYPE_CHECKING:
-    from config.schema import TelegramConfig
-
 logger = logging.getLogger(__name__)
 
 NAME = "telegram"
-DEFAULT_API_BASE = "https://api.telegram.org"
 ALLOWED_UPDATES = ["message"]
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 
@@ -65,55 +60,42 @@ class TelegramChannel:
 
     def __init__(
         self,
-        cfg: TelegramConfig,
+        settings: TelegramSettings,
         bus: MessageBus,
         *,
         workspace: Path,
-        limiter: OutboundLimiter | None = None,
-        retry_base_s: float = 1.0,
-        retry_max_s: float = 30.0,
-        typing_refresh_s: float = 4.0,
-        typing_max_s: float = 120.0,
-        refusal_interval_s: float = DEFAULT_REFUSAL_INTERVAL_S,
-        preview_interval_s: float = 1.0,
-        request_timeout_s: float = 10.0,
-        send_wait_s: float = 30.0,
         commands: Sequence[CommandSpec] = (),
+        limiter: OutboundLimiter | None = None,
         gate: AccessGate | None = None,
     ) -> None:
-        self._cfg = cfg
+        self.settings = settings
         self.bus = bus
         self.workspace = Path(workspace)
-        self._token = cfg.token.get_secret_value()
-        self.api_base = (cfg.api_base or DEFAULT_API_BASE).rstrip("/")
-        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace,
-                                                   refusal_interval_s=refusal_interval_s)
+        self._token = settings.token
+        self.api_base = settings.api_base
+        self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify)
-        self._webhook_url = cfg.webhook.url if cfg.webhook and cfg.webhook.url else None
-        secret = cfg.webhook.secret_token.get_secret_value() if cfg.webhook else ""
-        self._webhook_secret = secret or hmac.new(
-            self._token.encode(), b"lucidgate-telegram-webhook", hashlib.sha256
-        ).hexdigest()
+        self._webhook_url = settings.webhook_url
+        self._webhook_secret = settings.webhook_secret
         self._redactor = RedactingFilter(Redactor([self._token, self._webhook_secret]))
-        self._retry = (retry_base_s, retry_max_s)
-        self._request_timeout_s = request_timeout_s
-        self._send_wait_s = send_wait_s
+        self._retry = (settings.retry_base_s, settings.retry_max_s)
+        self._request_timeout_s = settings.request_timeout_s
+        self._send_wait_s = settings.send_wait_s
         self._menu = menu_commands(commands)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._ready = asyncio.Event()
         self._stopping = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.sender = self._sender = TelegramSender(
-            lambda: self.bot, self.limiter, streaming=cfg.streaming, workspace=self.workspace,
-            preview_interval_s=preview_interval_s,
-            typing_refresh_s=typing_refresh_s, typing_max_s=typing_max_s,
+            lambda: self.bot, self.limiter, streaming=settings.streaming, workspace=self.workspace,
+            preview_interval_s=settings.preview_interval_s,
+            typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s,
         )
         self._in_bus = False
         self._poller = TelegramPoller(
             lambda: self.bot, self.handle_update, spawn=self._spawn, in_backpressure=lambda: self._in_bus,
             redact=self._redactor.redact, state_path=self.workspace / "state" / "telegram.json",
-            allowed_updates=ALLOWED_UPDATES, poll_timeout_s=cfg.poll_timeout_s, watchdog_s=cfg.watchdog_s,
-            request_timeout_s=request_timeout_s, retry_base_s=retry_base_s, retry_max_s=retry_max_s,
+            settings=settings, allowed_updates=ALLOWED_UPDATES,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -143,7 +125,8 @@ class TelegramChannel:
     def describe(self) -> str:
         """The registry's one-line summary (never the token)."""
         mode = f"webhook {self._webhook_url}" if self._webhook_url else "long polling"
-        return f"{mode} via {self.api_base}, {len(self._cfg.allow_from)} allowed, pairing {self._cfg.pairing}"
+        access = self.settings.access
+        return f"{mode} via {self.api_base}, {len(access.allow_from)} allowed, pairing {access.pairing}"
 
     async def start(self) -> None:
         if not self._token:

@@ -28,6 +28,8 @@ from config.fileio import atomic_write_bytes
 if TYPE_CHECKING:
     from telegram import Update
 
+    from channels.telegram.settings import TelegramSettings
+
 # Deliberately the channel's logger, not ``__name__``: these records were always
 # ``channels.telegram``'s, and levels, handlers and filters configured for it must keep covering them.
 logger = logging.getLogger("channels.telegram")
@@ -64,12 +66,8 @@ class TelegramPoller:
         in_backpressure: Callable[[], bool],
         redact: Callable[[str], str],
         state_path: Path,
+        settings: TelegramSettings,
         allowed_updates: Sequence[str],
-        poll_timeout_s: float,
-        watchdog_s: float,
-        request_timeout_s: float,
-        retry_base_s: float,
-        retry_max_s: float,
     ) -> None:
         self._bot = bot
         self._handle_update = handle_update
@@ -78,10 +76,10 @@ class TelegramPoller:
         self._redact = redact
         self._state_path = state_path
         self._allowed_updates = list(allowed_updates)
-        self._poll_timeout_s = poll_timeout_s
-        self._watchdog_s = watchdog_s
-        self._request_timeout_s = request_timeout_s
-        self._retry = (retry_base_s, retry_max_s)
+        self._poll_timeout_s = settings.poll_timeout_s
+        self._watchdog_s = settings.watchdog_s
+        self._request_timeout_s = settings.request_timeout_s
+        self._retry = (settings.retry_base_s, settings.retry_max_s)
         self._poll_task: asyncio.Task[None] | None = None
         self._last_beat = time.monotonic()
         self.last_update_id: int | None = None

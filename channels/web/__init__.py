@@ -4,8 +4,9 @@
 console's HTTP layer (``gateway/console``) authenticates the owner and calls ``post`` and
 ``subscribe``. ``ChatLog`` keeps each chat's durable events with increasing ids, so a
 reconnecting tab resumes from the last id it saw without losing or repeating a message.
-``build`` has the registry's factory shape; the console mounts the channel itself, since
-it is reachable only through a logged-in console session.
+``build`` is the registry's factory: the daemon builds the channel with the others and the
+console mounts its routes (it is reachable only through a logged-in console session), so
+without the console there is no web channel.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import CommandSpec
+from channels.base import ChannelUnavailable, CommandSpec
 from channels.bus import MessageBus
 from channels.web.channel import ToolLookup, WebChannel
 from channels.web.log import ChatEvent, ChatLog
@@ -27,4 +28,6 @@ __all__ = ["ChatEvent", "ChatLog", "ToolLookup", "WebChannel", "build"]
 
 def build(config: Config, bus: MessageBus, *, workspace: Path,
           commands: Sequence[CommandSpec] = ()) -> WebChannel:
+    if not config.console.enabled:
+        raise ChannelUnavailable("the web console is off (console.enabled)")
     return WebChannel(bus, workspace=workspace)

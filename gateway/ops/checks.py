@@ -152,7 +152,7 @@ def telegram_check(config: Config) -> Result | None:
     tg = config.channels.telegram
     if not tg.enabled:
         return None
-    from channels.telegram.channel import DEFAULT_API_BASE
+    from channels.telegram.settings import DEFAULT_API_BASE
 
     base = (tg.api_base or DEFAULT_API_BASE).rstrip("/")
     token = tg.token.get_secret_value()
@@ -173,7 +173,7 @@ def slack_check(config: Config) -> Result | None:
     sl = config.channels.slack
     if not sl.enabled:
         return None
-    from channels.slack.channel import DEFAULT_API_BASE
+    from channels.slack.settings import DEFAULT_API_BASE
 
     base = sl.api_base or DEFAULT_API_BASE
     token = sl.bot_token.get_secret_value()

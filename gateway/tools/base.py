@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from config.schema import AgentDefaults
 from gateway.errors import ToolError
 from gateway.tools.turn import TurnContext
 
@@ -71,7 +72,7 @@ def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int = 16_000,
+    def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int = AgentDefaults.default_of("max_tool_result_chars"),
                  guest_tools: Iterable[str] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self.max_result_chars = max_result_chars  # applied by the tool loop
