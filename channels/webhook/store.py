@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Any
+
 IDEMPOTENCY_TTL_S = 24 * 3600
 PENDING_TTL_S = 7 * 24 * 3600
 
