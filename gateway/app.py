@@ -127,7 +127,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                                 on_event=metrics.consolidation, working_set=agent.working_set,
                                 provenance=history_provenance(config, owner_sessions))
     dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
-                  builtin_skills=builtin_skills_dir())
+                  builtin_skills=builtin_skills_dir(), on_run=metrics.dream_run)
 
     async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))
