@@ -58,8 +58,9 @@ async def test_a_recall_whose_caller_gave_up_frees_the_default_executor_and_stop
     finally:
         release.set()
         holder.join()
-    assert service._recall_pool is not None
-    await asyncio.wait_for(loop.run_in_executor(service._recall_pool, lambda: None), 10)  # it has finished
+    pool, service._recall_pool = service._recall_pool, None  # the next recall opens a new one
+    assert pool is not None
+    await asyncio.wait_for(asyncio.to_thread(pool.shutdown, wait=True), 10)  # the stuck job has ended
     assert lock.after_mark is not None and lock.after_mark <= 1  # only the step it was blocked in
     found = await service.recall("Clara birthday", scope=Scope(), k=3, min_score=0.0, timeout_s=10)
     assert found and "Clara" in found[0].text  # a recall that is waited for still works

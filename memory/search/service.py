@@ -10,7 +10,7 @@
   queries, both in a worker thread.
 - ``recall`` is ``search`` for auto-recall with vectors only when the local model is
   loaded and idle, bounded by a short timeout and never raising, so neither indexing nor
-  a model can hold up or fail a turn for long. It runs on its own one-thread executor (not
+  a model can hold up or fail a turn for long. It runs on its own small executor (not
   the default one that session and inbox fsyncs use), and when its caller gives up (the
   timeout, or the turn cancelled) the work stops at its next step: it takes the index's
   locks no more and leaves a lazy sync to the background syncer.
@@ -40,6 +40,8 @@ from memory.search.sources import source_of
 logger = logging.getLogger(__name__)
 
 __all__ = ["RecallService", "make_recall_service"]
+
+RECALL_THREADS = 4
 
 
 class RecallService:
@@ -80,7 +82,7 @@ class RecallService:
         self.index.cancel.clear()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="recall-sync",
                                             initializer=_lower_priority)
-        self._recall_pool = ThreadPoolExecutor(1, thread_name_prefix="recall-query")
+        self._recall_pool = _recall_pool()
         self._changed.set()
         self._tasks.append(asyncio.create_task(self._syncer(), name="recall-sync"))
         if self.watch:
@@ -190,14 +192,14 @@ class RecallService:
             return []
         gave_up = threading.Event()
         if self._recall_pool is None:  # used without start (a one-shot CLI turn)
-            self._recall_pool = ThreadPoolExecutor(1, thread_name_prefix="recall-query")
+            self._recall_pool = _recall_pool()
         try:
             job = self._query_job(query, scope=scope, k=k, sources=None, lazy_sync=True,
                                   vectors_if_ready=True, gave_up=gave_up)
             async with asyncio.timeout(timeout_s):
                 hits = await asyncio.get_running_loop().run_in_executor(self._recall_pool, job)
         except Exception as exc:
-            logger.warning("auto-recall skipped: %s", exc or type(exc).__name__)
+            logger.warning("auto-recall skipped: %s", str(exc) or type(exc).__name__)
             return []
         finally:
             gave_up.set()  # a timeout or a cancelled turn: the thread stops at its next step
@@ -212,6 +214,12 @@ class RecallService:
             return self.index.status_line()
         except Exception as exc:
             return f"recall index: unavailable ({exc})"
+
+
+def _recall_pool() -> ThreadPoolExecutor:
+    """Auto-recall's own threads: a few, so concurrent turns do not queue behind one another's
+    recall, and none of the default executor's, which session and inbox fsyncs need."""
+    return ThreadPoolExecutor(RECALL_THREADS, thread_name_prefix="recall-query")
 
 
 def _lower_priority() -> None:
