@@ -21,6 +21,9 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from memory.tokens import bundled_tokenizer_dir  # noqa: E402  (what `lucid` sets at start)
+
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", bundled_tokenizer_dir() or "")
 
 from channels.messages import InboundMessage  # noqa: E402
 from config.schema import Config  # noqa: E402

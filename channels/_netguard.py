@@ -88,21 +88,6 @@ def _split(url: str) -> tuple[str, str, int]:
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
-def check_static(url: str, allow_hosts: Collection[str]) -> str | None:
-    """The checks that need no DNS (shape, scheme, literal addresses); None when they pass."""
-    try:
-        _, host, _ = _split(url)
-    except Refused as exc:
-        return str(exc)
-    if host.lower() in {h.lower() for h in allow_hosts}:
-        return None
-    try:
-        reason = ip_refusal(ipaddress.ip_address(host))
-    except ValueError:
-        return None
-    return None if reason is None else f"host {host} is {reason}"
-
-
 async def resolve_checked(url: str, allow_hosts: Collection[str] = (), *,
                           resolver: Resolver | None = None) -> Destination:
     """Resolve ``url``'s host once and check every address; the first one is pinned.

@@ -54,13 +54,15 @@ class Delivery:
 
 class MessageBus:
     def __init__(self, *, maxsize: int = 1000, inbox: InboxJournal | None = None,
-                 outbox: Outbox | None = None, retry_backoff_s: float = 1.0) -> None:
+                 outbox: Outbox | None = None, retry_backoff_s: float = 1.0,
+                 lane_idle_s: float = 60.0) -> None:
         self._inbound: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=maxsize)
         self._routes: dict[str, ChannelRoute] = {}
         self._cancelled: set[asyncio.Task[None]] = set()
         self.outbox = outbox
         self.delivery = DeliveryStats()
         self._retry_backoff_s = retry_backoff_s
+        self._lane_idle_s = lane_idle_s
         self._replay: deque[Delivery] = deque()
         self._observers: list[OutboundObserver] = []
         self._recorded: dict[str, RecordedHook] = {}
@@ -178,7 +180,7 @@ class MessageBus:
         """
         self.unsubscribe(channel)
         self._routes[channel] = ChannelRoute(channel, handler, self.outbox, self.delivery,
-                                             backoff_s=self._retry_backoff_s)
+                                             backoff_s=self._retry_backoff_s, lane_idle_s=self._lane_idle_s)
 
     def has_route(self, channel: str) -> bool:
         return channel in self._routes
@@ -240,6 +242,16 @@ class MessageBus:
         route = self._routes.get(msg.target.channel)
         if route is not None:  # else the channel stopped meanwhile: the outbox keeps the item
             route.put(msg, item)
+
+    @property
+    def delivery_lanes(self) -> int:
+        """Delivery lane tasks alive now, over every channel (idle lanes retire)."""
+        return sum(route.lanes for route in self._routes.values())
+
+    @property
+    def delivery_in_flight(self) -> int:
+        """Outbox items on a lane now, over every channel."""
+        return sum(route.in_flight for route in self._routes.values())
 
     async def flush_outbound(self) -> None:
         """Wait until every lane has sent what it can now (items in a backoff stay durable)."""

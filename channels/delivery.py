@@ -16,6 +16,10 @@ When the route starts it first loads the channel's undelivered items from the ou
 restart), and messages published meanwhile wait behind them, keeping per-chat order.
 Typing and streaming previews go through the same lane (so they stay in order) but are
 tried once: they are best-effort.
+
+Lanes are ``channels.keyed`` workers: a lane idle for ``lane_idle_s`` retires, and an outbox
+item's id is remembered (to drop a replayed duplicate) only while the item is on a lane, so a
+stream of distinct chats leaves nothing behind once it stops.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from channels._ratelimit import DeliveryFailed, DeliveryRetry
+from channels.keyed import KeyedWorkers
 from channels.messages import OutboundMessage
 from channels.outbox import Item, Outbox, chat_key
 from config.backoff import backoff_delay
@@ -50,53 +54,20 @@ class DeliveryStats:
     on_dead: list[Callable[[str], None]] = field(default_factory=list)
 
 
-class _Lane:
-    def __init__(self, route: ChannelRoute, key: str) -> None:
-        self.route, self.key = route, key
-        self.queue: deque[Entry] = deque()
-        self.wake = asyncio.Event()
-        self.settled = asyncio.Event()
-        # Waiting out a retry delay: what queues behind it cannot go either, so a flush
-        # (shutdown) does not wait for it; it stays durable in the outbox.
-        self.backing_off = False
-        self.task = asyncio.create_task(self._run(), name=f"out-{route.channel}-{key}")
-
-    def put(self, entry: Entry) -> None:
-        self.queue.append(entry)
-        if not self.backing_off:
-            self.settled.clear()
-        self.wake.set()
-
-    async def _run(self) -> None:
-        while True:
-            if not self.queue:
-                self.settled.set()
-                self.wake.clear()
-                await self.wake.wait()
-                continue
-            self.settled.clear()
-            msg, item = self.queue[0]
-            try:
-                await self.route.deliver(msg, item, self)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # e.g. the disk is full while marking: the next start resends it
-                logger.exception("%s: delivering a %s message failed", self.route.channel, msg.kind)
-            self.queue.popleft()
-
-
 class ChannelRoute:
     """One channel's lanes; ``put`` never waits, ``settle`` waits for what can go out now."""
 
     def __init__(self, channel: str, handler: OutboundHandler, outbox: Outbox | None,
-                 stats: DeliveryStats, *, backoff_s: float = 1.0, max_backoff_s: float = 300.0) -> None:
+                 stats: DeliveryStats, *, backoff_s: float = 1.0, max_backoff_s: float = 300.0,
+                 lane_idle_s: float = 60.0, max_lanes: int = 4096) -> None:
         self.channel = channel
         self._handler = handler
         self._outbox = outbox
         self._stats = stats
         self._backoff_s, self._max_backoff_s = backoff_s, max_backoff_s
-        self._lanes: dict[str, _Lane] = {}
-        self._seen: set[int] = set()
+        self._lanes: KeyedWorkers[Entry] = KeyedWorkers(
+            f"out-{channel}", self._send, idle_s=lane_idle_s, limit=max_lanes)
+        self._seen: set[int] = set()  # outbox ids on a lane now
         self._held: list[Entry] | None = [] if outbox is not None else None
         self._loader = asyncio.create_task(self._load(), name=f"out-{channel}-replay")
 
@@ -130,30 +101,41 @@ class ChannelRoute:
             if item.id in self._seen:
                 return  # both replayed from the outbox and queued live
             self._seen.add(item.id)
-        key = chat_key(entry[0].target)
-        lane = self._lanes.get(key)
-        if lane is None or lane.task.done():
-            lane = self._lanes[key] = _Lane(self, key)
-        lane.put(entry)
+        self._lanes.put(chat_key(entry[0].target), entry)
+
+    @property
+    def lanes(self) -> int:
+        """Lane tasks alive now."""
+        return self._lanes.workers
+
+    @property
+    def in_flight(self) -> int:
+        """Outbox items on a lane now (queued or being sent)."""
+        return len(self._seen)
 
     async def settle(self) -> None:
         """Wait until every lane is idle or waiting out a backoff (what is left stays durable)."""
         await asyncio.shield(self._loader)
-        while True:
-            lanes = [lane for lane in self._lanes.values() if not lane.task.done()]
-            await asyncio.gather(*(lane.settled.wait() for lane in lanes))
-            if all(lane.settled.is_set() for lane in self._lanes.values() if not lane.task.done()):
-                return
+        await self._lanes.wait_idle()
 
     def cancel(self) -> list[asyncio.Task[None]]:
-        tasks = [self._loader, *(lane.task for lane in self._lanes.values())]
-        for task in tasks:
-            task.cancel()
-        self._lanes.clear()
-        return tasks
+        self._loader.cancel()
+        return [self._loader, *self._lanes.cancel()]
 
     # -- one message -----------------------------------------------------------------------
-    async def deliver(self, msg: OutboundMessage, item: Item | None, lane: _Lane) -> None:
+    async def _send(self, key: str, entry: Entry) -> None:
+        msg, item = entry
+        try:
+            await self._deliver(msg, item, key)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # e.g. the disk is full while marking: the next start resends it
+            logger.exception("%s: delivering a %s message failed", self.channel, msg.kind)
+        finally:
+            if item is not None:
+                self._seen.discard(item.id)
+
+    async def _deliver(self, msg: OutboundMessage, item: Item | None, lane: str) -> None:
         if item is None:
             try:
                 await self._handler(msg)
@@ -188,13 +170,9 @@ class ChannelRoute:
                 delay = min(delay, max(0.0, item.deadline_at - now))
                 logger.info("%s: delivery to chat %s failed (%s); retrying in %.1fs",
                             self.channel, msg.target.chat_id, _describe(exc), delay)
-                lane.settled.set()  # a backoff is not work a flush can wait for
-                lane.backing_off = True
-                try:
+                # A backoff is not work a flush can wait for: what queues behind it cannot go either.
+                with self._lanes.resting(lane):
                     await asyncio.sleep(delay)
-                finally:
-                    lane.backing_off = False
-                    lane.settled.clear()
                 continue
             await asyncio.to_thread(self._outbox.delivered, item.id)
             self._stats.delivered += 1

@@ -302,6 +302,9 @@ class GatewayConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(18790, ge=0, le=65535)
     shutdown_grace_s: float = Field(30, ge=0)
+    # A session worker or a delivery lane with nothing to do for this long retires (its state
+    # goes with it); the next message for that chat starts a new one.
+    worker_idle_s: float = Field(60, gt=0)
 
 
 class ConsoleConfig(Section):

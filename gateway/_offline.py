@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from memory.tokens import bundled_tokenizer_dir
+
 # litellm fetches several data files from the internet unless told to use its bundled
 # copies, and in its default "DEV" mode loads a `.env` from the current directory into
 # the environment at import. A daemon must do neither.
@@ -20,9 +22,15 @@ _LITELLM_ENV = {
 
 
 def set_offline_environment() -> None:
-    """Apply the defaults above without overriding what the operator set explicitly."""
+    """Apply the defaults above without overriding what the operator set explicitly.
+
+    Called once at process start, before any thread runs (a later ``os.environ`` edit races
+    the threads that read it, e.g. a subprocess being spawned)."""
     for name, value in _LITELLM_ENV.items():
         os.environ.setdefault(name, value)
+    folder = bundled_tokenizer_dir()  # token counting reads tiktoken's files from here
+    if folder:
+        os.environ.setdefault("TIKTOKEN_CACHE_DIR", folder)
 
 
 def import_litellm() -> Any:

@@ -83,7 +83,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     background_jobs = mode in ("daemon", "embedded")
     metrics = Metrics()
     bus = MessageBus(inbox=InboxJournal(workspace / (DAEMON_INBOX if background_jobs else CLI_INBOX)),
-                     outbox=_outbox(config) if background_jobs else None)
+                     outbox=_outbox(config) if background_jobs else None,
+                     lane_idle_s=config.gateway.worker_idle_s)
     bus.delivery.on_dead.append(metrics.dead_letter)
     sessions = SessionStore(workspace / "sessions")
     store = MemoryStore(workspace, max_history_entries=agent.memory.max_history_entries,
@@ -128,7 +129,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                                 on_event=metrics.consolidation, working_set=agent.working_set,
                                 provenance=history_provenance(config, owner_sessions))
     dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
-                  builtin_skills=builtin_skills_dir())
+                  builtin_skills=builtin_skills_dir(), on_run=metrics.dream_run)
 
     async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))
@@ -157,6 +158,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
+    metrics.track_workers(lambda: agent_loop.session_workers, lambda: bus.delivery_lanes)
     bus.observe(metrics.outbound)
     recall = _wire_recall(config, builder, tools, watch=mode != "agent", on_untrusted=committer.read_untrusted)
     tools.register(MemoryForget(store, git, dream, index=recall.index if recall else None))

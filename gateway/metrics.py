@@ -56,6 +56,9 @@ class Metrics:
         self._dreams = Counter("lucid_dream_runs", "Dream runs", ["status"], registry=r)
         self._queue = Gauge("lucid_inbound_queue_depth", "Messages waiting on the bus", registry=r)
         self._active = Gauge("lucid_active_turns", "Turns running now", registry=r)
+        self._workers = Gauge("lucid_session_workers", "Session worker tasks alive (idle ones retire)",
+                              registry=r)
+        self._lanes = Gauge("lucid_delivery_lanes", "Delivery lane tasks alive (idle ones retire)", registry=r)
         ProcessCollector(registry=r)
         Info("lucid_build", "lucidgate build", registry=r).info(
             {"version": _version(), "python": platform.python_version()})
@@ -105,6 +108,11 @@ class Metrics:
 
     def track_active_turns(self, count: Callable[[], int]) -> None:
         self._active.set_function(lambda: float(count()))
+
+    def track_workers(self, sessions: Callable[[], int], lanes: Callable[[], int]) -> None:
+        """Session workers and delivery lanes: after a burst of chats and then quiet, both go back down."""
+        self._workers.set_function(lambda: float(sessions()))
+        self._lanes.set_function(lambda: float(lanes()))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -40,6 +40,7 @@ from gateway.metrics import Metrics
 from gateway.agent.roles import OwnerSessions
 from gateway.tools.base import ToolRegistry
 from gateway.model.usage import UsageLedger
+from memory import tokens
 from memory.consolidator import Consolidator
 from memory.dream import Dream
 from memory.gitstore import GitStore
@@ -150,6 +151,11 @@ class Gateway:
             await asyncio.to_thread(p.git.init)
             if p.committer is not None:
                 await p.committer.commit_manual_edits()  # hand edits made while we were down
+            # Today's usage journal is read once, the tokenizer loaded once — both in threads,
+            # before ready, so no turn loads them on the event loop.
+            await p.usage.start()
+            stack.push_async_callback(p.usage.aclose)  # after the last turn and settle
+            await asyncio.to_thread(tokens.encoding)
             await p.model.start()
             stack.callback(p.model.close)
             stack.push_async_callback(p.model.settle)  # token calibration still counting

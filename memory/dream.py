@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,11 +105,15 @@ class Dream:
         config: AgentDefaults,
         tool_loop: ToolLoop,
         builtin_skills: Path | None = None,
+        on_run: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         # The gateway's built-in skills (handed in: memory never imports the gateway). They
         # are in Dream's skill inventory, and no Dream-made skill may take one's name.
         self.builtin_skills = builtin_skills
+        # Told each finished run's outcome: "ok", "nothing" (no new history), "error" or
+        # "dry-run" — the gateway counts them as lucid_dream_runs.
+        self.on_run = on_run
         self.git = git
         self.model = model
         self.tool_loop = tool_loop
@@ -145,7 +149,11 @@ class Dream:
     async def run(self, *, dry_run: bool = False, from_cursor: int | None = None) -> DreamReport:
         """Process one batch; raises ``DreamBusy`` at once if a Dream is already running."""
         async with self.exclusive():
-            return await self._run(dry_run=dry_run, from_cursor=from_cursor)
+            report = await self._run(dry_run=dry_run, from_cursor=from_cursor)
+        if self.on_run is not None:
+            self.on_run("error" if report.error else "dry-run" if dry_run
+                        else "nothing" if report.processed is None else "ok")
+        return report
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:

@@ -1,9 +1,12 @@
 """Token counting with tiktoken, offline.
 
-tiktoken downloads encodings unless it finds them in its cache directory. litellm ships
-``cl100k_base`` inside its package; we point tiktoken at that folder before loading, so
-counting never touches the network (DESIGN §11). ``cl100k_base`` is an estimate for
-non-OpenAI models, which is what a budget needs.
+tiktoken downloads encodings unless it finds them in the folder ``TIKTOKEN_CACHE_DIR`` names.
+litellm ships ``cl100k_base`` in its package (``bundled_tokenizer_dir``); the process entry
+point (``gateway._offline``) points the variable there once, at start, before any thread
+runs — this module only reads the environment, so loading never touches the network and
+nothing edits ``os.environ`` under running threads. ``cl100k_base`` is an estimate for
+non-OpenAI models, which is what a budget needs. ``encoding`` takes a moment the first time:
+the gateway calls it in a thread before it reports ready.
 """
 
 from __future__ import annotations
@@ -19,9 +22,16 @@ from typing import Any
 _lock = threading.Lock()
 # Per-message framing overhead in OpenAI's chat format (role, separators).
 MESSAGE_OVERHEAD = 4
+# tiktoken names a cached file after the SHA-1 of its public URL; litellm's copy is named so.
+_CL100K_CACHE_NAME = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
 
 
-def _litellm_tokenizer_dir() -> str | None:
+class TokenizerUnavailable(RuntimeError):
+    """The bundled encoding cannot be found: counting would have to download it."""
+
+
+def bundled_tokenizer_dir() -> str | None:
+    """litellm's folder of tiktoken files, or None when litellm is not installed."""
     spec = find_spec("litellm")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -31,11 +41,13 @@ def _litellm_tokenizer_dir() -> str | None:
 
 @lru_cache(maxsize=1)
 def encoding() -> Any:
-    """The cl100k_base encoding, loaded from litellm's bundled copy (no network)."""
+    """The cl100k_base encoding from the folder ``TIKTOKEN_CACHE_DIR`` names (no network)."""
     with _lock:
-        folder = _litellm_tokenizer_dir()
-        if folder and not os.environ.get("TIKTOKEN_CACHE_DIR"):
-            os.environ["TIKTOKEN_CACHE_DIR"] = folder
+        folder = os.environ.get("TIKTOKEN_CACHE_DIR")
+        if not folder or not (Path(folder) / _CL100K_CACHE_NAME).is_file():
+            raise TokenizerUnavailable(
+                "cl100k_base is not in TIKTOKEN_CACHE_DIR; start through the `lucid` entry point "
+                "(it points the variable at litellm's bundled copy) or set it yourself")
         import tiktoken
 
         return tiktoken.get_encoding("cl100k_base")

@@ -22,6 +22,10 @@ import pytest_asyncio
 # Before anything imports litellm (test modules import it at collection time): litellm
 # fetches its cost map from the internet at import unless told not to.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+# What the `lucid` entry point does at start: token counting reads litellm's bundled encoding.
+from memory.tokens import bundled_tokenizer_dir  # noqa: E402
+
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", bundled_tokenizer_dir() or "")
 for _name in [n for n in os.environ if n.upper().startswith("LUCIDGATE_")]:
     del os.environ[_name]
 

@@ -300,3 +300,17 @@ async def test_a_guest_chat_is_sized_without_the_owners_memory(
     assert len(fake_llm.requests) == 2
     assert not (workspace / "memory" / "history.jsonl").exists() or \
         (workspace / "memory" / "history.jsonl").read_text() == ""
+
+
+async def test_a_tool_result_is_an_error_by_its_flag_not_by_its_text(fake_llm: FakeLLMServer, make_config: Callable,
+                                                                      workspace: Path) -> None:
+    (workspace / "build.log").write_text("Error: the nightly build failed at step 3\n")
+    fake_llm.queue(ToolCalls([("read_file", {"path": "build.log"}), ("read_file", {"path": "missing.txt"})]),
+                   Reply("step 3 failed"))
+    async with running(make_config()) as (gw, ch):
+        await ch.say("what does build.log say?", **OWNER)
+        await ch.wait_replies(1)
+        metrics = gw.parts.metrics.render().decode()
+    # The log file's text begins "Error:", yet reading it worked; the missing file did not.
+    assert 'lucid_tool_calls_total{status="ok",tool="read_file"} 1.0' in metrics
+    assert 'lucid_tool_calls_total{status="error",tool="read_file"} 1.0' in metrics

@@ -122,3 +122,16 @@ async def test_forget_is_refused_while_dream_runs(
         refused = ch.replies(chat_id="2")[0].text
     assert "Dream is updating memory" in refused
     assert "likes cats" in (workspace / "USER.md").read_text()
+
+
+async def test_dream_runs_are_counted_on_metrics(fake_llm: FakeLLMServer, make_config: Callable) -> None:
+    gw = build_gateway(make_config())
+    ch = FakeChannel(gw.parts.bus, name="cli")
+    gw.add_channel("cli", ch)
+    async with gw:
+        await ch.say("/dream", **OWNER)  # nothing in history: a run without a model call
+        [reply] = await ch.wait_replies(1)
+        metrics = gw.parts.metrics.render().decode()
+    assert reply.text == "Dream: nothing new to process."
+    assert 'lucid_dream_runs_total{status="nothing"} 1.0' in metrics
+    assert fake_llm.requests == []

@@ -10,8 +10,10 @@ by a reply follow its text, one ``sendPhoto`` (images) or ``sendDocument`` each.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,7 @@ import httpx
 
 from telegram import Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
+from telegram.warnings import PTBDeprecationWarning
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from channels import outfiles
@@ -32,11 +35,19 @@ from config.errors import LucidError
 logger = logging.getLogger(__name__)
 
 
+def _retry_after_s(exc: RetryAfter) -> float:
+    """The public ``retry_after`` in seconds. PTB 22.2+ returns an int with a deprecation
+    warning (a timedelta once ``PTB_TIMEDELTA`` is on, the future default); both are read."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        after = exc.retry_after
+    return after.total_seconds() if isinstance(after, dt.timedelta) else float(after)
+
+
 def classify(exc: BaseException) -> Verdict:
     """How the limiter treats a failed Bot API call (see ``channels._ratelimit``)."""
     if isinstance(exc, RetryAfter):
-        delta = getattr(exc, "_retry_after", None)  # the public property warns (PTB 22.2+)
-        return Verdict.wait(delta.total_seconds() if delta is not None else 1.0)
+        return Verdict.wait(_retry_after_s(exc))
     if isinstance(exc, BadRequest):
         return Verdict.fail()
     cause = exc.__cause__

@@ -23,7 +23,9 @@ _COMMAND = re.compile(r"^/([A-Za-z][A-Za-z0-9_\-]*)(?:@\S+)?(?:\s+(.*))?$", re.D
 class Command:
     name: str
     summary: str
-    handler: Handler
+    # None: listed here (help, menus) but handled by the agent loop before the session's
+    # queue, since it must reach a turn that is already running (``/stop``).
+    handler: Handler | None
     owner_only: bool = False
     private_only: bool = False
     usage: str = ""
@@ -74,4 +76,6 @@ class CommandRegistry:
             return f"/{name} is only for the owner of this assistant."
         if cmd.private_only and ctx.chat_type != "private":
             return f"/{name} works only in a private chat with the assistant."
+        if cmd.handler is None:
+            raise RuntimeError(f"/{name} is handled by the agent loop and never dispatched")
         return await cmd.handler(ctx, args)

@@ -5,6 +5,10 @@ bounded by ``maxConcurrentSessions``. The user's message is appended to its sess
 (fsynced) before any LLM call and only then acked on the bus. ``/stop`` bypasses the
 session's queue and cancels the turn in flight. On start, turns that a crash or a
 shutdown cut off are resumed from the transcript's tail and answered on their channel.
+
+Session workers are ``channels.keyed`` workers: spawned by the first message, draining the
+session's queue, writing reminder notes that waited for the turn's end, and retiring after
+``gateway.workerIdleS`` without work.
 """
 
 from __future__ import annotations
@@ -12,12 +16,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from channels.bus import Delivery, MessageBus
 from channels.gate import role_of
+from channels.keyed import KeyedWorkers
 from channels.messages import (
     InboundMessage,
     OutboundError,
@@ -51,6 +56,14 @@ logger = logging.getLogger(__name__)
 STOPPED_NOTE = "[turn stopped by the user with /stop]"
 
 
+@dataclass(frozen=True, slots=True)
+class _Resume:
+    """A session worker's item: finish the turn a crash or a shutdown cut off."""
+
+    session: Session
+    origin: dict[str, Any]
+
+
 class ConsolidationHooks(Protocol):
     async def before_turn(self, session: Session) -> None: ...
     def schedule(self, session_key: str) -> None: ...
@@ -71,8 +84,10 @@ class AgentLoop:
         self.consolidator = consolidator
         self.metrics = metrics
         self.flush = flush  # the silent memory-flush turn before a compaction
-        self._queues: dict[str, deque[Delivery]] = {}
-        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._workers: KeyedWorkers[Delivery | _Resume] = KeyedWorkers(
+            "session", self._work, idle_s=config.gateway.worker_idle_s, on_drained=self._drained,
+            on_start=sessions.pin, on_retire=sessions.unpin)
+        self._side_tasks: set[asyncio.Task[None]] = set()  # /stop handlers
         self._turns: dict[str, asyncio.Task[Any]] = {}
         self._stop_requested: set[str] = set()
         self._semaphore = asyncio.Semaphore(config.agent.max_concurrent_sessions)
@@ -100,12 +115,16 @@ class AgentLoop:
         for task in (self._consumer, self._resumer):
             if task is not None:
                 task.cancel()
-        workers = [t for t in self._workers.values() if not t.done()]
-        if workers and grace_s > 0:
-            await asyncio.wait(workers, timeout=grace_s)
-        for task in list(self._workers.values()) + list(self._turns.values()):
+        if grace_s > 0:
+            try:
+                async with asyncio.timeout(grace_s):
+                    await self._workers.wait_idle()
+            except TimeoutError:
+                pass
+        workers = self._workers.cancel()
+        for task in [*self._turns.values(), *self._side_tasks]:
             task.cancel()
-        await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        await asyncio.gather(*workers, *self._side_tasks, return_exceptions=True)
         if self.consolidator is not None:
             # Background consolidation is crash-safe (history is written before the header
             # moves), so a slow summariser must not hold the exit hostage.
@@ -121,14 +140,19 @@ class AgentLoop:
 
     @property
     def queued(self) -> int:
-        return sum(len(q) for q in self._queues.values())
+        return self._workers.queued
+
+    @property
+    def session_workers(self) -> int:
+        """Session worker tasks alive now (busy or waiting out their idle time)."""
+        return self._workers.workers
 
     async def idle(self) -> None:
-        """Wait until no session has queued or running work (tests, benchmarks, CLI)."""
-        while self._workers:
-            # wait, not gather: cancelling the waiter (a drain's grace period running out) must
-            # leave the turns running, to be counted and stopped by ``stop``.
-            await asyncio.wait(list(self._workers.values()))
+        """Wait until no session has queued or running work (tests, benchmarks, CLI).
+
+        Cancelling the waiter (a drain's grace period running out) leaves the turns running,
+        to be counted and stopped by ``stop``."""
+        await self._workers.wait_idle()
 
     # -- intake ----------------------------------------------------------------------------
     async def _consume(self) -> None:
@@ -153,30 +177,25 @@ class AgentLoop:
             self.metrics.message_in(msg.channel)
         parsed = parse_command(msg.text)
         if parsed is not None and parsed[0] == "stop":
-            asyncio.create_task(self._handle_stop(delivery), name=f"stop-{msg.session_key}")
+            task = asyncio.create_task(self._handle_stop(delivery), name=f"stop-{msg.session_key}")
+            self._side_tasks.add(task)
+            task.add_done_callback(self._side_tasks.discard)
             return
-        key = msg.session_key
-        self._queues.setdefault(key, deque()).append(delivery)
-        if key not in self._workers:
-            self._workers[key] = asyncio.create_task(self._session_worker(key), name=f"session-{key}")
+        self._workers.put(msg.session_key, delivery)
 
-    async def _session_worker(self, key: str) -> None:
-        queue = self._queues[key]
-        self.sessions.pin(key)
-        try:
-            while queue:
-                delivery = queue.popleft()
-                self._room.set()
-                async with self._semaphore:
-                    with turn_log_context(key, delivery.msg.channel):  # JSON log lines carry the turn
-                        await self._handle(delivery)
-            await self._write_notes(key)
-        finally:
-            self._stop_requested.discard(key)
-            self.sessions.unpin(key)
-            self._workers.pop(key, None)
-            if not queue:
-                self._queues.pop(key, None)
+    async def _work(self, key: str, item: Delivery | _Resume) -> None:
+        self._room.set()
+        if isinstance(item, _Resume):
+            await self._resume(item.session, item.origin)
+            return
+        async with self._semaphore:
+            with turn_log_context(key, item.msg.channel):  # JSON log lines carry the turn
+                await self._handle(item)
+
+    async def _drained(self, key: str) -> None:
+        """The session's queue ran dry: no turn is about to start, notes can go in."""
+        self._stop_requested.discard(key)
+        await self._write_notes(key)
 
     # -- lines from outside a turn ----------------------------------------------------------
     async def record_reminder(self, session_key: str, text: str) -> None:
@@ -185,7 +204,7 @@ class AgentLoop:
         tool call and its result. While the session works it waits for the turn to end."""
         self._notes.setdefault(session_key, []).append(
             {"role": "assistant", "content": text, "kind": "reminder"})
-        if session_key not in self._workers:
+        if not self._workers.busy(session_key):
             await self._write_notes(session_key)
 
     async def _write_notes(self, key: str) -> None:
@@ -324,7 +343,7 @@ class AgentLoop:
         turn = self._turns.get(key)
         ctx = self.context_for(msg)
         if turn is None or turn.done():
-            if key in self._workers:  # a turn is about to start: stop it as it does
+            if self._workers.busy(key):  # a turn is about to start: stop it as it does
                 self._stop_requested.add(key)
                 await self._reply(ctx.target, "Stopping…", msg.message_id)
                 return
@@ -350,10 +369,10 @@ class AgentLoop:
                 continue
             if not self.bus.has_route(origin.get("channel", "")):
                 continue  # its channel is not running in this process; it stays pending
-            if key in self._workers:
+            if self._workers.busy(key):
                 continue  # being handled already (intake waits for this scan, so: a resume)
             logger.info("resuming an interrupted turn in %s (%s)", key, state)
-            self._workers[key] = asyncio.create_task(self._resume(session, origin), name=f"resume-{key}")
+            self._workers.put(key, _Resume(session, origin))
 
     async def _resume(self, session: Session, origin: dict[str, Any]) -> None:
         try:
@@ -386,13 +405,6 @@ class AgentLoop:
             raise
         except Exception:
             logger.exception("could not resume the turn in %s", session.key)
-        finally:
-            self._workers.pop(session.key, None)
-            queue = self._queues.get(session.key)
-            if queue and not self._stopping:
-                self._workers[session.key] = asyncio.create_task(
-                    self._session_worker(session.key), name=f"session-{session.key}")
-
 
     async def _close_interrupted_calls(self, session: Session) -> None:
         """Record tool calls that were in flight at the crash as interrupted, never re-run."""

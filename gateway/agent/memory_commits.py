@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from gateway.agent.runner import FinalHandler, TurnResult, TurnRunner
-from gateway.tools.base import Tool, ToolRegistry
+from gateway.tools.base import Tool, ToolRegistry, failed
 from gateway.tools.turn import TurnContext
 from memory.gitstore import GitStore, is_tracked
 from memory.sessions import Session
@@ -145,7 +145,7 @@ class RecordingTool:
             return result
         raw = getattr(params, "path", None)
         rel = self._committer.versioned(str(raw)) if raw else None
-        if rel is not None and not result.startswith("Error"):
+        if rel is not None and not failed(result):  # a failing tool raises; a wrapped one may return one
             self._committer.touched(ctx.session_key, self._action, rel)
         return result
 

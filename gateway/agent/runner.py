@@ -20,7 +20,7 @@ from typing import Any
 from gateway.agent.context import ContextBuilder
 from gateway.errors import ContextOverflowError, LLMError
 from gateway.metrics import Metrics
-from gateway.tools.base import ToolRegistry
+from gateway.tools.base import ToolOutput, ToolRegistry
 from gateway.agent.toolloop import LoopLimits, run_tool_loop
 from gateway.tools.turn import TurnContext
 from memory import tokens
@@ -163,14 +163,14 @@ class _TurnConversation:
 
     async def execute(self, call: ToolCall) -> str:
         started = time.monotonic()
-        output = "Error: the tool crashed"
+        output = ToolOutput.error("the tool crashed")
         await self.runner.announce_tool(self.ctx, call.name)
         try:
             output = await self.runner.tools.execute(self.ctx, call.name, call.arguments)
             return output
         finally:
             if self.runner.metrics is not None:
-                self.runner.metrics.tool_call(call.name, "error" if output.startswith("Error:") else "ok")
+                self.runner.metrics.tool_call(call.name, "error" if output.failed else "ok")
             logger.debug("tool %s ran for %.3fs", call.name, time.monotonic() - started)
 
 

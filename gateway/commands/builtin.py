@@ -38,9 +38,6 @@ def register_builtin_commands(gw: GatewayParts) -> None:
         kept = f" A note of it is in {note}." if note else ""
         return f"Started a fresh conversation; the previous {archived} message(s) went to memory.{kept}"
 
-    async def stop(ctx: TurnContext, args: str) -> str:
-        return "Nothing is running right now."
-
     async def status(ctx: TurnContext, args: str) -> str:
         session = await gw.sessions.get(ctx.session_key)
         ok, why = gw.model.configured()
@@ -145,7 +142,7 @@ def register_builtin_commands(gw: GatewayParts) -> None:
 
     add(Command("help", "list commands", help_))
     add(Command("new", "archive this conversation to memory and start fresh", new))
-    add(Command("stop", "stop the answer in progress", stop))
+    add(Command("stop", "stop the answer in progress", None))  # the agent loop, ahead of the queue
     add(Command("status", "model, session size, tokens, memory state", status))
     add(Command("compact", "summarise older messages into memory now and keep talking", compact))
     add(Command("context", "what the next prompt holds, in tokens per section", context))

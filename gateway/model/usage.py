@@ -1,8 +1,9 @@
 """Token usage accounting: every LLM call, per session and per job (DESIGN §10).
 
 One append-only JSONL file per UTC day under ``<workspace>/usage/``, so "today" is one
-small file and ``lucid usage --days N`` reads N files. Totals for the running process are
-kept in memory for ``/status`` and the daily budget check.
+small file and ``lucid usage --days N`` reads N files. The files are the journal: the
+gateway reads today's once at start and keeps running totals in memory for ``/status`` and
+the daily budget check, so nothing on the event loop waits for the disk.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from memory.protocols import Usage
 
@@ -51,25 +53,48 @@ def _today() -> str:
 
 
 class UsageLedger:
+    """Per-call token records: an in-memory running total, a journal on disk.
+
+    ``start`` reads today's journal once (in a thread) to seed the running total; after that
+    ``over_daily_budget`` and ``today_total`` are memory reads, safe to call on the event loop
+    before every model call. ``record`` updates the totals at once and queues the journal line
+    on one writer thread, so lines land in call order; ``aclose`` waits for the last of them.
+    Used outside a running loop (the CLI), ``record`` writes synchronously.
+    """
+
     def __init__(self, folder: Path, *, daily_budget: int | None = None) -> None:
         self.folder = folder
         self.daily_budget = daily_budget
-        self._lock = threading.Lock()
         self._day = _today()
-        self._today_total: int | None = None
+        self._today_total = 0
         self.session_totals: dict[str, Totals] = defaultdict(Totals)
+        self._writer: ThreadPoolExecutor | None = None
+        self._last_write: asyncio.Future[None] | None = None
+
+    async def start(self) -> None:
+        """Seed today's total from the journal and open the writer (once per process)."""
+        loaded = await asyncio.to_thread(self._load_today)
+        if self._day == _today():
+            self._today_total += loaded
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="usage-journal")
+
+    async def aclose(self) -> None:
+        """Flush the queued journal lines, then stop the writer."""
+        if self._last_write is not None:
+            await asyncio.gather(self._last_write, return_exceptions=True)
+            self._last_write = None
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await asyncio.to_thread(writer.shutdown, wait=True)
 
     def _load_today(self) -> int:
         summary = self.summarise(days=1)
         return sum(t.total for t in summary.by_day.values())
 
     def today_total(self) -> int:
-        with self._lock:
-            if self._day != _today():
-                self._day, self._today_total = _today(), None
-            if self._today_total is None:
-                self._today_total = self._load_today()
-            return self._today_total
+        if self._day != _today():  # a new UTC day: its journal starts empty
+            self._day, self._today_total = _today(), 0
+        return self._today_total
 
     def over_daily_budget(self) -> bool:
         return self.daily_budget is not None and self.today_total() >= self.daily_budget
@@ -86,23 +111,24 @@ class UsageLedger:
         }
         if session_key:
             self.session_totals[session_key].add(usage)
-        with self._lock:
-            if self._today_total is not None:
-                self._today_total += usage.total
+        self.today_total()  # roll the day over first
+        self._today_total += usage.total
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             self._append(entry)
-        else:
-            loop.run_in_executor(None, self._append, entry)
+            return
+        if self._writer is None:  # not started (a one-shot CLI path): one ordered writer anyway
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="usage-journal")
+        # One thread runs the writes first-in first-out: the last future done means all are.
+        self._last_write = loop.run_in_executor(self._writer, self._append, entry)
 
-    def _append(self, entry: dict) -> None:
+    def _append(self, entry: dict[str, Any]) -> None:
         day = entry["ts"][:10]
         try:
-            with self._lock:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                with (self.folder / f"{day}.jsonl").open("a", encoding="utf-8") as fh:
-                    fh.write(json.dumps(entry) + "\n")
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with (self.folder / f"{day}.jsonl").open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
         except OSError:
             logger.exception("could not record token usage")
 

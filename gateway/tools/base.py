@@ -49,6 +49,24 @@ class Tool(Protocol):
     async def run(self, ctx: TurnContext, params: Any) -> str: ...
 
 
+class ToolOutput(str):
+    """What ``ToolRegistry.execute`` returns: the text the model reads, plus ``failed`` — the
+    typed verdict, so no caller has to guess from the text (a file may well begin "Error")."""
+
+    failed: bool = False
+
+    @classmethod
+    def error(cls, text: str) -> ToolOutput:
+        out = cls(text if text.startswith("Error:") else f"Error: {text}")
+        out.failed = True
+        return out
+
+
+def failed(output: str) -> bool:
+    """True for an error result from the registry (a plain ``str`` is a tool's own answer)."""
+    return isinstance(output, ToolOutput) and output.failed
+
+
 def error_result(name: str, exc: Exception) -> str:
     """The one wording of an unexpected tool failure; logs the traceback for the operator."""
     logger.exception("tool %s failed", name)
@@ -123,24 +141,24 @@ class ToolRegistry:
             out.append(schema)
         return out
 
-    async def execute(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> str:
-        """Run one tool call; never raises (except cancellation)."""
+    async def execute(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> ToolOutput:
+        """Run one tool call; never raises (except cancellation). ``failed`` says how it went."""
         tool = self._tools.get(name)
         if tool is None:
-            return f"Error: there is no tool named {name!r}. Available: {', '.join(self._tools)}"
+            return ToolOutput.error(f"there is no tool named {name!r}. Available: {', '.join(self._tools)}")
         if not self.allowed(tool, ctx):
-            return f"Error: the tool {name!r} is not available to you in this chat."
+            return ToolOutput.error(f"the tool {name!r} is not available to you in this chat.")
         try:
             arguments = _parse_arguments(raw_arguments)
             params = tool.Params.model_validate(arguments)
         except (ValueError, ValidationError) as exc:
-            return f"Error: invalid arguments for {name}: {_short_validation(exc)}"
+            return ToolOutput.error(f"invalid arguments for {name}: {_short_validation(exc)}")
         try:
-            return await tool.run(ctx, params)
+            return ToolOutput(await tool.run(ctx, params))
         except ToolError as exc:
-            return f"Error: {exc}"
+            return ToolOutput.error(str(exc))
         except Exception as exc:  # noqa: BLE001 - the model reads it; the log keeps the trace
-            return error_result(name, exc)
+            return ToolOutput.error(error_result(name, exc))
 
 
 def _parse_arguments(raw: str | dict | None) -> dict[str, Any]:

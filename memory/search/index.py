@@ -100,13 +100,17 @@ class MemoryIndex:
                 self._conn = None
 
     # ------------------------------------------------------------------ phase 1: files
-    def sync_files(self, progress: Progress | None = None) -> int:
-        """Bring chunks and FTS rows up to date; returns how many files were re-chunked."""
+    def sync_files(self, progress: Progress | None = None, *, stop: Callable[[], bool] | None = None) -> int:
+        """Bring chunks and FTS rows up to date; returns how many files were re-chunked.
+
+        ``stop``: the caller gave up (auto-recall's timeout) — leave after the current file."""
         with self._sync_lock:
             conn = self.conn()
             owners = self._owner_sessions()
             forgotten = self._forgotten()
             forgotten_sig = chunk_hash(json.dumps(forgotten))
+            if stop is not None and stop():
+                return 0
             with self._lock:
                 known = {row[0]: row[1:] for row in conn.execute(
                     "SELECT path, size, mtime_ns, hash FROM files")}
@@ -115,7 +119,7 @@ class MemoryIndex:
             files = list(discover(self.workspace, self.sources))
             changed = 0
             for n, f in enumerate(files, 1):
-                if self.cancel.is_set():
+                if self.cancel.is_set() or (stop is not None and stop()):
                     return changed
                 old = known.pop(f.rel, None)
                 if old is None or (old[0], old[1]) != (f.size, f.mtime_ns):

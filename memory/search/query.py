@@ -15,7 +15,7 @@ matrix-vector product).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import date
 from typing import Any
 
@@ -51,12 +51,17 @@ def _where(scope: Scope, sources: Collection[str] | None, alias: str = "c") -> t
 
 def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope(),
            sources: Collection[str] | None = None, settings: SearchSettings = SearchSettings(),
-           today: date | None = None, vectors_if_ready: bool = False) -> list[Hit]:
+           today: date | None = None, vectors_if_ready: bool = False,
+           stop: Callable[[], bool] | None = None) -> list[Hit]:
     """The best ``k`` hits for ``query`` within ``scope``, best first.
 
     ``vectors_if_ready``: use the vector side only if the embedder can answer at once
     (loaded, idle, local) — auto-recall must never wait for a model.
+    ``stop``: the caller gave up — no further step (and no index lock) is taken; [] instead.
     """
+    def gave_up() -> bool:
+        return stop is not None and stop()
+
     if not query or not query.strip():
         raise SearchError("the search query is empty; say what to look for")
     k = max(1, min(50, k))
@@ -64,6 +69,8 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     src = tuple(sources) if sources else None
     cands: dict[int, Candidate] = {}
     expr = fts_query(query)
+    if gave_up():
+        return []
     with index._lock:
         conn = index.conn()
         where, args = _where(scope, src)
@@ -82,11 +89,13 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     use_vectors = index.vectors_on and index.embedder is not None
     if use_vectors and vectors_if_ready and index.embedder is not None:
         use_vectors = index._dim is not None and index.embedder.ready()
-    if use_vectors:
+    if use_vectors and not gave_up():
         qvec = _query_vector(index, query)
-        if qvec is not None:
+        if qvec is not None and not gave_up():
             vectors_on = True
             _vector_candidates(index, qvec, scope, src, wanted, cands)
+    if gave_up():
+        return []
     rows_by_id = _rows(index, list(cands), scope, src)
     cands = {cid: c for cid, c in cands.items() if cid in rows_by_id}
     for cid, cand in cands.items():

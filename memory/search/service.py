@@ -10,7 +10,10 @@
   queries, both in a worker thread.
 - ``recall`` is ``search`` for auto-recall with vectors only when the local model is
   loaded and idle, bounded by a short timeout and never raising, so neither indexing nor
-  a model can hold up or fail a turn for long.
+  a model can hold up or fail a turn for long. It runs on its own small executor (not
+  the default one that session and inbox fsyncs use), and when its caller gives up (the
+  timeout, or the turn cancelled) the work stops at its next step: it takes the index's
+  locks no more and leaves a lazy sync to the background syncer.
 
 Background syncs run on one dedicated thread with a raised nice value (Linux threads have
 their own), so building the index right after start, or embedding a large import, takes
@@ -25,7 +28,7 @@ import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from config.schema import Config
@@ -37,6 +40,8 @@ from memory.search.sources import source_of
 logger = logging.getLogger(__name__)
 
 __all__ = ["RecallService", "make_recall_service"]
+
+RECALL_THREADS = 4
 
 
 class RecallService:
@@ -61,6 +66,7 @@ class RecallService:
         self._tasks: list[asyncio.Task[None]] = []
         self.synced = asyncio.Event()  # set after each completed background sync
         self._executor: ThreadPoolExecutor | None = None
+        self._recall_pool: ThreadPoolExecutor | None = None
         self._files_pending = False
 
     @property
@@ -76,6 +82,7 @@ class RecallService:
         self.index.cancel.clear()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="recall-sync",
                                             initializer=_lower_priority)
+        self._recall_pool = _recall_pool()
         self._changed.set()
         self._tasks.append(asyncio.create_task(self._syncer(), name="recall-sync"))
         if self.watch:
@@ -92,9 +99,10 @@ class RecallService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
-        if self._executor is not None:
-            await asyncio.to_thread(self._executor.shutdown, wait=True, cancel_futures=True)
-            self._executor = None
+        for pool in (self._executor, self._recall_pool):
+            if pool is not None:
+                await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
+        self._executor = self._recall_pool = None
         await asyncio.to_thread(self.index.close)
 
     async def _syncer(self) -> None:
@@ -151,35 +159,50 @@ class RecallService:
                      sources: Collection[str] | None = None, lazy_sync: bool = True,
                      vectors_if_ready: bool = False) -> list[Hit]:
         """Raises ``SearchError`` for an empty query."""
+        return await asyncio.to_thread(self._query_job(query, scope=scope, k=k, sources=sources,
+                                                       lazy_sync=lazy_sync,
+                                                       vectors_if_ready=vectors_if_ready))
+
+    def _query_job(self, query: str, *, scope: Scope, k: int | None, sources: Collection[str] | None,
+                   lazy_sync: bool, vectors_if_ready: bool,
+                   gave_up: threading.Event | None = None) -> Callable[[], list[Hit]]:
+        """The blocking work of one search, to run in a thread; stops early once ``gave_up``."""
         dirty = lazy_sync and (self._dirty or self._files_pending or not self.watch
                                or not self._tasks)
+        stop = gave_up.is_set if gave_up is not None else None
 
         def run() -> list[Hit]:
             if dirty:
-                self.index.sync_files()
+                self.index.sync_files(stop=stop)
             from memory.search.query import search  # numpy and the ranking load on the first search
 
             return search(self.index, query, k=k or self.max_results, scope=scope,
                           sources=sources, settings=self.settings,
-                          vectors_if_ready=vectors_if_ready)
+                          vectors_if_ready=vectors_if_ready, stop=stop)
 
         if dirty:
             self._dirty = False
             self._changed.set()  # embeddings for whatever was new follow in the background
-        return await asyncio.to_thread(run)
+        return run
 
     async def recall(self, query: str, *, scope: Scope, k: int, min_score: float,
                      timeout_s: float = 1.5) -> list[Hit]:
         """Auto-recall hits at or above ``min_score``; [] on any problem or timeout."""
         if not query.strip() or k <= 0:
             return []
+        gave_up = threading.Event()
+        if self._recall_pool is None:  # used without start (a one-shot CLI turn)
+            self._recall_pool = _recall_pool()
         try:
-            hits = await asyncio.wait_for(
-                self.search(query, scope=scope, k=k, vectors_if_ready=True),
-                timeout_s)
+            job = self._query_job(query, scope=scope, k=k, sources=None, lazy_sync=True,
+                                  vectors_if_ready=True, gave_up=gave_up)
+            async with asyncio.timeout(timeout_s):
+                hits = await asyncio.get_running_loop().run_in_executor(self._recall_pool, job)
         except Exception as exc:
-            logger.warning("auto-recall skipped: %s", exc or type(exc).__name__)
+            logger.warning("auto-recall skipped: %s", str(exc) or type(exc).__name__)
             return []
+        finally:
+            gave_up.set()  # a timeout or a cancelled turn: the thread stops at its next step
         return [h for h in hits if h.score >= min_score]
 
     async def status(self) -> dict:
@@ -191,6 +214,12 @@ class RecallService:
             return self.index.status_line()
         except Exception as exc:
             return f"recall index: unavailable ({exc})"
+
+
+def _recall_pool() -> ThreadPoolExecutor:
+    """Auto-recall's own threads: a few, so concurrent turns do not queue behind one another's
+    recall, and none of the default executor's, which session and inbox fsyncs need."""
+    return ThreadPoolExecutor(RECALL_THREADS, thread_name_prefix="recall-query")
 
 
 def _lower_priority() -> None:
