@@ -186,7 +186,7 @@ async def test_a_message_arriving_while_a_reminder_note_is_written_is_answered(
 
 
 async def test_delivery_lanes_retire_when_idle_and_forget_what_they_sent(tmp_path: Path) -> None:
-    async with MessageBus(outbox=Outbox(tmp_path / "outbox.sqlite"), lane_idle_s=0.01) as bus:
+    async with MessageBus(outbox=Outbox(tmp_path / "outbox.sqlite", deadlines_s={"telegram": 24 * 3600.0}), lane_idle_s=0.01) as bus:
         channel = FakeChannel(bus, name="lanes")
         await channel.start()
         for chat in range(50):
