@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-__all__ = ["Period", "query_period", "stamp_line"]
+__all__ = ["Period", "query_period", "stamp_line", "without_stamp"]
 
 Period = tuple[date, date]  # inclusive
 
@@ -43,6 +43,18 @@ def stamp_line(first: str, last: str = "") -> str | None:
     if end is not None and end.date() != start.date():
         line += f" – {_day(end)}"
     return line
+
+
+_STAMP_LINE = re.compile(r"^[A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d(?: UTC)?"
+                         r"(?: – [A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2} \d{4})?\n")
+
+
+def without_stamp(text: str) -> str:
+    """``text`` without its leading date line: what the embedder is given. A date line makes
+    short texts look alike to a sentence embedder (it raised an unrelated history entry's
+    cosine to a question by about as much as the gap between right and wrong answers),
+    and the embedder cannot reason about dates anyway: words and ``query_period`` do that."""
+    return _STAMP_LINE.sub("", text, count=1)
 
 
 def _parse(stamp: str) -> datetime | None:
