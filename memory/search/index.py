@@ -35,7 +35,6 @@ from memory.search.chunking import CHUNKS_VERSION, Chunk, Resume
 from memory.search._rows import apply_diff, chunk_hash, delete_chunks, insert_chunk, log_added, log_reset, trim_log
 from memory.search.embed import Embedder, EmbedderError
 from memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
-from memory.search.when import without_stamp
 
 logger = logging.getLogger(__name__)
 
@@ -312,7 +311,7 @@ class MemoryIndex:
                 return done
             batch = rows[start:start + self.batch_size]
             try:
-                matrix = emb.passages([without_stamp(text) for _, text in batch])
+                matrix = emb.passages([text for _, text in batch])
             except EmbedderError as exc:
                 self._fail(str(exc))
                 return done

@@ -50,10 +50,8 @@ _STAMP_LINE = re.compile(r"^[A-Z][a-z]{2} \d{1,2} [A-Z][a-z]{2} \d{4} \d\d:\d\d(
 
 
 def without_stamp(text: str) -> str:
-    """``text`` without its leading date line: what the embedder is given. A date line makes
-    short texts look alike to a sentence embedder (it raised an unrelated history entry's
-    cosine to a question by about as much as the gap between right and wrong answers),
-    and the embedder cannot reason about dates anyway: words and ``query_period`` do that."""
+    """``text`` without its leading date line (e.g. to find a hit's lines in a prompt, where
+    the date line never appears)."""
     return _STAMP_LINE.sub("", text, count=1)
 
 
