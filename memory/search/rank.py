@@ -183,24 +183,41 @@ def mmr(candidates: Sequence[Candidate], k: int, lam: float, *, baseline: float 
     """Pick ``k`` candidates by maximal marginal relevance (λ=1: plain score order).
 
     Redundancy is similarity above ``DUPLICATE_SIMILARITY``, rescaled to 0..1 (vector
-    similarity is first rescaled above ``baseline``, so "unrelated" is 0). Each candidate's
-    redundancy is updated against the newest pick only, and word sets are built once: k·n
-    comparisons, not k²·n re-tokenisations.
+    similarity is first rescaled above ``baseline``, so "unrelated" is 0). Redundancy never
+    raises a value, so each round scans candidates in score order only until ``λ·score``
+    cannot beat the best value found; redundancy (and a text's word set) is worked out only
+    for the candidates scanned, against the picks made since it was last brought up to date.
+    The result is exactly MMR's, at the cost of the few candidates near the top.
     """
     pool = sorted(candidates, key=lambda c: c.score, reverse=True)
-    words = [_word_set(c.text) if c.vector is None else frozenset() for c in pool]
+    words: dict[int, frozenset[str]] = {}
     redundancy = [0.0] * len(pool)
+    checked = [0] * len(pool)  # how many picks each candidate's redundancy covers
+    alive = list(range(len(pool)))
     picked: list[Candidate] = []
-    while pool and len(picked) < k:
-        best_i = max(range(len(pool)), key=lambda i: lam * pool[i].score - (1.0 - lam) * redundancy[i])
-        chosen, chosen_words = pool.pop(best_i), words.pop(best_i)
-        redundancy.pop(best_i)
-        picked.append(chosen)
-        for i, c in enumerate(pool):
-            sim = _similarity(c, words[i], chosen, chosen_words, baseline)
-            sim = max(0.0, sim - DUPLICATE_SIMILARITY) / (1.0 - DUPLICATE_SIMILARITY)
-            if sim > redundancy[i]:
-                redundancy[i] = sim
+    pick_index: list[int] = []
+
+    def word_set(i: int) -> frozenset[str]:
+        if i not in words:
+            words[i] = _word_set(pool[i].text) if pool[i].vector is None else frozenset()
+        return words[i]
+
+    while alive and len(picked) < k:
+        best_at, best_value = 0, float("-inf")
+        for at, i in enumerate(alive):
+            if lam * pool[i].score - 1e-12 <= best_value:
+                break
+            for j in range(checked[i], len(picked)):
+                sim = _similarity(pool[i], word_set(i), picked[j], word_set(pick_index[j]), baseline)
+                sim = max(0.0, sim - DUPLICATE_SIMILARITY) / (1.0 - DUPLICATE_SIMILARITY)
+                redundancy[i] = max(redundancy[i], sim)
+            checked[i] = len(picked)
+            value = lam * pool[i].score - (1.0 - lam) * redundancy[i]
+            if value > best_value:
+                best_at, best_value = at, value
+        chosen = alive.pop(best_at)
+        picked.append(pool[chosen])
+        pick_index.append(chosen)
     return picked
 
 
