@@ -62,8 +62,8 @@ class MemorySearchConfig(Section):
     sources: list[SearchSource] = Field(
         default_factory=lambda: list(_ALL_SEARCH_SOURCES))
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
-    vector_weight: float = Field(0.7, ge=0, le=1)
-    text_weight: float = Field(0.3, ge=0, le=1)
+    vector_weight: float = Field(0.6, ge=0, le=1)  # see memory.search.hits.SearchSettings
+    text_weight: float = Field(0.4, ge=0, le=1)
     half_life_days: float = Field(30.0, gt=0)
     decay_floor: float = Field(0.5, ge=0, le=1)
     mmr_lambda: float = Field(0.7, ge=0, le=1)

@@ -30,6 +30,10 @@ def line(role: str, text: str, **extra: object) -> bytes:
             + "\n").encode()
 
 
+# The date line every window starts with (the stamp ``line`` writes has no zone: no "UTC").
+STAMP = "Thu 26 Nov 2026 05:00\n"
+
+
 def rows(index: MemoryIndex) -> Counter:
     """Every chunk row but its id: what a search can find, with its provenance."""
     return Counter(index.conn().execute(
@@ -122,7 +126,7 @@ def test_each_message_is_in_the_windows_a_whole_pass_gives(tmp_path: Path) -> No
         index.sync_files()
     texts = sorted(r[3] for r in rows(index))
     starts = range(0, 9 - WINDOW_MESSAGES + WINDOW_STRIDE, WINDOW_STRIDE)
-    expected = sorted("\n".join(f"{'user' if i % 2 == 0 else 'assistant'}: m{i}"
+    expected = sorted(STAMP + "\n".join(f"{'user' if i % 2 == 0 else 'assistant'}: m{i}"
                                 for i in range(s, min(9, s + WINDOW_MESSAGES))) for s in starts)
     assert texts == expected
 
@@ -229,15 +233,15 @@ def test_a_half_written_turn_is_embedded_once_done_or_once_settled(tmp_path: Pat
     index = MemoryIndex(tmp_path, embedder=embedder)
     index.sync_files()
     index.embed_missing(settle_s=60)
-    assert embedded(embedder) == ["user: m0\nassistant: m1\nuser: m2\nassistant: m3"]
+    assert embedded(embedder) == [STAMP + "user: m0\nassistant: m1\nuser: m2\nassistant: m3"]
     assert index.settling == 1
-    assert "user: m4" in [h.text for h in search(index, "m4", k=5)]  # keyword search finds it meanwhile
+    assert STAMP + "user: m4" in [h.text for h in search(index, "m4", k=5)]  # keyword search finds it meanwhile
     for i in (5, 6, 7):  # the answer, a question and its answer: that window is done
         with path.open("ab") as fh:
             fh.write(line("user" if i % 2 == 0 else "assistant", f"m{i}"))
         index.sync_files()
         index.embed_missing(settle_s=60)
-    assert embedded(embedder)[1:] == ["user: m4\nassistant: m5\nuser: m6\nassistant: m7"]
+    assert embedded(embedder)[1:] == [STAMP + "user: m4\nassistant: m5\nuser: m6\nassistant: m7"]
     assert index.settling == 0  # none of the three half-written versions was embedded
     with path.open("ab") as fh:
         fh.write(line("user", "m8"))  # a question never answered
@@ -248,7 +252,7 @@ def test_a_half_written_turn_is_embedded_once_done_or_once_settled(tmp_path: Pat
     os.utime(path, (long_ago, long_ago))  # quiet for two minutes
     index.sync_files()
     index.embed_missing(settle_s=60)
-    assert embedded(embedder)[2:] == ["user: m8"] and index.settling == 0
+    assert embedded(embedder)[2:] == [STAMP + "user: m8"] and index.settling == 0
 
 
 async def test_the_service_comes_back_for_a_settling_window_by_itself(tmp_path: Path) -> None:
@@ -266,7 +270,7 @@ async def test_the_service_comes_back_for_a_settling_window_by_itself(tmp_path: 
         assert embedded(embedder) == [] and index.settling == 1
         index.now_ns = lambda: written + 120_000_000_000  # two quiet minutes later
         # Nothing changes on disk: the service's own timer brings it back.
-        await until(lambda: embedded(embedder) == ["user: m0\nassistant: m1\nuser: m2"],
+        await until(lambda: embedded(embedder) == [STAMP + "user: m0\nassistant: m1\nuser: m2"],
                     what="the settled window embedded")
         assert index.settling == 0
     finally:

@@ -76,7 +76,8 @@ def test_incremental_sync_embeds_only_changed_chunks(tmp_path: Path) -> None:
         fh.write(json.dumps({"cursor": 999, "timestamp": "2026-06-01 10:00",
                              "content": "- Ordered a standing desk", "session_key": "telegram:42"}) + "\n")
     idx.sync()
-    assert sorted(emb.texts) == sorted([note.read_text().strip("\n"), "- Ordered a standing desk"])
+    assert sorted(emb.texts) == sorted([note.read_text().strip("\n"),
+                                         "Mon 1 Jun 2026 10:00\n- Ordered a standing desk"])
     assert idx.status()["chunks"] == total + 1
     # the same text in another file is not embedded again (cache keyed by content hash)
     emb.texts.clear()

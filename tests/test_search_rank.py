@@ -28,7 +28,9 @@ def test_merge_weights_and_keyword_only_renormalise() -> None:
     b = Candidate(2, "b", None, bm25=None, cosine=1.0)  # vector only
     merge([a, b], vector_weight=0.7, text_weight=0.3, baseline=0.78, vectors_on=True,
           today=TODAY, half_life_days=30)
-    assert abs(a.score - 0.3 * 0.75) < 1e-6 and abs(b.score - 0.7) < 1e-6
+    assert a.parts["keyword"] == 1.0 and b.parts["vector"] == 1.0
+    assert b.score > a.score  # meaning weighs more, and b is the query's best match by meaning
+    assert abs(b.score - 0.7) < 1e-6  # the best candidate keeps its absolute strength
     merge([a], vector_weight=0.7, text_weight=0.3, baseline=0.78, vectors_on=False,
           today=TODAY, half_life_days=30)
     assert abs(a.score - 0.75) < 1e-6  # keyword-only: the keyword side carries the whole score

@@ -29,6 +29,7 @@ from gateway.skills.catalog import Skill, SkillsLoader
 from gateway.tools.turn import TurnContext
 from memory import tokens
 from memory.search.hits import Hit, Scope
+from memory.search.when import without_stamp
 from memory.sessions import Session
 
 SECTION_SEPARATOR = "\n\n---\n\n"
@@ -335,9 +336,10 @@ class ContextBuilder:
 
 
 def _already_in(text: str, prompt: str) -> bool:
-    """Every line of a hit (transcript lines without their ``role:`` prefix) is in the prompt."""
+    """Every line of a hit (transcript lines without their ``role:`` prefix, the hit without
+    its date line) is in the prompt."""
     lines = [line.split(": ", 1)[1] if line.startswith(("user: ", "assistant: ")) else line
-             for line in (raw.strip() for raw in text.splitlines())]
+             for line in (raw.strip() for raw in without_stamp(text).splitlines())]
     return all(line.rstrip("…") in prompt for line in lines if line)
 
 

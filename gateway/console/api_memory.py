@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from config.fileio import atomic_write_text
 from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
 from memory.errors import GitStoreError
+from memory.search.opening import OpenError, open_lines
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,13 @@ class SearchHit(BaseModel):
     text: str
     score: float | None = None
     session_key: str | None = None
+    start_line: int | None = Field(None, description="first line the hit spans (open it with /open)")
+    end_line: int | None = None
+
+
+class Opened(BaseModel):
+    path: str
+    text: str = Field(description="the lines, rendered; a conversation with the turns around it")
 
 
 class SearchResult(BaseModel):
@@ -170,10 +178,20 @@ def router(ctx: ConsoleContext) -> APIRouter:
             else:
                 return SearchResult(query=q, engine="recall", hits=[
                     SearchHit(path=str(h.path), line=_line_of(q, str(h.snippet), int(h.start_line or 0)),
-                              text=str(h.snippet)[:400],
-                              score=float(h.score), session_key=h.session_key) for h in found])
+                              text=str(h.snippet)[:400], score=float(h.score), session_key=h.session_key,
+                              start_line=h.start_line, end_line=h.end_line) for h in found])
         hits = await asyncio.to_thread(grep, workspace, q)
         return SearchResult(query=q, engine="grep", hits=hits)
+
+    @api.get("/open", response_model=Opened, summary="Open a search hit: its lines, a conversation with its turns",
+             responses={400: {"description": "Not a memory source."}, 404: {"description": "No such file."}})
+    async def open_hit(path: str = Query(..., max_length=300), start: int = Query(1, ge=1),
+                       lines: int = Query(20, ge=1, le=400)) -> Opened:
+        try:
+            text = await asyncio.to_thread(open_lines, workspace, path, start, lines)
+        except OpenError as exc:
+            raise HTTPException(404 if "does not exist" in str(exc) else 400, str(exc)) from None
+        return Opened(path=path, text=text)
 
     return api
 

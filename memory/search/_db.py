@@ -10,7 +10,7 @@ and a busy timeout let the gateway and a CLI process read and write it at the sa
                                           (origin: memory.search.origin)
     chunks_fts(body)                      FTS5, rowid = chunks.id
     vectors(provider, model, hash, dim, vec)         the embedding cache (float32 blobs)
-    appended(path, size, head, tail, resume_…, open_…)  where append-only files resume
+    appended(path, size, head, tail, resume_…, open_…, resume_line)  where append-only files resume
                                                        (memory.search.appended)
     vector_log(seq, chunk_id, op)         what changed, for in-memory vectors
                                           (memory.search.vector_cache)
@@ -51,7 +51,7 @@ CREATE TABLE IF NOT EXISTS vectors (
 CREATE TABLE IF NOT EXISTS appended (
     path TEXT PRIMARY KEY, size INTEGER NOT NULL, head TEXT NOT NULL, tail TEXT NOT NULL,
     resume_offset INTEGER NOT NULL, resume_said INTEGER NOT NULL, open_count INTEGER NOT NULL,
-    open_ids TEXT NOT NULL);
+    open_ids TEXT NOT NULL, resume_line INTEGER);
 CREATE TABLE IF NOT EXISTS vector_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, chunk_id INTEGER NOT NULL, op INTEGER NOT NULL);
 """
@@ -72,6 +72,7 @@ def connect(path: Path, *, wal: bool = True) -> sqlite3.Connection:
             raise sqlite3.DatabaseError(f"index schema {version} is not {SCHEMA_VERSION}")
         conn.executescript(_SCHEMA)
         _add_origin(conn)
+        _add_resume_line(conn)
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         conn.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'probe'").fetchone()
     except sqlite3.DatabaseError:
@@ -96,6 +97,20 @@ def _add_origin(conn: sqlite3.Connection) -> None:
         conn.execute("DELETE FROM files")
         conn.execute("DELETE FROM appended")
     logger.info("recall index: chunks now record their origin; re-reading the memory files once")
+
+
+def _add_resume_line(conn: sqlite3.Connection) -> None:
+    """An index made before transcript windows knew their lines: add ``appended.resume_line``.
+    Old marks get NULL, which ``appended.load_mark`` treats as no mark (a whole-file pass), so
+    nothing is rebuilt or re-embedded."""
+    def has_it() -> bool:
+        return any(row[1] == "resume_line" for row in conn.execute("PRAGMA table_info(appended)"))
+
+    if has_it():
+        return
+    with write_transaction(conn):
+        if not has_it():  # another process may have added it meanwhile
+            conn.execute("ALTER TABLE appended ADD COLUMN resume_line INTEGER")
 
 
 def _schema_version(conn: sqlite3.Connection) -> str | None:

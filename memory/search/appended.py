@@ -55,17 +55,19 @@ def tail_digest(data: bytes) -> str:
 
 
 def load_mark(conn: sqlite3.Connection, rel: str) -> Mark | None:
-    row = conn.execute("SELECT size, head, tail, resume_offset, resume_said, open_count, open_ids "
-                       "FROM appended WHERE path = ?", (rel,)).fetchone()
-    if row is None:
+    row = conn.execute("SELECT size, head, tail, resume_offset, resume_said, open_count, open_ids, "
+                       "resume_line FROM appended WHERE path = ?", (rel,)).fetchone()
+    if row is None or row[7] is None:  # no mark, or one from before lines were kept
         return None
-    return Mark(row[0], row[1], row[2], Resume(row[3], row[4], row[5]), tuple(json.loads(row[6])))
+    return Mark(row[0], row[1], row[2], Resume(row[3], row[4], row[5], row[7]),
+                tuple(json.loads(row[6])))
 
 
 def save_mark(conn: sqlite3.Connection, rel: str, mark: Mark) -> None:
-    conn.execute("INSERT OR REPLACE INTO appended VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    conn.execute("INSERT OR REPLACE INTO appended (path, size, head, tail, resume_offset, "
+                 "resume_said, open_count, open_ids, resume_line) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  (rel, mark.size, mark.head, mark.tail, mark.resume.offset, mark.resume.said,
-                  mark.resume.open, json.dumps(list(mark.open_ids))))
+                  mark.resume.open, json.dumps(list(mark.open_ids)), mark.resume.line))
 
 
 def drop_mark(conn: sqlite3.Connection, rel: str) -> None:

@@ -7,7 +7,11 @@ Three shapes, because the sources differ:
   chunk; every chunk knows its exact first and last line (1-based, inclusive), so
   ``memory_get`` can return precisely what a hit points at;
 - history (``history.jsonl`` and its archive): one chunk per entry, keyed by cursor;
-- transcripts: small windows of user/assistant text, not overlapping (tool traffic left out).
+- transcripts: small windows of user/assistant text, not overlapping (tool traffic left out),
+  each with the file lines it spans, so ``memory_get`` opens the exchange around a hit.
+
+A history entry and a transcript window start with a line saying when (``when.stamp_line``):
+the date is part of what is searched and of what the reader of a hit sees.
 
 Token counts are estimated (one per CJK character, one per four other characters): a
 chunk boundary needs to be about right, not exact, and tiktoken on a 5 MB file is slow.
@@ -22,8 +26,9 @@ from dataclasses import dataclass
 
 from memory._history_index import parse_entry
 from memory.search.origin import TRUSTED, origin_of
+from memory.search.when import stamp_line
 
-__all__ = ["Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
+__all__ = ["CHUNKS_VERSION", "Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
            "estimate_tokens", "transcript_head"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -34,6 +39,9 @@ _MESSAGE_CHARS = 1200
 # once. Overlapping windows (stride 2) embedded each message twice, which doubled the CPU
 # the bundled embedder spends per turn (about 1 ms per token) for little: an exchange
 # stays whole in a window unless extra assistant texts shift the pairs.
+# Changes when the same file would now give different chunks; the index re-chunks every
+# file once when it differs from the version it recorded (2: date lines, transcript lines).
+CHUNKS_VERSION = "2"
 WINDOW_MESSAGES = 4
 WINDOW_STRIDE = 4
 
@@ -160,8 +168,11 @@ def _history_entry(raw: bytes, path: str) -> Chunk | None:
     if entry is None or not entry.content.strip():
         return None
     stamp = entry.timestamp
+    when = stamp_line(stamp)
+    text = entry.content.strip()
     return Chunk(
-        "history", path, entry.content.strip(), cursor=entry.cursor, session_key=entry.session_key,
+        "history", path, f"{when}\n{text}" if when else text, cursor=entry.cursor,
+        session_key=entry.session_key,
         date=stamp[:10] if len(stamp) >= 10 else None, channel=entry.channel,
         chat_type=entry.chat_type, owner=bool(entry.owner),
         origin=origin_of(entry.session_key, entry.channel, entry.owner),
@@ -180,6 +191,7 @@ class Resume:
     offset: int  # byte offset of the first line to read again
     said: int  # transcripts: index, among user/assistant texts, of the text at ``offset``
     open: int
+    line: int = 1  # transcripts: the 1-based line number at ``offset``
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,20 +235,21 @@ def _complete_end(data: bytes, base: int) -> int:
 
 
 def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: bool,
-                     offset: int = 0, said: int = 0) -> tuple[list[Chunk], Resume]:
+                     offset: int = 0, said: int = 0, line: int = 1) -> tuple[list[Chunk], Resume]:
     """Windows of ``WINDOW_MESSAGES`` user/assistant texts, advancing ``WINDOW_STRIDE``.
 
     ``data`` holds the file from byte ``offset`` on, where text number ``said`` starts (both
-    0 for a whole file; a ``Resume`` from the previous call otherwise): the windows made are
+    0 for a whole file; a ``Resume`` from the previous call otherwise; ``line`` is the line
+    number at ``offset``): the windows made are
     exactly those a whole-file pass makes from text ``said`` on, so appending a turn costs
     that turn, not the transcript.
     """
-    texts: list[tuple[str, str, int]] = []  # (line text, timestamp, line offset)
+    texts: list[tuple[str, str, int, int]] = []  # (line text, timestamp, line offset, line number)
     complete = 0  # texts on lines that have their newline
-    for at, raw, ended in _lines(data, offset):
+    for number, (at, raw, ended) in enumerate(_lines(data, offset), line):
         text = _said_text(raw)
         if text is not None:
-            texts.append((*text, at))
+            texts.append((*text, at, number))
             complete += ended
     total, final = said + len(texts), said + complete
     chunks: list[Chunk] = []
@@ -247,8 +260,11 @@ def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: boo
         if not window:
             break
         stamp = window[0][1]
+        when = stamp_line(stamp, window[-1][1])
+        body = "\n".join(t for t, _, _, _ in window)
         chunks.append(Chunk(
-            "session", path, "\n".join(t for t, _, _ in window), session_key=head.key,
+            "session", path, f"{when}\n{body}" if when else body,
+            start_line=window[0][3], end_line=window[-1][3], session_key=head.key,
             date=stamp[:10] if len(stamp) >= 10 else None, channel=head.channel,
             chat_type=head.chat_type, owner=owner,
             origin=origin_of(head.key, head.channel, owner, imported=head.imported)))
@@ -256,8 +272,12 @@ def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: boo
     # The first window that can still change: the first stride multiple not yet full.
     first_open = max(said, final - WINDOW_MESSAGES + 1)
     first_open += -first_open % WINDOW_STRIDE
-    at = texts[first_open - said][2] if first_open < total else _complete_end(data, offset)
-    return chunks, Resume(at, first_open, open_)
+    if first_open < total:
+        at, at_line = texts[first_open - said][2], texts[first_open - said][3]
+    else:
+        at = _complete_end(data, offset)
+        at_line = line + data[:at - offset].count(b"\n")
+    return chunks, Resume(at, first_open, open_, at_line)
 
 
 def _said_text(raw: bytes) -> tuple[str, str] | None:

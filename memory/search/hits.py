@@ -37,8 +37,10 @@ class Scope:
 
 @dataclass(frozen=True, slots=True)
 class SearchSettings:
-    vector_weight: float = 0.7
-    text_weight: float = 0.3
+    # Both sides are relative to the query's best match (``rank.fuse``), so they are on one
+    # scale; meaning leads a little because it also finds what is said in other words.
+    vector_weight: float = 0.6
+    text_weight: float = 0.4
     half_life_days: float = 30.0
     mmr_lambda: float = 0.7
     decay_floor: float = 0.5

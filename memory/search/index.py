@@ -31,7 +31,7 @@ from typing import Any
 
 from memory.search import _db
 from memory.search.appended import Mark, digest, drop_mark, load_mark, read_growth, save_mark, tail_digest
-from memory.search.chunking import Chunk, Resume
+from memory.search.chunking import CHUNKS_VERSION, Chunk, Resume
 from memory.search._rows import apply_diff, chunk_hash, delete_chunks, insert_chunk, log_added, log_reset, trim_log
 from memory.search.embed import Embedder, EmbedderError
 from memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
@@ -114,7 +114,8 @@ class MemoryIndex:
             with self._lock:
                 known = {row[0]: row[1:] for row in conn.execute(
                     "SELECT path, size, mtime_ns, hash FROM files")}
-                if _db.get_meta(conn, "forgotten") != forgotten_sig:
+                if _db.get_meta(conn, "forgotten") != forgotten_sig \
+                        or _db.get_meta(conn, "chunks_version") != CHUNKS_VERSION:
                     known = {p: (-1, -1, "") for p in known}  # re-chunk everything once
             files = list(discover(self.workspace, self.sources))
             changed = 0
@@ -131,6 +132,7 @@ class MemoryIndex:
             with self._lock:
                 trim_log(conn)
                 _db.set_meta(conn, "forgotten", forgotten_sig)
+                _db.set_meta(conn, "chunks_version", CHUNKS_VERSION)
                 _db.set_meta(conn, "last_sync", datetime.now(UTC).isoformat(timespec="seconds"))
             return changed
 

@@ -27,12 +27,15 @@ from memory.search.index import MemoryIndex
 from memory.search.origin import TRUSTED
 from memory.search.rank import Candidate, merge, mmr
 from memory.search.vector_cache import VectorCache
+from memory.search.when import query_period
 
 __all__ = ["Hit", "Scope", "SearchError", "SearchSettings", "search"]
 
 SNIPPET_CHARS = 700
-# Below this a candidate matched nothing that counts (cosine at the model's noise floor).
-MIN_SCORE = 0.01
+# Candidates taken from each side. Ranking is relative to the best candidate and lifts
+# chunks next to strong ones, so it needs more than the k it returns to see the field:
+# a small fixed floor (cheap: 50 rows) rather than a multiple of a small k.
+POOL = 50
 
 
 def _where(scope: Scope, sources: Collection[str] | None, alias: str = "c") -> tuple[str, list[Any]]:
@@ -65,7 +68,7 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     if not query or not query.strip():
         raise SearchError("the search query is empty; say what to look for")
     k = max(1, min(50, k))
-    wanted = 4 * k
+    wanted = max(POOL, 4 * k)
     src = tuple(sources) if sources else None
     cands: dict[int, Candidate] = {}
     expr = fts_query(query)
@@ -99,17 +102,20 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     rows_by_id = _rows(index, list(cands), scope, src)
     cands = {cid: c for cid, c in cands.items() if cid in rows_by_id}
     for cid, cand in cands.items():
-        cand.text, cand.date = rows_by_id[cid][8], rows_by_id[cid][7]
+        row = rows_by_id[cid]
+        cand.text, cand.date, cand.group = row[8], row[7], (row[2], row[6], row[7])
     if not cands:
         return []
     baseline = index.embedder.baseline if index.embedder is not None else 0.0
-    merge(list(cands.values()), vector_weight=settings.vector_weight,
-          text_weight=settings.text_weight, baseline=baseline, vectors_on=vectors_on,
-          today=today or date.today(), half_life_days=settings.half_life_days,
-          decay_floor=settings.decay_floor)
-    # A word match always counts (BM25 is tiny in a small corpus); a vector-only candidate
-    # must rise above the model's noise floor.
-    relevant = [c for c in cands.values() if c.bm25 is not None or c.score >= MIN_SCORE]
+    today = today or date.today()
+    # A word match always counts; a candidate found by meaning alone must be closer to the
+    # query than unrelated texts are (the embedder's baseline).
+    relevant = [c for c in cands.values() if c.bm25 is not None
+                or (vectors_on and c.cosine is not None and c.cosine > baseline)]
+    merge(relevant, vector_weight=settings.vector_weight, text_weight=settings.text_weight,
+          baseline=baseline, vectors_on=vectors_on, today=today,
+          half_life_days=settings.half_life_days, decay_floor=settings.decay_floor,
+          query=query, period=query_period(query, today))
     picked = mmr(relevant, k, settings.mmr_lambda, baseline=baseline)
     # MMR decides *which* k; they are listed by score so "best first" agrees with the scores.
     picked.sort(key=lambda c: c.score, reverse=True)
@@ -167,7 +173,10 @@ def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
     sims = matrix[rows] @ qvec if len(rows) < len(ids) else matrix @ qvec
     top = np.argsort(-sims)[:wanted] if len(sims) <= wanted else \
         np.argpartition(-sims, wanted)[:wanted]
-    for i in top:
+    # Keyword candidates get their cosine too: both signals for every candidate.
+    found = np.flatnonzero(np.isin(ids[rows], np.fromiter(cands, dtype=np.int64, count=len(cands)))) \
+        if cands else np.zeros(0, dtype=np.int64)
+    for i in (*top, *found):
         row = rows[i]
         cid = int(ids[row])
         cand = cands.get(cid)

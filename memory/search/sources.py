@@ -117,9 +117,10 @@ def chunk_appended(rel: str, source: str, first_line: bytes, data: bytes, resume
         return [_with_history_owner(c, owner_sessions) for c in chunks], nxt
     head = transcript_head(first_line)
     if head is None:
-        return [], Resume(resume.offset + data.rfind(b"\n") + 1, resume.said, 0)
+        return [], Resume(resume.offset + data.rfind(b"\n") + 1, resume.said, 0,
+                          resume.line + data.count(b"\n"))
     return chunk_transcript(data, head, path=rel, owner=head.key in owner_sessions,
-                            offset=resume.offset, said=resume.said)
+                            offset=resume.offset, said=resume.said, line=resume.line)
 
 
 def _with_history_owner(chunk: Chunk, owner_sessions: Collection[str]) -> Chunk:

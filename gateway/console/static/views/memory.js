@@ -5,6 +5,17 @@ import { ApiError, get, put } from "../api.js";
 import { clear, h, toast } from "../dom.js";
 import { renderMarkdown } from "../md.js";
 
+// Memory files open in the editor; a conversation hit opens its
+// lines with the turns around them.
+function hitLink(hit) {
+  if (hit.path.startsWith("sessions/") && hit.start_line) {
+    const start = hit.start_line || hit.line || 1;
+    const lines = hit.end_line && hit.start_line ? hit.end_line - hit.start_line + 1 : 1;
+    return `#memory?open=${encodeURIComponent(hit.path)}&start=${start}&lines=${lines}`;
+  }
+  return `#memory?path=${encodeURIComponent(hit.path)}`;
+}
+
 export async function render(view, params, { go }) {
   const files = await get("/memory/files");
   const current = params.get("path") || "USER.md";
@@ -20,12 +31,20 @@ export async function render(view, params, { go }) {
     if (!query.value.trim()) return;
     const found = await get(`/memory/search?q=${encodeURIComponent(query.value.trim())}`);
     results.append(h("p", { class: "muted" }, `${found.hits.length} match(es)`),
-      h("ul", {}, found.hits.map((hit) => h("li", {},
-        h("a", { href: `#memory?path=${encodeURIComponent(hit.path)}` }, `${hit.path}:${hit.line}`), " ", hit.text))));
+      h("ul", {}, found.hits.map((hit) => h("li", {}, h("a", { href: hitLink(hit) }, `${hit.path}:${hit.line}`), " ", hit.text))));
   });
   const pane = h("div", { class: "file-pane", id: "file-pane" });
   view.append(h("h1", {}, "Memory"), searchForm, results, h("div", { class: "split" }, h("nav", { "aria-label": "Memory files" }, list), pane));
 
+  const opened = params.get("open");
+  if (opened) {  // a conversation hit: its lines with the turns around them, read-only
+    const start = Number(params.get("start")) || 1;
+    const lines = Number(params.get("lines")) || 20;
+    const shown = await get(`/memory/open?path=${encodeURIComponent(opened)}&start=${start}&lines=${lines}`);
+    pane.append(h("div", { class: "toolbar" }, h("h2", { id: "file-title" }, opened)),
+      h("pre", { id: "opened-hit", class: "opened" }, shown.text));
+    return;
+  }
   let doc = await get(`/memory/file?path=${encodeURIComponent(current)}`);
 
   function show() {

