@@ -101,11 +101,15 @@ class WebhookConfig(SwitchedSection, DeliverySection):
     enabled: bool = True
     token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
     admin_token: SecretStr = SecretStr("")  # lists/reads/resets every webhook session; empty: nobody
+    # The owner credential: only requests made with it may speak as a sender listed in owners.
+    owner_token: SecretStr = SecretStr("")
     callback_secret: SecretStr = SecretStr("")
     owners: list[str] = Field(default_factory=list)
     wait_timeout_s: float = Field(120, gt=0)
     max_body_bytes: int = Field(1_048_576, ge=1024)
-    rate_limit_per_min: int = Field(60, ge=1)
+    rate_limit_per_min: int = Field(60, ge=1)  # per sender, inside the credential's limit
+    rate_limit_per_credential_per_min: int = Field(120, ge=1)  # per bearer token, all its senders
+    rate_limit_global_per_min: int = Field(600, ge=1)  # every request of every credential
     callback_allow_hosts: list[str] = Field(default_factory=list)
     callback_timeout_s: float = Field(10, gt=0)
     callback_max_attempts: int = Field(6, ge=1)

@@ -27,6 +27,8 @@ def default_config_document() -> dict:
     config = Config()
     data = config.model_dump(mode="json", by_alias=True, exclude_none=False)
     data["channels"]["webhook"]["token"] = secrets.token_urlsafe(32)
+    # Owners listed in channels.webhook.owners speak only with this one (never the integration token).
+    data["channels"]["webhook"]["ownerToken"] = secrets.token_urlsafe(32)
     data["channels"]["webhook"]["callbackSecret"] = secrets.token_urlsafe(32)
     data["console"]["token"] = secrets.token_urlsafe(32)
     # SecretStr dumps as "**********"; write real empty strings for the others.
@@ -52,10 +54,12 @@ def write_config(path: Path) -> bool:
     return True
 
 
-def new_webhook_token(path: Path) -> str:
-    """Put a fresh webhook token into the config at ``path`` (other keys kept); return it.
+def new_webhook_token(path: Path, key: str = "token") -> str:
+    """Put a fresh ``channels.webhook.<key>`` (``token`` or ``ownerToken``) into the config at
+    ``path`` (other keys kept); return it.
 
-    For an existing config whose token is empty or leaked: ``lucid onboard --webhook-token``.
+    For an existing config whose token is empty or leaked: ``lucid onboard --webhook-token``
+    (``--webhook-owner-token`` for the owner credential).
     """
     if not path.exists():
         write_config(path)
@@ -70,7 +74,7 @@ def new_webhook_token(path: Path) -> str:
     hook = channels.setdefault("webhook", {}) if isinstance(channels, dict) else None
     if not isinstance(hook, dict):
         raise ValueError(f"{path}: channels.webhook must be a JSON object")
-    hook["token"] = token
+    hook[key] = token
     atomic_write_text(path, json.dumps(data, indent=2) + "\n", mode=0o600)
     return token
 

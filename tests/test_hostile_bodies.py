@@ -66,7 +66,7 @@ async def test_every_body_endpoint_refuses_oversized_and_malformed_input(
                 assert (await client.get("/healthz")).status_code == 200, path
             # Still serving, and a good request still works.
             fake_llm.queue(Reply("still here"))
-            good = await client.post("/v1/messages", json={"chat_id": "c", "sender_id": "me", "text": "hi"},
+            good = await client.post("/v1/messages", json={"chat_id": "c", "sender_id": "guest", "text": "hi"},
                                      headers=bearer(WEBHOOK_TOKEN))
             assert good.status_code == 200 and good.json()["reply"] == "still here"
             login = await client.post("/api/console/login", json={"token": CONSOLE_TOKEN}, headers=origin)

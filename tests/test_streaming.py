@@ -21,7 +21,7 @@ from channels.messages import OutboundProgress, OutboundText, Target
 from channels.slack import SlackChannel, SlackSettings
 from tests.fakes.llm import FakeLLMServer, HeldReply, ToolCalls
 from tests.fakes.slack_api import FakeSlackAPI
-from tests.test_webhook import AUTH, body, serving, transcript, wh_config  # noqa: F401  (fixture)
+from tests.test_webhook import AUTH, OWNER_AUTH, body, serving, transcript, wh_config  # noqa: F401  (fixture)
 
 ANSWER = "The answer is forty-two, as always."
 
@@ -47,7 +47,7 @@ async def test_webhook_streams_activity_then_progress_then_the_reply(wh_config, 
     release = threading.Event()
     fake_llm.queue(ToolCalls([("list_dir", {"path": "."})]), HeldReply(ANSWER, release))
     seen: list[tuple[str, dict[str, Any]]] = []
-    async with serving(streaming_config(wh_config, fake_llm)) as (_, client):
+    async with serving(streaming_config(wh_config, fake_llm), OWNER_AUTH) as (_, client):
         async with client.stream("POST", "/v1/messages", json=body("what is it?", sender="boss", stream=True)) as r:
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/event-stream")
@@ -74,7 +74,7 @@ async def test_stream_needs_wait_and_plain_requests_are_unchanged(wh_config, fak
     release = threading.Event()
     release.set()
     fake_llm.queue(HeldReply("plain answer", release))
-    async with serving(streaming_config(wh_config, fake_llm)) as (_, client):
+    async with serving(streaming_config(wh_config, fake_llm), OWNER_AUTH) as (_, client):
         refused = await client.post("/v1/messages", json=body(stream=True, wait=False))
         plain = await client.post("/v1/messages", json=body("hi", sender="boss"))
     assert refused.status_code == 422 and "stream=true needs wait=true" in refused.text
@@ -88,7 +88,7 @@ async def test_webhook_stream_that_outlives_the_wait_ends_with_an_error_event(
     fake_llm.queue(HeldReply("too late", release))
     events: list[tuple[str, dict[str, Any]]] = []
     try:
-        async with serving(streaming_config(wh_config, fake_llm, waitTimeoutS=1)) as (_, client):
+        async with serving(streaming_config(wh_config, fake_llm, waitTimeoutS=1), OWNER_AUTH) as (_, client):
             async with client.stream("POST", "/v1/messages", json=body(sender="boss", stream=True)) as r:
                 events = [item async for item in sse_events(r)]
     finally:

@@ -34,6 +34,8 @@ from tests.served import served_client
 TOKEN = "wh-token-0123456789abcdef"
 SECRET = "cb-secret-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+OWNER_TOKEN = "wh-owner-token-0123456789abcdef"
+OWNER_AUTH = {"Authorization": f"Bearer {OWNER_TOKEN}"}
 
 
 class CallbackSink:
@@ -95,7 +97,7 @@ def wh_config(make_config: Callable[..., Any], fake_llm: FakeLLMServer) -> Calla
     """A config with the webhook on, loopback callbacks allowed and short timeouts."""
 
     def build(webhook: dict[str, Any] | None = None, **sections: Any) -> Any:
-        hook = {"token": TOKEN, "callbackSecret": SECRET, "callbackAllowHosts": ["127.0.0.1"],
+        hook = {"token": TOKEN, "ownerToken": OWNER_TOKEN, "callbackSecret": SECRET, "callbackAllowHosts": ["127.0.0.1"],
                 "waitTimeoutS": 60, "callbackBackoffS": 0.05, "callbackTimeoutS": 2,
                 "rateLimitPerMin": 1000, **(webhook or {})}
         gateway = {"port": 0, "shutdownGraceS": 2, **sections.pop("gateway", {})}
@@ -105,9 +107,9 @@ def wh_config(make_config: Callable[..., Any], fake_llm: FakeLLMServer) -> Calla
 
 
 @asynccontextmanager
-async def serving(config: Any) -> AsyncIterator[tuple[GatewayServer, httpx.AsyncClient]]:
+async def serving(config: Any, headers: dict[str, str] = AUTH) -> AsyncIterator[tuple[GatewayServer, httpx.AsyncClient]]:
     async with GatewayServer(config, access_log=False) as server:
-        async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30) as client:
             yield server, client
 
 
@@ -233,7 +235,7 @@ async def test_llm_failure_is_an_error_reply_not_a_crash(wh_config, fake_llm):
 
 async def test_owner_gets_tools_and_guest_does_not(wh_config, fake_llm):
     async with serving(wh_config({"owners": ["boss"]})) as (_, client):
-        assert (await client.post("/v1/messages", json=body(chat="a", sender="boss"))).status_code == 200
+        assert (await client.post("/v1/messages", json=body(chat="a", sender="boss"), headers=OWNER_AUTH)).status_code == 200
         assert (await client.post("/v1/messages", json=body(chat="b", sender="stranger"))).status_code == 200
     owner_req, guest_req = fake_llm.requests
     owner_tools = {t["function"]["name"] for t in owner_req.get("tools", [])}

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
-from tests.test_webhook import body, serving, wh_config  # noqa: F401  (fixture)
+from tests.test_webhook import OWNER_AUTH, body, serving, wh_config  # noqa: F401  (fixture)
 
 
 async def test_a_reminder_without_a_callback_is_fetched_by_the_integration(
@@ -17,7 +17,7 @@ async def test_a_reminder_without_a_callback_is_fetched_by_the_integration(
     later_today = (datetime.now(UTC) + timedelta(hours=1)).replace(tzinfo=None).isoformat(timespec="milliseconds")
     fake_llm.queue(ToolCalls([("cron", {"action": "add", "at": later_today, "text": "stand up"})]), Reply("Reminder set."))
     config = wh_config({"owners": ["boss"]}, agents={"defaults": {"timezone": "UTC"}})
-    async with serving(config) as (server, client):
+    async with serving(config, OWNER_AUTH) as (server, client):  # the owner reads an owner chat
         set_it = await client.post("/v1/messages", json=body("remind me to stand up", sender="boss"))
         assert set_it.status_code == 200 and set_it.json()["reply"] == "Reminder set."
         # Bring the occurrence forward to now (no waiting on the clock).
@@ -49,7 +49,7 @@ async def test_a_reminder_in_a_chat_with_a_callback_is_posted_to_it_signed(
     later_today = (datetime.now(UTC) + timedelta(hours=1)).replace(tzinfo=None).isoformat(timespec="milliseconds")
     fake_llm.queue(ToolCalls([("cron", {"action": "add", "at": later_today, "text": "stretch"})]), Reply("Will do."))
     config = wh_config({"owners": ["boss"]}, agents={"defaults": {"timezone": "UTC"}})
-    async with CallbackSink() as sink, serving(config) as (server, client):
+    async with CallbackSink() as sink, serving(config, OWNER_AUTH) as (server, client):
         # Answered in the response (wait=true), so the reply itself is not called back…
         set_it = await client.post("/v1/messages", json=body("remind me to stretch", sender="boss",
                                                                callback_url=sink.url))

@@ -23,6 +23,7 @@ from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 TOKEN = "integration-token-0123456789"
 ROTATED = "integration-token-rotated-987"
 ADMIN = "admin-token-abcdefghijklmnop"
+OWNER_TOKEN = "owner-token-qrstuvwxyz012345"
 PIN = "remember my PIN: 4417-2290"
 MEMLINE = "- Bank hint: MEMLINE-7731"
 
@@ -37,7 +38,7 @@ def hook_config(make_config: Callable[..., Any], fake_llm: FakeLLMServer, worksp
     (workspace / "memory" / "MEMORY.md").write_text(f"# Memory\n\n{MEMLINE}\n")
 
     def build(**webhook: Any) -> Any:
-        hook = {"token": TOKEN, "owners": ["me"], "waitTimeoutS": 60, "rateLimitPerMin": 1000, **webhook}
+        hook = {"token": TOKEN, "ownerToken": OWNER_TOKEN, "owners": ["me"], "waitTimeoutS": 60, "rateLimitPerMin": 1000, **webhook}
         return make_config(channels={"webhook": hook}, gateway={"port": 0, "shutdownGraceS": 2})
 
     return build
@@ -69,7 +70,7 @@ async def test_a_guest_never_joins_the_owners_chat_and_never_sees_its_transcript
     async with serving(hook_config()) as (server, client):
         # The owner's turn: a PIN in the text, MEMORY.md in the prompt, a tool result with its lines.
         fake_llm.queue(ToolCalls([("read_file", {"path": "memory/MEMORY.md"})]), Reply("Noted, PIN kept."))
-        r = await client.post("/v1/messages", json=post("c1", "me", PIN))
+        r = await client.post("/v1/messages", json=post("c1", "me", PIN), headers=auth(OWNER_TOKEN))
         assert r.status_code == 200 and r.json()["session"] == "webhook:c1", r.text
         owner_prompts = requests_with(fake_llm, PIN)
         assert owner_prompts and "MEMLINE-7731" in owner_prompts[-1]  # it really held the owner's memory
@@ -94,7 +95,7 @@ async def test_a_guest_never_joins_the_owners_chat_and_never_sees_its_transcript
         assert "(guest)" in guest_prompt and "(owner)" in owner_prompts[-1]
 
         # Nor may the owner walk into the guest's chat (its memory would flow to guests).
-        r = await client.post("/v1/messages", json=post("c2", "me", "owner here"))
+        r = await client.post("/v1/messages", json=post("c2", "me", "owner here"), headers=auth(OWNER_TOKEN))
         assert r.status_code == 403 and "a guest's chat" in r.json()["detail"]
     assert all("guest-words" not in json.dumps(m) for m in transcript(workspace, "webhook:c1"))
     owner_file = (workspace / "sessions" / f"{session_file_stem('webhook:c1')}.jsonl").read_text()
@@ -114,11 +115,11 @@ async def test_the_bearer_token_is_not_the_owner(hook_config, fake_llm: FakeLLMS
 async def test_the_roles_of_chats_survive_a_restart(hook_config, fake_llm: FakeLLMServer) -> None:
     config = hook_config()
     async with serving(config) as (_, client):
-        assert (await client.post("/v1/messages", json=post("c1", "me", "owner first"))).status_code == 200
+        assert (await client.post("/v1/messages", json=post("c1", "me", "owner first"), headers=auth(OWNER_TOKEN))).status_code == 200
     async with serving(config) as (_, client):
         r = await client.post("/v1/messages", json=post("c1", "guest", "after the restart"))
         assert r.status_code == 403, r.text
-        assert (await client.post("/v1/messages", json=post("c1", "me", "owner again"))).status_code == 200
+        assert (await client.post("/v1/messages", json=post("c1", "me", "owner again"), headers=auth(OWNER_TOKEN))).status_code == 200
     assert not requests_with(fake_llm, "after the restart")
 
 

@@ -1,12 +1,15 @@
 """Who may do what on the webhook API, and which role a webhook chat belongs to (DESIGN §9).
 
-Two credentials, two jobs:
+Three credentials, three jobs:
 
 * ``channels.webhook.token`` is an *integration* credential. It posts messages; whoever holds
-  it is not the owner (a ``sender_id`` is a guest unless listed in ``channels.webhook.owners``).
-  On the sessions API it sees only the chats it wrote to: every chat id posted with a token
-  is recorded here under the token's SHA-256 fingerprint (never the token itself), so a
-  rotated token does not inherit what the old one wrote.
+  it is never the owner: a request naming a ``sender_id`` listed in ``channels.webhook.owners``
+  is refused (403) — otherwise anyone holding it could claim an owner's id and get owner tools.
+  On the sessions API it sees only the chats it wrote to, and never an owner's chat: every
+  chat id posted with a token is recorded here under the token's SHA-256 fingerprint (never
+  the token itself), so a rotated token does not inherit what the old one wrote.
+* ``channels.webhook.ownerToken`` is the *owner* credential: only with it does a sender listed
+  in ``owners`` speak as the owner; it reads owner chats and the chats it wrote to.
 * ``channels.webhook.adminToken`` is the *admin* credential: it lists, reads and resets every
   webhook session. Empty (the default) means no one has that power; reading a chat the
   integration token did not write is then refused with a message naming the setting.
@@ -38,10 +41,12 @@ from channels.gate import Role
 from channels.webhook.api import error_response
 from config.schema import WebhookConfig
 
-Credential = Literal["admin", "integration"]
+Credential = Literal["admin", "owner", "integration"]
 
 ADMIN_SETTING = "channels.webhook.adminToken"
-SESSION_403 = f"The integration token did not write to this chat; reading or resetting it needs {ADMIN_SETTING}."
+OWNER_SETTING = "channels.webhook.ownerToken"
+SESSION_403 = (f"The integration token did not write to this chat (or it is an owner's chat); reading or "
+               f"resetting it needs {ADMIN_SETTING} (or {OWNER_SETTING} for an owner's chat).")
 LIST_SCAN_LIMIT = 100_000  # sessions scanned to filter the integration token's own chats
 
 _SCHEMA = """
@@ -63,14 +68,20 @@ def fingerprint(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def classify(credential: str, *, token: str, admin_token: str) -> Credential | None:
-    """Which credential ``credential`` is (constant-time compares), or None for neither."""
+def classify(credential: str, *, token: str, admin_token: str, owner_token: str = "") -> Credential | None:
+    """Which credential ``credential`` is (constant-time compares, all of them), or None."""
     given = credential.encode("utf-8")
-    is_admin = bool(admin_token) and hmac.compare_digest(given, admin_token.encode("utf-8"))
-    is_integration = bool(token) and hmac.compare_digest(given, token.encode("utf-8"))
-    if is_admin:
-        return "admin"
-    return "integration" if is_integration else None
+    matches = {kind: bool(secret) and hmac.compare_digest(given, secret.encode("utf-8"))
+               for kind, secret in (("admin", admin_token), ("owner", owner_token), ("integration", token))}
+    for kind in ("admin", "owner", "integration"):
+        if matches[kind]:
+            return kind  # type: ignore[return-value]
+    return None
+
+
+def _classify(cfg: WebhookConfig, credential: str) -> Credential | None:
+    return classify(credential, token=cfg.token.get_secret_value(), admin_token=cfg.admin_token.get_secret_value(),
+                    owner_token=cfg.owner_token.get_secret_value())
 
 
 def bearer(header: str | None) -> str | None:
@@ -94,7 +105,7 @@ def authorize(cfg: WebhookConfig, header: str | None) -> JSONResponse | None:
     credential = bearer(header)
     if credential is None:
         return error_response(401, "the Authorization header must be 'Bearer <token>'", headers=challenge)
-    if classify(credential, token=token, admin_token=cfg.admin_token.get_secret_value()) is None:
+    if _classify(cfg, credential) is None:
         return error_response(401, "invalid token", headers=challenge)
     return None
 
@@ -102,8 +113,23 @@ def authorize(cfg: WebhookConfig, header: str | None) -> JSONResponse | None:
 def caller(cfg: WebhookConfig, header: str | None) -> tuple[Credential, str]:
     """An already authorized caller's credential kind and token fingerprint."""
     credential = bearer(header) or ""
-    kind = classify(credential, token=cfg.token.get_secret_value(), admin_token=cfg.admin_token.get_secret_value())
-    return kind or "integration", fingerprint(credential)
+    return _classify(cfg, credential) or "integration", fingerprint(credential)
+
+
+def owner_refusal(sender_id: str) -> str:
+    return (f"sender_id {sender_id!r} is listed in channels.webhook.owners; speaking as the owner needs "
+            f"the owner credential ({OWNER_SETTING}, `lucid onboard --webhook-owner-token` makes one) — "
+            "the integration token never grants owner powers")
+
+
+def may_read(kind: Credential, *, wrote: bool, role: Role | None) -> bool:
+    """Whether a caller reads a chat: admin any; owner token owner chats and its own; the
+    integration token only guest chats it wrote to (never an owner's, whatever it wrote)."""
+    if kind == "admin":
+        return True
+    if kind == "owner":
+        return wrote or role == "owner"
+    return wrote and role != "owner"
 
 
 def role_refusal(chat_id: str, claimed: Role) -> str:
@@ -114,8 +140,8 @@ def role_refusal(chat_id: str, claimed: Role) -> str:
 
 def unwritten_refusal(key: str, admin_configured: bool) -> str:
     unset = "" if admin_configured else f" ({ADMIN_SETTING} is not set)"
-    return (f"this token did not write to {key!r}: the integration token reads only the chats it "
-            f"wrote to; other sessions need {ADMIN_SETTING}{unset}")
+    return (f"this token may not read {key!r}: the integration token reads only the guest chats it "
+            f"wrote to, an owner's chat needs {OWNER_SETTING}; other sessions need {ADMIN_SETTING}{unset}")
 
 
 class ChatLedger:
@@ -167,6 +193,20 @@ class ChatLedger:
                 db.execute("ROLLBACK")
                 raise
             return claimed
+
+    def role_of(self, chat_id: str) -> Role | None:
+        """The role that claimed ``chat_id``, or None when nobody has."""
+        with self._lock:
+            row = self._conn().execute("SELECT role FROM chat_roles WHERE chat_id = ?", (chat_id,)).fetchone()
+        if row is None:
+            return None
+        return "owner" if row[0] == "owner" else "guest"
+
+    def roles(self) -> dict[str, Role]:
+        """Every claimed chat and its role."""
+        with self._lock:
+            rows = self._conn().execute("SELECT chat_id, role FROM chat_roles").fetchall()
+        return {str(c): ("owner" if r == "owner" else "guest") for c, r in rows}
 
     def wrote(self, token_fp: str, chat_id: str) -> bool:
         with self._lock:

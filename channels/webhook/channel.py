@@ -12,8 +12,9 @@ the request gets 504 and the answer goes to ``callback_url`` when one was given.
 signed, from the gateway's durable outbox (``channels.outbox``, ``channels.webhook.callbacks``).
 
 Credentials and roles (``channels.webhook.auth``): the bearer token is an integration
-credential, not the owner; ``adminToken`` reads every session, the integration token only
-the chats it wrote to; and a chat belongs to the role (owner or guest) of its first sender —
+credential, never the owner (a sender listed in ``owners`` needs ``ownerToken``);
+``adminToken`` reads every session, the integration token only the guest chats it wrote
+to; and a chat belongs to the role (owner or guest) of its first sender —
 the other role is refused with 403, so no session ever mixes roles. Requests that carry an
 ``idempotency_key`` or a ``callback_url`` are remembered in SQLite (``channels.webhook.store``), so
 a retried request never runs a second turn and a restart loses no callback.
@@ -57,6 +58,7 @@ from channels.webhook.auth import (
     Credential,
     authorize,
     caller,
+    owner_refusal,
     role_refusal,
 )
 from channels.webhook.callbacks import (
@@ -228,6 +230,13 @@ class WebhookChannel:
     def caller_of(self, request: Request) -> tuple[Credential, str]:
         return caller(self.cfg, request.headers.get("authorization"))
 
+    def owner_refused(self, request: Request, sender_id: str) -> Response | None:
+        """403 when ``sender_id`` is an owner but the request lacks the owner credential."""
+        if Roster.of(self.cfg).role(sender_id) != "owner" or self.caller_of(request)[0] == "owner":
+            return None
+        logger.warning("webhook: refused a message naming owner %r without the owner token", sender_id)
+        return error_response(403, owner_refusal(sender_id))
+
     # -- routes -------------------------------------------------------------------------------
     def router(self) -> APIRouter:
         route_class = guarded_route(self.authorize, lambda: self.cfg.max_body_bytes)
@@ -259,6 +268,9 @@ class WebhookChannel:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "stream"),
                                            "msg": "stream=true needs wait=true (a 202 has nothing to stream)",
                                            "input": body.stream}])
+        refused = self.owner_refused(request, body.sender_id)
+        if refused is not None:
+            return refused
         _, token_fp = self.caller_of(request)
         role = Roster.of(self.cfg).role(body.sender_id)
         claimed = await asyncio.to_thread(self.ledger.claim, body.chat_id, role, token_fp)

@@ -6,7 +6,7 @@ without a ``callback_url`` it has nowhere to be POSTed. It is written to the cha
 transcript (as every answer is), and the integration polls this route: every assistant line
 after the position it last saw (``after``; the response's ``next_after`` is the one to send
 next), oldest first, each marked ``reply``, ``reminder`` or ``error``. The integration token
-reads only chats it wrote to; the admin token reads any.
+reads only guest chats it wrote to; the owner token also owner chats; the admin token any.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from channels.webhook.api import AUTH_ERRORS, SessionsView, doc, error_response
-from channels.webhook.auth import ChatLedger, Credential, unwritten_refusal
+from channels.webhook.auth import ChatLedger, Credential, may_read, unwritten_refusal
 
 __all__ = ["ChatMessages", "SaidItem", "chat_messages_route"]
 
@@ -48,7 +48,8 @@ def chat_messages_route(*, sessions: Callable[[], SessionsView | None], ledger: 
             return error_response(503, "chat messages are not available in this process")
         key = f"webhook:{chat_id}"
         kind, token_fp = caller(request)
-        if kind != "admin" and not await asyncio.to_thread(ledger.wrote, token_fp, chat_id):
+        if kind != "admin" and not may_read(kind, wrote=await asyncio.to_thread(ledger.wrote, token_fp, chat_id),
+                                            role=await asyncio.to_thread(ledger.role_of, chat_id)):
             return error_response(403, unwritten_refusal(key, admin_configured()))
         said = await view.said(key, after, limit)
         if said is None:

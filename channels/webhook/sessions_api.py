@@ -1,7 +1,7 @@
 """The webhook's sessions API: list, read and reset webhook sessions (``/v1/sessions…``).
 
-The admin token sees every webhook session; the integration token only the chats it wrote
-to (``channels.webhook.auth``). Kept apart from the channel, which it reaches through the
+The admin token sees every webhook session; the owner token the owner's chats and the ones
+it wrote to; the integration token only the guest chats it wrote to (``channels.webhook.auth``). Kept apart from the channel, which it reaches through the
 small ``SessionsHost`` surface, so each module holds one idea.
 """
 
@@ -27,7 +27,7 @@ from channels.webhook.api import (
     doc,
     error_response,
 )
-from channels.webhook.auth import LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, unwritten_refusal
+from channels.webhook.auth import LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, may_read, unwritten_refusal
 from config.schema import WebhookConfig
 
 
@@ -42,6 +42,8 @@ class SessionsHost(Protocol):
     def sessions_view(self) -> SessionsView | None: ...
 
     def caller_of(self, request: Request) -> tuple[Credential, str]: ...
+
+    def owner_refused(self, request: Request, sender_id: str) -> Response | None: ...
 
     async def submit(self, request: Request, chat_id: str, sender_id: str, text: str, *,
                      idem_key: str | None, callback_url: str | None, wait: bool) -> Response: ...
@@ -72,10 +74,13 @@ class SessionsApi:
         kind, token_fp = self.ch.caller_of(request)
         if kind == "admin":
             items = await self.ch.sessions_view.list(f"{CHANNEL}:", limit)
-        else:  # the integration token sees the chats it wrote to, newest first like the rest
+        else:  # the chats this token may read, newest first like the rest
             mine = await asyncio.to_thread(self.ch.ledger.chats_of, token_fp)
-            everything = await self.ch.sessions_view.list(f"{CHANNEL}:", LIST_SCAN_LIMIT) if mine else []
-            items = [i for i in everything if str(i.get("chat_id")) in mine][:limit]
+            roles = await asyncio.to_thread(self.ch.ledger.roles)
+            readable = {c for c in mine | set(roles)
+                        if may_read(kind, wrote=c in mine, role=roles.get(c))}
+            everything = await self.ch.sessions_view.list(f"{CHANNEL}:", LIST_SCAN_LIMIT) if readable else []
+            items = [i for i in everything if str(i.get("chat_id")) in readable][:limit]
         return JSONResponse(SessionList(sessions=[SessionSummary(**i) for i in items]).model_dump())
 
     async def get_session(self, key: str, request: Request,
@@ -91,6 +96,9 @@ class SessionsApi:
         found = await self._session(key, 1, request)
         if isinstance(found, Response):
             return found
+        refused = self.ch.owner_refused(request, sender_id)
+        if refused is not None:
+            return refused
         if not self.ch.bus.accepting:
             return error_response(503, SHUTTING_DOWN)
         return await self.ch.submit(request, key.removeprefix(f"{CHANNEL}:"), sender_id, "/new",
@@ -106,6 +114,12 @@ class SessionsApi:
             return error_response(404, f"no webhook session {key!r}")
         kind, token_fp = self.ch.caller_of(request)
         chat_id = key.removeprefix(f"{CHANNEL}:")
-        if kind != "admin" and not await asyncio.to_thread(self.ch.ledger.wrote, token_fp, chat_id):
+        if not await asyncio.to_thread(_may_read, self.ch.ledger, kind, token_fp, chat_id):
             return error_response(403, unwritten_refusal(key, bool(self.ch.cfg.admin_token.get_secret_value())))
         return detail
+
+
+def _may_read(ledger: ChatLedger, kind: Credential, token_fp: str, chat_id: str) -> bool:
+    if kind == "admin":
+        return True
+    return may_read(kind, wrote=ledger.wrote(token_fp, chat_id), role=ledger.role_of(chat_id))

@@ -19,13 +19,16 @@ def onboard(
     config_path: ConfigOption = None,
     webhook_token: Annotated[bool, typer.Option(
         "--webhook-token", help="Generate a new webhook token in the config and print it.")] = False,
+    webhook_owner_token: Annotated[bool, typer.Option(
+        "--webhook-owner-token",
+        help="Generate a new webhook owner token (channels.webhook.ownerToken) and print it.")] = False,
 ) -> None:
     """Create the config file and workspace templates (never overwrites your files)."""
     from config.onboard import install_templates, write_config
 
     path = resolve_config_path(config_path)
-    if webhook_token:
-        _new_webhook_token(path)
+    if webhook_token or webhook_owner_token:
+        _new_webhook_token(path, "ownerToken" if webhook_owner_token else "token")
         return
     if write_config(path):
         console.print(f"wrote {path} (webhook token generated; edit it to add your model key)")
@@ -39,17 +42,19 @@ def onboard(
         console.print(hint)
 
 
-def _new_webhook_token(path: Path) -> None:
+def _new_webhook_token(path: Path, key: str) -> None:
     import os
 
     from config.onboard import new_webhook_token
 
     try:
-        token = new_webhook_token(path)
+        token = new_webhook_token(path, key)
     except ValueError as exc:
         err_console.print(f"[red]config error[/red]: {exc}")
         raise typer.Exit(2) from None
-    err_console.print(f"new webhook token written to {path} (restart the gateway to use it):", markup=False)
+    what = "owner token" if key == "ownerToken" else "token"
+    err_console.print(f"new webhook {what} written to {path} (restart the gateway to use it):", markup=False)
     console.print(token, markup=False, highlight=False)
-    if os.environ.get("LUCIDGATE_CHANNELS__WEBHOOK__TOKEN"):
-        err_console.print("note: LUCIDGATE_CHANNELS__WEBHOOK__TOKEN is set and overrides the file", markup=False)
+    env = "LUCIDGATE_CHANNELS__WEBHOOK__" + ("OWNER_TOKEN" if key == "ownerToken" else "TOKEN")
+    if os.environ.get(env):
+        err_console.print(f"note: {env} is set and overrides the file", markup=False)

@@ -34,7 +34,7 @@ VERSION = 1
 WORKSPACE_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "HEARTBEAT.md")
 MEMORY_FILES = ("memory/MEMORY.md", "memory/history.jsonl", "memory/.cursor", "memory/.dream_cursor")
 FOLDERS = ("memory/archive", "sessions", "skills")
-_SECRET_KEYS = {"apikey", "token", "bottoken", "apptoken", "signingsecret", "secrettoken", "callbacksecret"}
+_SECRET_KEYS = {"apikey", "token", "ownertoken", "admintoken", "bottoken", "apptoken", "signingsecret", "secrettoken", "callbacksecret"}
 
 
 def export_archive(config: Config, out: Path) -> list[str]:
