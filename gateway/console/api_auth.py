@@ -26,10 +26,12 @@ def router(ctx: ConsoleContext) -> APIRouter:
     @api.post("/login", response_model=SessionInfo, summary="Open a console session",
               responses={401: {"description": "Wrong token or an unknown/used/expired code."},
                          403: {"description": "Not sent from this host's page."},
-                         429: {"description": "Too many failed attempts; wait a minute."}})
+                         429: {"description": "Too many failed attempts from this client; wait a minute "
+                                               "(the correct token is never refused)."}})
     async def login(body: LoginRequest, request: Request, response: Response) -> SessionInfo:
         check_origin(request)
-        if not await ctx.auth.check_credential(token=body.token, code=body.code):
+        client = request.client.host if request.client is not None else ""
+        if not await ctx.auth.check_credential(token=body.token, code=body.code, client=client):
             raise HTTPException(401, "that token or login link is not valid (links work once, for minutes)")
         sid, session = ctx.auth.open_session()
         response.set_cookie(COOKIE, sid, max_age=int(ctx.auth.ttl_s), httponly=True, samesite="strict",

@@ -7,6 +7,11 @@ only as a digest with its expiry and a CSRF token. The page keeps the CSRF token
 memory (never in storage) and sends it as ``X-CSRF-Token`` on every state-changing
 request, which must also carry an ``Origin`` of this very host. Sessions live in this
 process: a restart asks for a new login.
+
+Wrong logins are throttled per client address (``MAX_FAILURES_PER_MIN`` a minute), and the
+correct token is checked before the throttle: whoever floods the login from anywhere slows
+only their own guesses and can never lock the owner out. A code from a throttled client is
+refused without being tried, so guessing codes stays slow.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ COOKIE = "lucid_console"
 CSRF_HEADER = "x-csrf-token"
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 MAX_FAILURES_PER_MIN = 10
+MAX_TRACKED_CLIENTS = 10_000  # a bound on the failure table, whoever fills it
 
 
 @dataclass(slots=True)
@@ -47,25 +53,41 @@ class ConsoleAuth:
         self.ttl_s = ttl_s
         self.clock: Callable[[], float] = time.monotonic
         self._sessions: dict[str, ConsoleSession] = {}
-        self._failures: deque[float] = deque()
+        self._failures: dict[str, deque[float]] = {}
 
     # -- logging in ----------------------------------------------------------------------
-    def _throttled(self) -> bool:
+    def _throttled(self, client: str) -> bool:
         now = self.clock()
-        while self._failures and now - self._failures[0] > 60:
-            self._failures.popleft()
-        return len(self._failures) >= MAX_FAILURES_PER_MIN
+        failures = self._failures.get(client)
+        if failures is None:
+            return False
+        while failures and now - failures[0] > 60:
+            failures.popleft()
+        if not failures:
+            del self._failures[client]
+            return False
+        return len(failures) >= MAX_FAILURES_PER_MIN
 
-    async def check_credential(self, *, token: str | None, code: str | None) -> bool:
-        if self._throttled():
-            raise HTTPException(429, "too many failed logins; wait a minute")
+    def _failed(self, client: str) -> None:
+        if client not in self._failures and len(self._failures) >= MAX_TRACKED_CLIENTS:
+            now = self.clock()
+            for key in [k for k, d in self._failures.items() if not d or now - d[-1] > 60]:
+                del self._failures[key]
+            if len(self._failures) >= MAX_TRACKED_CLIENTS:  # still full: forget the oldest client
+                del self._failures[next(iter(self._failures))]
+        self._failures.setdefault(client, deque()).append(self.clock())
+
+    async def check_credential(self, *, token: str | None, code: str | None, client: str = "") -> bool:
+        """Whether the token or one-time code is valid; 429 for a throttled client's wrong one."""
+        if token and self._token and secrets.compare_digest(token.encode("utf-8"), self._token.encode("utf-8")):
+            return True  # never refused, however many wrong attempts anyone made
+        if self._throttled(client):
+            raise HTTPException(429, "too many failed logins from this client; wait a minute")
         ok = False
-        if token and self._token:
-            ok = secrets.compare_digest(token.encode("utf-8"), self._token.encode("utf-8"))
-        elif code:
+        if code and not (token and self._token):
             ok = await asyncio.to_thread(self.links.redeem, code)
         if not ok:
-            self._failures.append(self.clock())
+            self._failed(client)
         return ok
 
     def open_session(self) -> tuple[str, ConsoleSession]:
