@@ -10,7 +10,8 @@
 - Sessions: written in our format under their mapped key, unless we already have that
   session (never merged into a live conversation). A transcript ending in an unanswered
   message gets a closing note, so the gateway does not answer a months-old message.
-- Skills: folders copied when we have no skill of that name.
+- Skills: folders copied when we have no skill of that name — plain files only, ``0600`` in
+  ``0700`` folders (``safe_files.copy_private``: links and special files are left out).
 - Channel settings: offered; written into the config only with ``apply_channels``, and then
   only where ours are empty (allowFrom lists are united).
 - Memory files, notes and skills changed by the import become one commit ``import: …``.
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 
 from config.fileio import atomic_write_text
 from gateway.migrate.model import Source
+from gateway.migrate.safe_files import copy_private
 from memory.gitstore import GitStore
 from memory.naming import session_file_stem
 from memory.sessions import FORMAT_VERSION
@@ -105,7 +106,7 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
         report.actions.append(f"copy skill {skill.name}")
         touched.append(f"skills/{skill.name}")
         if not dry_run:
-            shutil.copytree(skill, target, symlinks=False)
+            copy_private(skill, target, report.warnings)
     await _import_history(source, workspace, report, dry_run)
     _import_sessions(source, workspace, report, dry_run)
     _offer_channels(source, config_path, report, dry_run=dry_run or not apply_channels)

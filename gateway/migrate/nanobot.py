@@ -19,17 +19,22 @@ nanobot's documented layout (docs/memory.md, its config and session store):
 Session keys are ``<channel>:<chat_id>`` (Slack threads ``slack:<channel>:<thread_ts>``),
 the same scheme as ours; the terminal's ``cli:<id>`` becomes our ``cli:local`` and the
 OpenAI-compatible API's ``api:<id>`` our ``openai:<id>``.
+
+Every file is read through ``SourceFiles``: links, hard links, special files and anything
+resolving outside the nanobot folder (or the workspace its config names) are refused.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 from gateway.migrate.model import HistoryItem, SessionItem, Source, text_of
+from gateway.migrate.safe_files import SourceFiles
 
 logger = logging.getLogger(__name__)
 
@@ -42,35 +47,39 @@ def read_nanobot(root: Path) -> Source:
     root = root.expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"{root} does not exist; pass the nanobot folder (default ~/.nanobot)")
-    config = _load_json(root / "config.json")
-    workspace = Path(str(_dig(config, "agents", "defaults", "workspace") or root / "workspace")).expanduser()
+    source = Source("nanobot", root)
+    config = _load_json(root / "config.json", SourceFiles(root, warnings=source.warnings))
+    configured = _dig(config, "agents", "defaults", "workspace")
+    workspace = Path(str(configured or root / "workspace")).expanduser()
     if not workspace.is_absolute():
         workspace = root / workspace
-    source = Source("nanobot", root)
-    if not workspace.is_dir():
+    # The workspace its config names is part of the source (nanobot's documented layout).
+    files = SourceFiles(root, *([workspace] if configured else []), warnings=source.warnings)
+    if not files.is_dir(workspace):
         source.warnings.append(f"no workspace at {workspace}")
-    for ours, theirs in (("SOUL.md", "SOUL.md"), ("USER.md", "USER.md"), ("memory/MEMORY.md", "memory/MEMORY.md")):
-        path = workspace / theirs
-        if path.is_file():
-            source.memory_files[ours] = path.read_text(encoding="utf-8", errors="replace")
-    source.history = _history(workspace / "memory", source)
-    skills = workspace / "skills"
-    if skills.is_dir():
-        source.skills = sorted(p for p in skills.iterdir() if (p / "SKILL.md").is_file())
-    for folder in _session_folders(root, workspace):
+    else:
+        for ours, theirs in (("SOUL.md", "SOUL.md"), ("USER.md", "USER.md"), ("memory/MEMORY.md", "memory/MEMORY.md")):
+            content = files.read_text(workspace / theirs)
+            if content is not None:
+                source.memory_files[ours] = content
+        if files.is_dir(workspace / "memory"):
+            source.history = _history(workspace / "memory", source, files)
+        source.skills = files.skill_folders(workspace / "skills")
+    for folder in _session_folders(root, workspace, files):
         for path in sorted(folder.glob("*.jsonl")):
-            item = _session(path, source)
+            item = _session(path, source, files)
             if item is not None and all(s.key != item.key for s in source.sessions):
                 source.sessions.append(item)
     source.channels = _channels(config)
     return source
 
 
-def _history(memory: Path, source: Source) -> list[HistoryItem]:
+def _history(memory: Path, source: Source, files: SourceFiles) -> list[HistoryItem]:
     items: list[HistoryItem] = []
     jsonl = memory / "history.jsonl"
-    if jsonl.is_file():
-        for n, line in enumerate(jsonl.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    content = files.read_text(jsonl)
+    if content is not None:
+        for n, line in enumerate(content.splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -80,9 +89,9 @@ def _history(memory: Path, source: Source) -> list[HistoryItem]:
                 source.warnings.append(f"{jsonl.name} line {n} is not a history entry; skipped")
                 continue
             items.append(HistoryItem(str(entry.get("timestamp") or ""), content))
-    legacy = memory / "HISTORY.md"
-    if legacy.is_file():
-        items.extend(parse_legacy_history(legacy.read_text(encoding="utf-8", errors="replace")))
+    legacy = files.read_text(memory / "HISTORY.md")
+    if legacy is not None:
+        items.extend(parse_legacy_history(legacy))
     return items
 
 
@@ -108,16 +117,17 @@ def parse_legacy_history(text: str) -> list[HistoryItem]:
     return items
 
 
-def _session_folders(root: Path, workspace: Path) -> list[Path]:
+def _session_folders(root: Path, workspace: Path, files: SourceFiles) -> list[Path]:
     folders: list[Path] = []
-    marker = workspace / ".nanobot" / "workspace-id"
     runtime = root / "sessions"
-    if marker.is_file():
-        folders.append(runtime / marker.read_text(encoding="utf-8").strip())
-    if runtime.is_dir():
+    marker = files.read_text(workspace / ".nanobot" / "workspace-id")
+    if marker is not None and marker.strip() and "/" not in marker.strip() and marker.strip() != "..":
+        folders.append(runtime / marker.strip())
+    if os.path.lexists(runtime) and files.is_dir(runtime):
         folders.extend(p for p in sorted(runtime.iterdir()) if p.is_dir() and p not in folders)
     folders.extend([workspace / "sessions", runtime])
-    return [f for f in folders if f.is_dir()]
+    unique = list(dict.fromkeys(folders))
+    return [f for f in unique if os.path.lexists(f) and files.is_dir(f)]
 
 
 def map_key(key: str) -> str:
@@ -129,10 +139,13 @@ def map_key(key: str) -> str:
     return key
 
 
-def _session(path: Path, source: Source) -> SessionItem | None:
+def _session(path: Path, source: Source, files: SourceFiles) -> SessionItem | None:
     header: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    content = files.read_text(path)
+    if content is None:
+        return None
+    for n, line in enumerate(content.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -184,11 +197,12 @@ def _dig(data: Any, *path: str) -> Any:
     return data
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+def _load_json(path: Path, files: SourceFiles) -> dict[str, Any]:
+    text = files.read_text(path)
+    if text is None:
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{path} is not valid JSON ({exc}); fix it or import without it") from None
     return data if isinstance(data, dict) else {}

@@ -18,6 +18,9 @@ Daily notes become history entries (one per note, dated that day) and are kept a
 daily notes too. Session keys ``agent:<id>:<rest>`` lose the agent prefix; the per-agent
 main DM session ``agent:<id>:main`` becomes ``openclaw:main``; ``<channel>:direct:<peer>``
 becomes ``<channel>:<peer>``, our key for a private chat on that channel.
+
+Every file is read through ``SourceFiles``: links, hard links, special files and anything
+resolving outside the OpenClaw folder (or the workspace its config names) are refused.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.migrate.model import HistoryItem, SessionItem, Source, text_of
+from gateway.migrate.safe_files import SourceFiles
 
 _DAILY = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 
@@ -40,39 +44,46 @@ def read_openclaw(root: Path) -> Source:
         raise FileNotFoundError(f"{root} does not exist; pass the OpenClaw folder (default ~/.openclaw)")
     config: dict[str, Any] = {}
     config_path = root / "openclaw.json"
-    if config_path.is_file():
+    warnings: list[str] = []
+    text = SourceFiles(root, warnings=warnings).read_text(config_path)
+    if text is not None:
         try:
-            loaded = json5.loads(config_path.read_text(encoding="utf-8"))
+            loaded = json5.loads(text)
         except ValueError as exc:
             raise ValueError(f"{config_path} is not valid JSON5 ({exc}); fix it or import without it") from None
         config = loaded if isinstance(loaded, dict) else {}
     workspace_value = ((config.get("agents") or {}).get("defaults") or {}).get("workspace")
     workspace = Path(str(workspace_value)).expanduser() if workspace_value else root / "workspace"
-    source = Source("openclaw", root)
-    if not workspace.is_dir():
+    source = Source("openclaw", root, warnings=warnings)
+    # The workspace its config names is part of the source (OpenClaw's documented layout).
+    files = SourceFiles(root, *([workspace] if workspace_value else []), warnings=warnings)
+    if files.is_dir(workspace):
+        _read_workspace(workspace, files, source)
+    else:
         source.warnings.append(f"no workspace at {workspace}")
-    for ours, theirs in (("SOUL.md", "SOUL.md"), ("USER.md", "USER.md"), ("memory/MEMORY.md", "MEMORY.md")):
-        path = workspace / theirs
-        if path.is_file():
-            source.memory_files[ours] = path.read_text(encoding="utf-8", errors="replace")
-    memory = workspace / "memory"
-    if memory.is_dir():
-        for path in sorted(memory.iterdir()):
-            match = _DAILY.match(path.name)
-            if match and path.is_file():
-                text = path.read_text(encoding="utf-8", errors="replace")
-                source.daily_notes[f"memory/{path.name}"] = text
-                if text.strip():
-                    source.history.append(HistoryItem(f"{match.group(1)} 23:59", text.strip()))
-    skills = workspace / "skills"
-    if skills.is_dir():
-        source.skills = sorted(p for p in skills.iterdir() if (p / "SKILL.md").is_file())
     agents = root / "agents"
-    if agents.is_dir():
-        for agent_dir in sorted(p for p in agents.iterdir() if p.is_dir()):
-            _read_sessions(agent_dir / "sessions", source)
+    if files.is_dir(agents):
+        for agent_dir in sorted(p for p in agents.iterdir() if files.is_dir(p)):
+            _read_sessions(agent_dir / "sessions", source, files)
     source.channels = _channels(config)
     return source
+
+
+def _read_workspace(workspace: Path, files: SourceFiles, source: Source) -> None:
+    for ours, theirs in (("SOUL.md", "SOUL.md"), ("USER.md", "USER.md"), ("memory/MEMORY.md", "MEMORY.md")):
+        content = files.read_text(workspace / theirs)
+        if content is not None:
+            source.memory_files[ours] = content
+    memory = workspace / "memory"
+    if files.is_dir(memory):
+        for path in sorted(memory.iterdir()):
+            match = _DAILY.match(path.name)
+            content = files.read_text(path) if match else None
+            if match and content is not None:
+                source.daily_notes[f"memory/{path.name}"] = content
+                if content.strip():
+                    source.history.append(HistoryItem(f"{match.group(1)} 23:59", content.strip()))
+    source.skills = files.skill_folders(workspace / "skills")
 
 
 def map_key(key: str) -> str:
@@ -86,13 +97,14 @@ def map_key(key: str) -> str:
     return ":".join(parts)
 
 
-def _read_sessions(folder: Path, source: Source) -> None:
-    if not folder.is_dir():
+def _read_sessions(folder: Path, source: Source, files: SourceFiles) -> None:
+    if not files.is_dir(folder):
         return
     store: dict[str, Any] = {}
-    if (folder / "sessions.json").is_file():
+    index = files.read_text(folder / "sessions.json")
+    if index is not None:
         try:
-            loaded = json.loads((folder / "sessions.json").read_text(encoding="utf-8"))
+            loaded = json.loads(index)
             store = loaded if isinstance(loaded, dict) else {}
         except ValueError:
             source.warnings.append(f"{folder / 'sessions.json'} is not valid JSON; transcripts kept by id")
@@ -100,17 +112,20 @@ def _read_sessions(folder: Path, source: Source) -> None:
     for path in sorted(folder.glob("*.jsonl")):
         session_id = path.stem.split("-topic-")[0]
         origin = by_id.get(session_id) or f"session:{session_id}"
-        item = _transcript(path, origin, source)
+        content = files.read_text(path)
+        if content is None:
+            continue
+        item = _transcript(path, content, origin, source)
         if item is not None and all(s.key != item.key for s in source.sessions):
             source.sessions.append(item)
 
 
-def _transcript(path: Path, origin: str, source: Source) -> SessionItem | None:
+def _transcript(path: Path, content: str, origin: str, source: Source) -> SessionItem | None:
     messages: list[dict[str, Any]] = []
     created: str | None = None
     kept_from: str | None = None
     ids: list[str] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    for n, line in enumerate(content.splitlines(), 1):
         if not line.strip():
             continue
         try:
