@@ -6,7 +6,9 @@ The repository's work tree is the workspace, but it tracks ONLY ``SOUL.md``, ``U
 Sessions, history and config never enter the repository.
 
 Every mutating operation holds ``memory/.git.lock`` so the gateway and a ``lucid dream``
-beside it never interleave commits. The synchronous methods do the git work; the
+beside it never interleave commits. Every git process runs with ``gitsafe.safe_env`` and
+only after ``gitsafe.sanitize_repository``: nothing a repository's config or hooks name is
+ever executed, whoever made the ``.git``. The synchronous methods do the git work; the
 ``a``-prefixed wrappers run them in a worker thread for async callers.
 """
 
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING
 from filelock import FileLock, Timeout
 
 from memory.errors import GitStoreError
+from memory.gitsafe import run_git, safe_env, sanitize_repository
 
 if TYPE_CHECKING:  # GitPython loads on the first repository operation, not at import
     from git import Repo
@@ -106,6 +109,24 @@ class GitStore:
             repo.git.bundle("create", str(target), "--all")
             return True
 
+    def adopt_bundle(self, bundle: Path) -> str | None:
+        """Take the memory history from a ``git bundle`` (``lucid export``/``backup``), after
+        ``git bundle verify``; returns None when adopted, else why it was not (the history
+        then starts fresh). Only ``refs/heads/main`` is taken."""
+        from git.exc import GitCommandError
+
+        with self._locked(), self._repo() as repo:
+            try:
+                repo.git.bundle("verify", "-q", str(bundle))
+                heads = repo.git.bundle("list-heads", str(bundle), "refs/heads/main")
+            except GitCommandError as exc:
+                return f"the bundle did not verify ({(exc.stderr or '').strip() or exc})"
+            if "refs/heads/main" not in heads:
+                return "the bundle has no main branch"
+            repo.git.fetch("--no-tags", str(bundle), "+refs/heads/main:refs/heads/main", "--update-head-ok")
+            repo.git.reset("-q", "main")  # the index follows the history; the files are in place
+            return None
+
     def restore(self, sha: str) -> str:
         """A NEW commit bringing the files ``sha`` changed back to their state before it."""
         with self._locked(), self._repo() as repo:
@@ -119,8 +140,10 @@ class GitStore:
             before = parents[0]
             # Only the files this commit changed go back; what later commits added or changed
             # elsewhere (a new skill, another file) is left alone.
-            touched = [f for f in _lines(repo.git.diff("--name-only", before, target)) if is_tracked(f)]
-            differs = set(_lines(repo.git.diff("--name-only", before, "HEAD", "--", *touched))) if touched else set()
+            touched = [f for f in _lines(repo.git.diff("--no-ext-diff", "--name-only", before, target))
+                       if is_tracked(f)]
+            differs = (set(_lines(repo.git.diff("--no-ext-diff", "--name-only", before, "HEAD", "--", *touched)))
+                       if touched else set())
             changed = [f for f in touched if f in differs]
             if not changed:
                 raise GitStoreError(
@@ -161,7 +184,8 @@ class GitStore:
             raise GitStoreError("memory is not versioned yet; nothing to show")
         with self._repo(create=False) as repo:
             target = self._resolve(repo, sha)
-            return str(repo.git.show("--no-color", "--patch", "--format=medium", target, "--"))
+            return str(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
+                                     "--format=medium", target, "--"))
 
     # ------------------------------------------------------------------ async wrappers
     async def ainit(self) -> None:
@@ -206,10 +230,11 @@ class GitStore:
 
         git_dir = self.workspace / ".git"
         repo: Repo | None = None
-        if git_dir.exists():
+        if git_dir.exists() or git_dir.is_symlink():
             try:
+                sanitize_repository(self.workspace)  # before anything reads its config
                 repo = Repo(self.workspace)
-            except (InvalidGitRepositoryError, NoSuchPathError) as exc:
+            except (InvalidGitRepositoryError, NoSuchPathError, GitStoreError) as exc:
                 if not create:
                     raise GitStoreError(f"{git_dir} is not a usable repository") from exc
                 aside = git_dir.with_name(f".git.broken-{time.strftime('%Y%m%d%H%M%S')}")
@@ -223,9 +248,12 @@ class GitStore:
                 logger.warning("re-initialising the memory repository in %s", self.workspace)
             else:
                 logger.info("initialising the memory repository in %s", self.workspace)
-            repo = Repo.init(self.workspace, initial_branch="main")
+            made = run_git(["init", "-q", "-b", "main", str(self.workspace)], cwd=self.workspace)
+            if made.returncode != 0:
+                raise GitStoreError(f"git init failed in {self.workspace}: {made.stderr.strip()}")
+            repo = Repo(self.workspace)
         try:
-            repo.git.update_environment(**IDENTITY_ENV)
+            repo.git.update_environment(**{**safe_env(self.workspace), **IDENTITY_ENV})
             ignore = self.workspace / ".gitignore"
             if fresh or not ignore.exists() or _ours_but_old(ignore):
                 ignore.write_text(GITIGNORE, encoding="utf-8")
@@ -295,7 +323,7 @@ class GitStore:
             # -f: a .gitignore from before daily notes were versioned must not refuse them.
             repo.git.add("-f", "-A", "--", *notes)
         # With an unborn HEAD, git compares the index against the empty tree.
-        return _lines(repo.git.diff("--cached", "--name-only", "--", *TRACKED, *notes))
+        return _lines(repo.git.diff("--no-ext-diff", "--cached", "--name-only", "--", *TRACKED, *notes))
 
     def _daily_notes(self) -> list[str]:
         folder = self.workspace / "memory"

@@ -1,6 +1,7 @@
 """``lucid backup`` while the gateway runs, ``lucid restore`` into an empty directory, and
-the restored copy is the same assistant: transcripts, memory, its git history, the webhook
-store (taken with SQLite's online backup), secrets only when asked, the index left out."""
+the restored copy is the same assistant: transcripts, memory, its git history (from a bundle),
+the webhook store in the archive (taken with SQLite's online backup) but never restored as
+state, secrets only when asked, the index left out."""
 
 from __future__ import annotations
 
@@ -82,7 +83,12 @@ async def test_backup_while_running_then_restore_round_trip(tmp_path, live_setup
     # Memory files and the git history came along; the SQLite store is a consistent copy.
     assert (new_ws / "SOUL.md").read_text() == (workspace / "SOUL.md").read_text()
     assert GitStore(new_ws).log(5) == GitStore(workspace).log(5)
-    store = new_ws / "state" / "webhook.sqlite"
+    # The SQLite store in the archive is a consistent snapshot; a restore never unpacks state/
+    # (pairings, owner sessions, jobs), and says so.
+    assert not (new_ws / "state").exists() and restored["left_out"] == ["workspace/state/"]
+    store = tmp_path / "snapshot.sqlite"
+    with tarfile.open(archive) as tar:
+        store.write_bytes(tar.extractfile("workspace/state/webhook.sqlite").read())  # type: ignore[union-attr]
     with sqlite3.connect(store) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]

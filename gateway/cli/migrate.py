@@ -63,8 +63,11 @@ def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written b
                 if dry_run:
                     console.print(f"would restore {file} into the fresh workspace {config.workspace}")
                     return
-                restored = restore_fresh(unpacked, config.workspace)
+                warnings: list[str] = []
+                restored = restore_fresh(unpacked, config.workspace, warnings)
                 console.print(f"restored {len(restored)} file(s) and the memory history into {config.workspace}")
+                for warning in warnings:
+                    err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
                 console.print("config.json in the archive has no secrets; set tokens and keys here yourself")
                 return
             _report(asyncio.run(_apply(read_lucid(unpacked), config.workspace, dry_run, None, False)), dry_run)

@@ -102,6 +102,11 @@ def restore(
         raise typer.Exit(1) from None
     config = (to / "config.json").resolve()
     console.print(f"restored the backup of {manifest['created']} into {to.resolve()}", markup=False)
+    for left in manifest.get("left_out", []):
+        console.print(f"left out {left}: a restore never unpacks a repository or the gateway's state "
+                      "(pairings, owner sessions, jobs); re-pair and re-create reminders", markup=False)
+    for warning in manifest.get("warnings", []):
+        err_console.print(f"warning: {warning}", markup=False)
     if not manifest.get("secrets"):
         console.print(f"secrets were not in the backup: put them back in {config} "
                       "(`lucid onboard --webhook-token -c ...` makes a new webhook token)", markup=False)

@@ -10,14 +10,22 @@ The archive is a ``.tar.gz``::
                              extra headers): the new machine gets its own
 
 Importing restores into a fresh workspace exactly (history and cursors byte for byte, the
-git history fetched from the bundle); into a workspace that already has a life of its own
-it goes through the same merge as the other importers (``read_lucid`` -> ``Source``).
+git history fetched from the bundle after ``git bundle verify``); into a workspace that
+already has a life of its own it goes through the same merge as the other importers
+(``read_lucid`` -> ``Source``).
+
+An archive is someone else's data, and importing it runs nothing: only the files named
+above are taken (never a ``.git/`` or ``state/`` it may carry — a repository's config and
+hooks run commands, and state holds pairings and owner sessions), each read through
+``SourceFiles`` (no links, no special files), written ``0600``. A bundle that does not
+verify is left out and the memory history starts fresh, with a warning.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import tarfile
 import tempfile
@@ -26,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from config.schema import Config
+from config.fileio import atomic_write_bytes
 from gateway.migrate.model import HistoryItem, SessionItem, Source
+from gateway.migrate.safe_files import PRIVATE_DIR, SourceFiles
 from memory.gitstore import GitStore
 
 FORMAT = "lucidgate-export"
@@ -140,60 +150,93 @@ def is_fresh(workspace: Path) -> bool:
     return len(GitStore(workspace).log(2)) <= 1
 
 
-def restore_fresh(unpacked: Path, workspace: Path) -> list[str]:
-    """Copy everything over an empty workspace and adopt the bundled git history."""
+def restore_fresh(unpacked: Path, workspace: Path, warnings: list[str] | None = None) -> list[str]:
+    """Copy the archive's files over an empty workspace and adopt its verified git history.
+
+    Only the export's own paths are taken (``WORKSPACE_FILES``, ``MEMORY_FILES``, daily notes,
+    ``FOLDERS``): a ``.git/`` or ``state/`` in the archive is never copied."""
+    warnings = warnings if warnings is not None else []
     source = unpacked / "workspace"
+    files = SourceFiles(source, warnings=warnings)
     restored: list[str] = []
-    for path in sorted(source.rglob("*")):
-        if path.is_file() and not path.is_symlink():
-            rel = path.relative_to(source)
-            target = workspace / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-            restored.append(rel.as_posix())
+    for rel in _export_paths(source, files):
+        data = files.read_bytes(source / rel)
+        if data is None:
+            continue
+        target = workspace / rel
+        _private_parents(target.parent, workspace)
+        atomic_write_bytes(target, data)  # 0600
+        restored.append(rel)
+    for extra in (".git", "state"):
+        if os.path.lexists(source / extra):
+            warnings.append(f"left out {extra}/ from the archive: an import never takes a repository or state")
     bundle = unpacked / "memory.bundle"
     if bundle.exists():
-        from git import Repo
-
-        git_dir = workspace / ".git"
-        if git_dir.exists():
-            shutil.rmtree(git_dir)
-        repo = Repo.init(workspace, initial_branch="main")
-        try:
-            repo.git.fetch(str(bundle), "+refs/heads/*:refs/heads/*", "--update-head-ok")
-            repo.git.reset("-q", "main")  # the index follows the history; files are already in place
-        finally:
-            repo.close()
-        GitStore(workspace).init()  # our .gitignore and identity
+        reason = GitStore(workspace).adopt_bundle(bundle)
+        if reason is not None:
+            warnings.append(f"memory history not restored, it starts fresh: {reason}")
+    GitStore(workspace).init()  # our .gitignore and identity
     return restored
+
+
+def _export_paths(source: Path, files: SourceFiles) -> list[str]:
+    """The workspace-relative files an export holds, walked without following links."""
+    found = [rel for rel in (*WORKSPACE_FILES, *MEMORY_FILES) if os.path.lexists(source / rel)]
+    memory = source / "memory"
+    if files.is_dir(memory):
+        found += [f"memory/{p.name}" for p in sorted(memory.glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md"))]
+    for folder in FOLDERS:
+        root = source / folder
+        if not os.path.lexists(root) or not files.is_dir(root):
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames[:] = [d for d in sorted(dirnames) if files.is_dir(Path(dirpath) / d)]
+            found += [(Path(dirpath) / n).relative_to(source).as_posix() for n in sorted(filenames)]
+    return found
+
+
+def _private_parents(folder: Path, workspace: Path) -> None:
+    """Create ``folder`` (inside ``workspace``) and any missing parent, ``0700``."""
+    missing = []
+    while not folder.exists() and folder != workspace:
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(mode=PRIVATE_DIR)
+        os.chmod(path, PRIVATE_DIR)
 
 
 def read_lucid(unpacked: Path) -> Source:
     """An archive as a ``Source``, for merging into a workspace that is already in use."""
     root = unpacked / "workspace"
     source = Source("lucid", unpacked)
+    files = SourceFiles(root, warnings=source.warnings)
     for rel in ("SOUL.md", "USER.md", "memory/MEMORY.md"):
-        if (root / rel).is_file():
-            source.memory_files[rel] = (root / rel).read_text(encoding="utf-8")
+        content = files.read_text(root / rel)
+        if content is not None:
+            source.memory_files[rel] = content
     for note in sorted((root / "memory").glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md")):
-        source.daily_notes[f"memory/{note.name}"] = note.read_text(encoding="utf-8")
-    history = root / "memory" / "history.jsonl"
-    if history.is_file():
-        for line in history.read_text(encoding="utf-8").splitlines():
+        content = files.read_text(note)
+        if content is not None:
+            source.daily_notes[f"memory/{note.name}"] = content
+    history = files.read_text(root / "memory" / "history.jsonl")
+    if history is not None:
+        for line in history.splitlines():
             try:
                 entry = json.loads(line)
                 source.history.append(HistoryItem(str(entry.get("timestamp") or ""), str(entry["content"])))
             except (ValueError, KeyError, TypeError):
                 continue
     for path in sorted((root / "sessions").glob("*.jsonl")):
-        lines = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+        content = files.read_text(path)
+        if content is None:
+            continue
+        lines = [json.loads(x) for x in content.splitlines() if x.strip()]
         if not lines or lines[0].get("_type") != "metadata":
             continue
         head, messages = lines[0], [m for m in lines[1:] if "role" in m]
         source.sessions.append(SessionItem(key=str(head["key"]), messages=messages, created_at=head.get("created_at"),
                                            updated_at=head.get("updated_at"), origin_key=str(head["key"]),
                                            last_consolidated=int(head.get("last_consolidated", 0))))
-    skills = root / "skills"
-    if skills.is_dir():
-        source.skills = sorted(p for p in skills.iterdir() if (p / "SKILL.md").is_file())
+    source.skills = files.skill_folders(root / "skills") if os.path.lexists(root / "skills") else []
     return source

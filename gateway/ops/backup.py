@@ -4,18 +4,23 @@ What goes in (a ``.tar.gz``):
 
 - ``config.json`` — with every secret blanked unless ``include_secrets`` (an archive
   tends to travel: to another disk, a cloud drive, a chat with support);
-- ``workspace/`` — memory files, transcripts, history, skills, the memory git repo;
+- ``workspace/`` — memory files, transcripts, history, skills, the gateway's state;
+- ``memory.bundle`` — the memory git history as a ``git bundle`` (never the ``.git`` folder:
+  a repository's config and hooks run commands wherever it is unpacked);
 - ``manifest.json`` — version, time, what was left out.
 
 Consistency while the gateway runs: every ``*.sqlite`` store is copied with SQLite's
 online backup API (a transactionally consistent snapshot, whatever is writing), the
-memory git repository is copied under ``memory/.git.lock`` (the lock every git change
-takes), and JSONL files are append-only, so at worst the last line is cut and the
+memory history is bundled under ``memory/.git.lock`` (the lock every git change takes),
+and JSONL files are append-only, so at worst the last line is cut and the
 loaders already drop a torn tail. Left out: rebuildable indexes, the workspace lock,
 the per-start local API token, SQLite sidecar files and temp files.
 
 Restore goes into an empty (or new) directory, never over live data: ``config.json``
-there points at ``workspace/`` there.
+there points at ``workspace/`` there. It runs nothing from the archive: ``workspace/.git/``
+and ``workspace/state/`` (pairings, owner sessions, scheduled jobs — trust decisions and
+work that would run) are never unpacked, whoever made the archive; the memory history is
+rebuilt from ``memory.bundle`` after ``git bundle verify``, or starts fresh.
 """
 
 from __future__ import annotations
@@ -33,12 +38,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
 from pydantic import BaseModel, SecretStr
 
 from config.errors import LucidError
 from config.fileio import atomic_write_text
 from config.schema import Config
+from memory.gitstore import GitStore
 
 FORMAT = 1
 # Never archived: rebuilt on demand, per-process, or a half-written temp file.
@@ -120,7 +125,6 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
                 if not include_secrets:
                     document = _blank_secrets(document, secret_keys())
                 _add_bytes(tar, "config.json", (json.dumps(document, indent=2) + "\n").encode())
-            lock = FileLock(str(workspace / "memory" / ".git.lock"), timeout=120)
             git_dir = workspace / ".git"
             for path in _walk(workspace):
                 rel = path.relative_to(workspace).as_posix()
@@ -132,13 +136,10 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
                 data = _sqlite_snapshot(path) if _SQLITE.search(rel) else path.read_bytes()
                 _add_bytes(tar, f"workspace/{rel}", data, path.stat().st_mtime)
                 files += 1
-            if git_dir.is_dir():
-                with lock:  # every git change in the gateway takes this lock: a consistent repo
-                    for path in _walk(git_dir):
-                        rel = path.relative_to(workspace).as_posix()
-                        if path.is_file() and not path.is_symlink() and not rel.endswith(".lock"):
-                            _add_bytes(tar, f"workspace/{rel}", path.read_bytes(), path.stat().st_mtime)
-                            files += 1
+            with tempfile.TemporaryDirectory(prefix="lucid-backup-") as scratch:
+                bundle = Path(scratch) / "memory.bundle"
+                if GitStore(workspace).bundle(bundle):  # under the git lock: a consistent history
+                    _add_bytes(tar, "memory.bundle", bundle.read_bytes())
             manifest = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "secrets": include_secrets, "files": files, "skipped": skipped,
                         "workspace": str(workspace), "config": str(config_path)}
@@ -166,19 +167,27 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
         names = tar.getnames()
         if "manifest.json" not in names:
             raise BackupError(f"{archive} is not a lucid backup (no manifest.json)")
-        for member in tar.getmembers():
-            if not (member.name in ("config.json", "manifest.json") or member.name.startswith("workspace/")):
+        members = tar.getmembers()
+        for member in members:
+            if not (member.name in ("config.json", "manifest.json", "memory.bundle")
+                    or member.name.startswith("workspace/") or member.name == "workspace"):
                 raise BackupError(f"{archive}: unexpected entry {member.name!r}; not restoring")
+        left_out = sorted({_never_restored(m.name) for m in members} - {None})  # type: ignore[arg-type]
+        members = [m for m in members if _never_restored(m.name) is None]
         target.mkdir(parents=True, exist_ok=True, mode=0o700)
         staging = Path(tempfile.mkdtemp(dir=target, prefix=".restore."))
         try:
             # The "data" filter refuses absolute paths, "..", links out of the tree, devices.
-            tar.extractall(staging, filter="data")
+            tar.extractall(staging, members=members, filter="data")
             manifest = json.loads((staging / "manifest.json").read_text(encoding="utf-8"))
             if (staging / "workspace").exists():
                 os.replace(staging / "workspace", target / "workspace")
             else:
                 (target / "workspace").mkdir(mode=0o700)
+            if (staging / "memory.bundle").exists():
+                reason = GitStore(target / "workspace").adopt_bundle(staging / "memory.bundle")
+                if reason is not None:
+                    manifest.setdefault("warnings", []).append(f"memory history starts fresh: {reason}")
             config_file = staging / "config.json"
             document = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
         finally:
@@ -192,4 +201,13 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
         os.chmod(dirpath, 0o700)
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o600)
+    manifest["left_out"] = left_out
     return manifest
+
+
+def _never_restored(name: str) -> str | None:
+    """``workspace/.git/`` or ``workspace/state/`` for a member under either, else None."""
+    parts = Path(name).parts
+    if len(parts) >= 2 and parts[0] == "workspace" and parts[1] in (".git", "state"):
+        return f"workspace/{parts[1]}/"
+    return None
