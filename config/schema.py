@@ -124,6 +124,9 @@ class TasksConfig(Section):
 
     # Tokens one run of a task may use (prompt + completion over all its model calls).
     token_budget: int = Field(30_000, ge=1000)
+    # Reminders and tasks guests may have active at once, over all their chats together
+    # (a per-chat cap alone is sidestepped by opening more chats); 0 = guests set none.
+    guest_max_active: int = Field(20, ge=0)
 
 
 class AgentDefaults(Section):
@@ -317,7 +320,12 @@ class ConsoleConfig(Section):
 
 
 class UsageConfig(Section):
+    """Daily token budgets (UTC days): all work, and the work each role set off."""
+
     daily_token_budget: int | None = Field(None, ge=1)
+    # Turns, tool steps and tasks that guests started; None = unlimited.
+    guest_daily_token_budget: int | None = Field(1_000_000, ge=1)
+    owner_daily_token_budget: int | None = Field(None, ge=1)
 
 
 class Config(Section):

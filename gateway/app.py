@@ -90,7 +90,9 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     store = MemoryStore(workspace, max_history_entries=agent.memory.max_history_entries,
                         timezone=agent.timezone)
     git = GitStore(workspace)
-    usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget)
+    usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget,
+                        role_budgets={"guest": config.usage.guest_daily_token_budget,
+                                      "owner": config.usage.owner_daily_token_budget})
     chain = ModelChain(config, metrics=metrics, sessions=SessionModels(workspace / "state" / "models.json"))
     calibration = TokenCalibration(workspace / "state" / "token_calibration.json")
     model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain, calibration=calibration)

@@ -68,8 +68,10 @@ def upcoming(reminder: Reminder, tz: tzinfo, now: datetime | None = None) -> dat
 
 class ReminderJobs:
     def __init__(self, store: ReminderStore, bus: MessageBus, tz: tzinfo, *,
-                 grace_s: float, min_every_s: int, task_token_budget: int) -> None:
+                 grace_s: float, min_every_s: int, task_token_budget: int,
+                 guest_max_active: int = 20) -> None:
         self.store = store
+        self.guest_max_active = guest_max_active
         self.task_token_budget = task_token_budget
         self.bus = bus
         self.tz = tz
@@ -119,6 +121,12 @@ class ReminderJobs:
         if await asyncio.to_thread(self.store.count_active, session_key) >= MAX_PER_CHAT:
             raise ReminderError(f"this chat already has {MAX_PER_CHAT} reminders and tasks; "
                                 "remove some first")
+        # Guests are capped over all their chats together: a per-chat cap alone is sidestepped
+        # by writing from more chats.
+        if creator_role == "guest" and (
+                await asyncio.to_thread(self.store.count_active_by_guests) >= self.guest_max_active):
+            raise ReminderError(f"guests already have {self.guest_max_active} reminders and tasks over all "
+                                "chats (agents.defaults.tasks.guestMaxActive); the owner can raise it")
         reminder = await asyncio.to_thread(
             self.store.add, session_key=session_key, channel=target.channel, chat_id=target.chat_id,
             thread_id=target.thread_id, kind=kind, spec=spec, text=text, created_at=now,

@@ -229,6 +229,13 @@ class ReminderStore:
                                "AND session_key = ?", (session_key,)).fetchone()
         return int(row[0])
 
+    def count_active_by_guests(self) -> int:
+        """Active and paused entries set by guests, in every chat."""
+        with self._connect() as conn:
+            row = conn.execute("SELECT COUNT(*) FROM reminders WHERE status IN ('active', 'paused') "
+                               "AND creator_role = 'guest'").fetchone()
+        return int(row[0])
+
     def all(self, limit: int = 200) -> list[Reminder]:
         """Newest first, any status (``lucid jobs --all``)."""
         with self._connect() as conn:

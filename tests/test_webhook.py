@@ -99,7 +99,8 @@ def wh_config(make_config: Callable[..., Any], fake_llm: FakeLLMServer) -> Calla
     def build(webhook: dict[str, Any] | None = None, **sections: Any) -> Any:
         hook = {"token": TOKEN, "ownerToken": OWNER_TOKEN, "callbackSecret": SECRET, "callbackAllowHosts": ["127.0.0.1"],
                 "waitTimeoutS": 60, "callbackBackoffS": 0.05, "callbackTimeoutS": 2,
-                "rateLimitPerMin": 1000, **(webhook or {})}
+                "rateLimitPerMin": 1000, "rateLimitPerCredentialPerMin": 1000, "rateLimitGlobalPerMin": 1000,
+                **(webhook or {})}
         gateway = {"port": 0, "shutdownGraceS": 2, **sections.pop("gateway", {})}
         return make_config(channels={"webhook": hook}, gateway=gateway, **sections)
 

@@ -74,7 +74,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Clien
                                 "llmRetryBaseDelayS": 0.01, "llmTimeoutS": 10}},
         "providers": {"openai": {"apiKey": "sk-test", "apiBase": llm.base_url}},
         "channels": {"webhook": {"token": TOKEN, "callbackSecret": "fuzz-secret-123456",
-                                 "rateLimitPerMin": 100000, "waitTimeoutS": 20}},
+                                 "rateLimitPerMin": 100000, "rateLimitPerCredentialPerMin": 100000,
+                                 "rateLimitGlobalPerMin": 100000, "waitTimeoutS": 20}},
         "gateway": {"port": 0, "shutdownGraceS": 1},
     })
     gateway = ThreadedGateway(config).start()

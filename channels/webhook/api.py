@@ -154,8 +154,16 @@ class SenderRateLimiter:
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}
 
+    def wait(self, key: str) -> float:
+        """0 when ``key`` may send now, else the seconds until it may (nothing is taken)."""
+        now = self._clock()
+        tokens, last = self._buckets.get(key, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - last) * self.rate)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self.rate
+
     def take(self, key: str) -> float:
-        """0 when allowed, else how many seconds until the sender may send again."""
+        """0 when allowed (one message is taken), else how many seconds until the sender may
+        send again."""
         now = self._clock()
         tokens, last = self._buckets.get(key, (self.capacity, now))
         tokens = min(self.capacity, tokens + (now - last) * self.rate)
@@ -167,6 +175,37 @@ class SenderRateLimiter:
             return 0.0
         self._buckets[key] = (tokens, now)
         return (1.0 - tokens) / self.rate
+
+
+class WebhookRateLimits:
+    """Three buckets a message must all pass: its sender's (within its credential), its
+    credential's (however many sender ids it names) and the gateway's (every credential).
+
+    A ``sender_id`` is chosen by the caller, so a per-sender limit alone is no limit: the
+    credential and global buckets are what a caller cannot multiply. A refused message takes
+    from no bucket."""
+
+    def __init__(self, *, per_sender: int, per_credential: int, per_gateway: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits = (
+            ("rateLimitPerMin", "this sender", per_sender, SenderRateLimiter(per_sender, clock=clock)),
+            ("rateLimitPerCredentialPerMin", "this token", per_credential,
+             SenderRateLimiter(per_credential, clock=clock)),
+            ("rateLimitGlobalPerMin", "all callers together", per_gateway, SenderRateLimiter(per_gateway, clock=clock)),
+        )
+
+    def take(self, credential_fp: str, sender_id: str) -> tuple[float, str] | None:
+        """None when the message may pass (taken from every bucket), else (seconds to wait,
+        the refusal naming the limit that was hit)."""
+        keys = (f"{credential_fp}\x1f{sender_id}", credential_fp, "*")
+        for (setting, who, per_min, bucket), key in zip(self.limits, keys, strict=True):
+            wait = bucket.wait(key)
+            if wait > 0:
+                return wait, (f"too many messages from {who}: the limit is {per_min} a minute "
+                              f"(channels.webhook.{setting})")
+        for (_, _, _, bucket), key in zip(self.limits, keys, strict=True):
+            bucket.take(key)
+        return None
 
 
 def _capped(receive: Receive, limit: int) -> Receive:
@@ -263,7 +302,8 @@ MESSAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: doc("Accepted (wait=false); the answer goes to callback_url.", MessageAccepted),
     403: doc("The chat belongs to another role (owner vs guest); use another chat_id."),
     409: doc("idempotency_key was used for a different message within 24 h."),
-    429: doc("Too many messages from this sender (rateLimitPerMin)."),
+    429: doc("Too many messages: from this sender (rateLimitPerMin), with this token "
+             "(rateLimitPerCredentialPerMin) or in all (rateLimitGlobalPerMin)."),
     504: doc("No answer within waitTimeoutS; the message stays queued and its "
              "answer goes to callback_url if given."),
 }

@@ -44,7 +44,7 @@ from channels.webhook.api import (
     MessageAccepted,
     MessageReply,
     MessageRequest,
-    SenderRateLimiter,
+    WebhookRateLimits,
     SessionsView,
     bearer_scheme,
     client_gone,
@@ -104,7 +104,9 @@ class WebhookChannel:
             secret=cfg.callback_secret.get_secret_value(), allow_hosts=cfg.callback_allow_hosts,
             timeout_s=cfg.callback_timeout_s, max_attempts=cfg.callback_max_attempts,
             backoff_s=cfg.callback_backoff_s)
-        self.limiter = SenderRateLimiter(cfg.rate_limit_per_min)
+        self.limiter = WebhookRateLimits(per_sender=cfg.rate_limit_per_min,
+                                         per_credential=cfg.rate_limit_per_credential_per_min,
+                                         per_gateway=cfg.rate_limit_global_per_min)
         self.ledger = ChatLedger(workspace / "state" / "webhook_chats.sqlite")
         self._waiters: dict[str, set[asyncio.Future[Any]]] = {}
         self.previews = PreviewFeeds(bus.live_readers)  # `stream: true` requests, by message id
@@ -258,12 +260,10 @@ class WebhookChannel:
     async def _post_message(self, body: MessageRequest, request: Request) -> Response:
         if not self.bus.accepting:
             return error_response(503, SHUTTING_DOWN)
-        wait_s = self.limiter.take(body.sender_id)
-        if wait_s > 0:
-            limit = self.cfg.rate_limit_per_min
-            return error_response(429, f"too many messages from this sender: the limit is {limit} a minute "
-                                       "(channels.webhook.rateLimitPerMin)",
-                                  headers={"Retry-After": str(max(1, math.ceil(wait_s)))})
+        limited = self.limiter.take(self.caller_of(request)[1], body.sender_id)
+        if limited is not None:
+            wait_s, why = limited
+            return error_response(429, why, headers={"Retry-After": str(max(1, math.ceil(wait_s)))})
         if body.stream and not body.wait:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "stream"),
                                            "msg": "stream=true needs wait=true (a 202 has nothing to stream)",

@@ -39,6 +39,7 @@ from gateway.metrics import Metrics
 from gateway.agent.roles import OwnerSessions
 from gateway.agent.runner import TurnRunner
 from gateway.model.task_budget import turn_budget
+from gateway.model.usage import turn_role
 from gateway.agent.transcript_lines import (
     already_persisted,
     answer_line,
@@ -320,6 +321,11 @@ class AgentLoop:
 
     async def _turn_body(self, session: Session, ctx: TurnContext, budget: int | None = None,
                          reply_to: str | None = None) -> str:
+        with turn_role(ctx.role):  # this task's model calls count against the role's daily budget
+            return await self._turn_steps(session, ctx, budget, reply_to)
+
+    async def _turn_steps(self, session: Session, ctx: TurnContext, budget: int | None,
+                          reply_to: str | None) -> str:
         if self.consolidator is not None:
             await self.consolidator.before_turn(session)
             session = self.sessions.cached(session.key) or session

@@ -166,10 +166,9 @@ class LiteLLMChatModel:
         stream falls back to one non-streamed call; an empty answer (no text, no tool calls)
         is asked again once, then raises ``LLMError``.
         """
-        if self._usage is not None and self._usage.over_daily_budget():
-            raise BudgetExceeded(
-                "today's token budget (usage.dailyTokenBudget) is spent; raise it or wait until tomorrow"
-            )
+        refusal = self._usage.refusal() if self._usage is not None else None
+        if refusal is not None:
+            raise BudgetExceeded(refusal)
         litellm = await asyncio.to_thread(self._client) if self._litellm is None else self._litellm
         agent = self._config.agent
         provider_name, provider = self._config.provider_for(agent.model)

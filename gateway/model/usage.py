@@ -4,6 +4,12 @@ One append-only JSONL file per UTC day under ``<workspace>/usage/``, so "today" 
 small file and ``lucid usage --days N`` reads N files. The files are the journal: the
 gateway reads today's once at start and keeps running totals in memory for ``/status`` and
 the daily budget check, so nothing on the event loop waits for the disk.
+
+Budgets per role: the agent loop marks a turn with its role (``turn_role``, a ContextVar, so
+it belongs to that turn's task and what it spawns); each call is recorded with it, and a
+call is refused once today's total for that role reaches ``usage.guestDailyTokenBudget`` /
+``usage.ownerDailyTokenBudget``. Guests' work has a default budget because a guest, not
+the owner, decides how much of it there is; the owner's is unlimited unless set.
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ import asyncio
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -46,6 +55,20 @@ class UsageSummary:
     by_job: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
     by_session: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
     by_day: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
+    by_role: dict[str, Totals] = field(default_factory=lambda: defaultdict(Totals))
+
+
+_turn_role: ContextVar[str | None] = ContextVar("lucid_turn_role", default=None)
+
+
+@contextmanager
+def turn_role(role: str) -> Iterator[None]:
+    """Record and budget the model calls made inside this block as ``role``'s."""
+    token = _turn_role.set(role)
+    try:
+        yield
+    finally:
+        _turn_role.reset(token)
 
 
 def _today() -> str:
@@ -62,20 +85,25 @@ class UsageLedger:
     Used outside a running loop (the CLI), ``record`` writes synchronously.
     """
 
-    def __init__(self, folder: Path, *, daily_budget: int | None = None) -> None:
+    def __init__(self, folder: Path, *, daily_budget: int | None = None,
+                 role_budgets: Mapping[str, int | None] | None = None) -> None:
         self.folder = folder
         self.daily_budget = daily_budget
+        self.role_budgets = dict(role_budgets or {})
         self._day = _today()
         self._today_total = 0
+        self._today_roles: dict[str, int] = {}
         self.session_totals: dict[str, Totals] = defaultdict(Totals)
         self._writer: ThreadPoolExecutor | None = None
         self._last_write: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         """Seed today's total from the journal and open the writer (once per process)."""
-        loaded = await asyncio.to_thread(self._load_today)
+        loaded, roles = await asyncio.to_thread(self._load_today)
         if self._day == _today():
             self._today_total += loaded
+            for role, total in roles.items():
+                self._today_roles[role] = self._today_roles.get(role, 0) + total
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="usage-journal")
 
     async def aclose(self) -> None:
@@ -87,17 +115,33 @@ class UsageLedger:
             writer, self._writer = self._writer, None
             await asyncio.to_thread(writer.shutdown, wait=True)
 
-    def _load_today(self) -> int:
+    def _load_today(self) -> tuple[int, dict[str, int]]:
         summary = self.summarise(days=1)
-        return sum(t.total for t in summary.by_day.values())
+        return (sum(t.total for t in summary.by_day.values()),
+                {role: t.total for role, t in summary.by_role.items()})
 
     def today_total(self) -> int:
         if self._day != _today():  # a new UTC day: its journal starts empty
-            self._day, self._today_total = _today(), 0
+            self._day, self._today_total, self._today_roles = _today(), 0, {}
         return self._today_total
+
+    def role_total(self, role: str) -> int:
+        self.today_total()  # roll the day over first
+        return self._today_roles.get(role, 0)
 
     def over_daily_budget(self) -> bool:
         return self.daily_budget is not None and self.today_total() >= self.daily_budget
+
+    def refusal(self) -> str | None:
+        """Why the next model call may not run today (None: it may), for the current turn."""
+        if self.over_daily_budget():
+            return "today's token budget (usage.dailyTokenBudget) is spent; raise it or wait until tomorrow"
+        role = _turn_role.get()
+        budget = self.role_budgets.get(role) if role is not None else None
+        if role is not None and budget is not None and self.role_total(role) >= budget:
+            return (f"today's token budget for {role}s (usage.{role}DailyTokenBudget) is spent; "
+                    "try again tomorrow")
+        return None
 
     def record(self, *, job: str, session_key: str | None, model: str, usage: Usage) -> None:
         entry = {
@@ -109,10 +153,15 @@ class UsageLedger:
             "completion": usage.completion_tokens,
             "cached": usage.cached_tokens,
         }
+        role = _turn_role.get()
+        if role is not None:
+            entry["role"] = role
         if session_key:
             self.session_totals[session_key].add(usage)
         self.today_total()  # roll the day over first
         self._today_total += usage.total
+        if role is not None:
+            self._today_roles[role] = self._today_roles.get(role, 0) + usage.total
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -151,4 +200,6 @@ class UsageLedger:
                     summary.by_job[e.get("job", "?")].add(usage)
                     summary.by_session[e.get("session") or "-"].add(usage)
                     summary.by_day[day].add(usage)
+                    if e.get("role"):
+                        summary.by_role[str(e["role"])].add(usage)
         return summary
