@@ -52,9 +52,11 @@ def load_config(
     origins: dict[tuple[str, ...], str] = {}
     _apply_env(raw, {**env, **_credentials(env)}, origins)
     try:
-        return Config.model_validate(raw)
+        config = Config.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_describe(exc, config_path, origins)) from None
+    config._source_path = config_path.absolute()
+    return config
 
 
 def _credentials(env: Mapping[str, str]) -> dict[str, str]:

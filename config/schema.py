@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ConfigDict, Field, SecretStr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 from pydantic.alias_generators import to_camel
 
 from config.channel_schema import (
@@ -338,6 +338,13 @@ class Config(Section):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     usage: UsageConfig = Field(default_factory=UsageConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+
+    # The file this config was loaded from (set by ``load_config``): a sandboxed exec hides its folder.
+    _source_path: Path | None = PrivateAttr(None)
+
+    @property
+    def source_path(self) -> Path | None:
+        return self._source_path
 
     @property
     def agent(self) -> AgentDefaults:

@@ -47,7 +47,11 @@ def run(
     log = logging.getLogger("gateway")
     json_logs = log_format is LogFormat.json
     config = _onboard_logged(config_path, log) if json_logs else ensure_onboarded(config_path)
+    from gateway.daemon.secret_env import scrub_secret_env
+
+    scrub_secret_env(config)  # keys now live in the config only: no child or /proc/<pid>/environ has them
     redactor.add(secrets_from_config(config))
+    _warn_unsandboxed(config, log, json_logs)
     try:
         if host is not None:
             config.gateway.host = host
@@ -86,6 +90,19 @@ def run(
             err_console.print(f"[red]error[/red]: {exc}", highlight=False)
         raise typer.Exit(1) from None
     raise typer.Exit(code)
+
+
+def _warn_unsandboxed(config: Config, log: logging.Logger, json_logs: bool) -> None:
+    """Say loudly at start when exec commands will run without bubblewrap."""
+    from gateway.tools._sandbox import describe, unsandboxed_reach
+
+    active, line = describe(config.tools.exec.sandbox, config.tools.exec.network)
+    if active or config.tools.exec.sandbox == "bwrap":  # bwrap required: exec refuses, said per call
+        return
+    text = f"WARNING: exec commands run WITHOUT a sandbox ({line}): {unsandboxed_reach()}"
+    log.warning("%s", text)
+    if not json_logs:
+        err_console.print(text, markup=False, highlight=False, style="bold red")
 
 
 def _onboard_logged(config_path: Path | None, log: logging.Logger) -> Config:

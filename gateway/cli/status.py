@@ -73,7 +73,7 @@ def _reachability(config: Config) -> str:
 
 
 def _sandbox_line(config: Config) -> str:
-    from gateway.tools._sandbox import describe
+    from gateway.tools._sandbox import describe, unsandboxed_reach
 
     active, line = describe(config.tools.exec.sandbox, config.tools.exec.network)
-    return line if active else f"not active — {line}"
+    return line if active else f"NOT ACTIVE — {line}; commands {unsandboxed_reach()}"

@@ -331,7 +331,7 @@ def _bad_jsonl_lines(path: Path) -> int:
 
 def sandbox_check(config: Config) -> Result:
     """Whether exec commands run in bubblewrap (one real probe run, as the exec tool does)."""
-    from gateway.tools._sandbox import describe
+    from gateway.tools._sandbox import describe, unsandboxed_reach
 
     mode = config.tools.exec.sandbox
     active, line = describe(mode, config.tools.exec.network)
@@ -343,7 +343,23 @@ def sandbox_check(config: Config) -> Result:
            "namespaces must be allowed")
     if mode == "bwrap":  # required, and it cannot run: exec commands will fail
         return fail("exec sandbox", line, fix)
-    return warn("exec sandbox", f"commands run without a sandbox: {line}", fix)
+    return warn("exec sandbox", f"commands run WITHOUT a sandbox ({line}): {unsandboxed_reach()}", fix)
+
+
+def owner_token_check(config: Config) -> Result:
+    """Owners listed for an HTTP channel need that channel's owner credential."""
+    missing = []
+    hook = config.channels.webhook
+    if hook.enabled and hook.owners and not hook.owner_token.get_secret_value():
+        missing.append(f"channels.webhook.owners lists {', '.join(hook.owners)} but channels.webhook.ownerToken "
+                       "is empty (their messages are refused)")
+    api = config.channels.openai
+    if api.enabled and api.owner and not api.token.get_secret_value():
+        missing.append("channels.openai.owner is true but channels.openai.token is empty (the endpoint answers 503)")
+    if missing:
+        return warn("owner tokens", "; ".join(missing),
+                    "lucid onboard --webhook-owner-token (and set channels.openai.token for an owner endpoint)")
+    return ok("owner tokens", "every channel that lists owners has its owner credential")
 
 
 def clock_check(config: Config) -> Result:

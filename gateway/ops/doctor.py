@@ -61,6 +61,7 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
     results += await asyncio.to_thread(checks.stores_check, config)
     results += await checks.mcp_checks(config)
     results.append(checks.sandbox_check(config))
+    results.append(checks.owner_token_check(config))
     results.append(checks.clock_check(config))
     return results
 

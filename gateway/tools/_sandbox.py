@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,13 +56,22 @@ class Sandbox:
     def active(self) -> bool:
         return self.bwrap is not None
 
-    def argv(self, command: str, workspace: Path) -> list[str]:
+    def argv(self, command: str, workspace: Path, *, hide: Sequence[Path] = ()) -> list[str]:
+        """``hide``: the config file (masked by ``/dev/null``) and folders (replaced by an empty
+        one), wherever they are; the workspace is bound after them, so it stays visible even
+        inside a hidden folder."""
         shell = ["/bin/sh", "-c", command]
         if self.bwrap is None:
             return shell
         ws = str(workspace.resolve())
+        hidden: list[str] = []
+        for path in (Path(p).resolve() for p in hide):
+            if path.is_dir() and path != Path("/"):
+                hidden += ["--tmpfs", str(path)]
+            elif path.is_file():
+                hidden += ["--ro-bind", "/dev/null", str(path)]
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--tmpfs", "/tmp", "--tmpfs", "/home", "--tmpfs", "/root", "--tmpfs", "/run",
+                "--tmpfs", "/tmp", "--tmpfs", "/home", "--tmpfs", "/root", "--tmpfs", "/run", *hidden,
                 "--bind", ws, ws, "--chdir", ws, "--setenv", "HOME", ws,
                 "--unshare-all", "--die-with-parent"]
         if self.network:
@@ -105,6 +114,13 @@ def _bwrap_works(path: str | None) -> tuple[bool, str]:
         detail = probe.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no detail"]
         return False, f"bwrap cannot create namespaces here ({detail[0]})"
     return True, "ok"
+
+
+def unsandboxed_reach() -> str:
+    """What a command can reach when no sandbox runs it (the start warning, doctor, status)."""
+    return ("they run as the gateway's user and can read every file that user can (the config "
+            "file with its keys included), write anywhere that user can, and reach the network; "
+            "install bubblewrap (apt-get install bubblewrap) to confine them to the workspace")
 
 
 def describe(mode: str, network: bool) -> tuple[bool, str]:

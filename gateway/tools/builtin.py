@@ -5,6 +5,8 @@ The composition root adds the tools that need running parts (``message``, ``cron
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from config import Config
 from gateway.tools.base import Tool
 from gateway.tools.files import EditFile, ListDir, ReadFile, WriteFile
@@ -28,5 +30,15 @@ def builtin_tools(config: Config) -> list[Tool]:
         ListDir(restrict=restrict),
         Grep(restrict=restrict),
         ExecTool(timeout_s=tools.exec.timeout_s, max_output_chars=tools.exec.max_output_chars,
-                 sandbox=tools.exec.sandbox, network=tools.exec.network, pass_env=tools.exec.pass_env),
+                 sandbox=tools.exec.sandbox, network=tools.exec.network, pass_env=tools.exec.pass_env,
+                 hide=_config_paths(config)),
     ]
+
+
+def _config_paths(config: Config) -> list[Path]:
+    """What a sandboxed command must not read: the config file, and its folder when the folder
+    is lucidgate's own (``~/.lucidgate``, ``/etc/lucidgate``), not a shared one such as /etc."""
+    path = config.source_path
+    if path is None:
+        return []
+    return [path, path.parent] if "lucid" in path.parent.name.lower() else [path]

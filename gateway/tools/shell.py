@@ -26,6 +26,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -60,8 +61,9 @@ class ExecTool:
 
     def __init__(self, *, timeout_s: float = 60, max_output_chars: int = 10_000,
                  term_grace_s: float = _TERM_GRACE_S, sandbox: str = "auto", network: bool = True,
-                 pass_env: Sequence[str] = ()) -> None:
+                 pass_env: Sequence[str] = (), hide: Sequence[Path] = ()) -> None:
         self.timeout_s = timeout_s
+        self.hide = tuple(hide)  # folders a sandboxed command must not see (the config's)
         self.max_output_chars = max_output_chars
         self.term_grace_s = term_grace_s
         self.sandbox_mode = sandbox
@@ -96,7 +98,7 @@ class ExecTool:
         # the output pipe closes too, and a background child can hold it open for hours.
         starting = asyncio.ensure_future(loop.subprocess_exec(
             lambda: _ExecProtocol(capture),
-            *box.argv(params.command, ctx.workspace),
+            *box.argv(params.command, ctx.workspace, hide=self.hide),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
