@@ -70,3 +70,27 @@ async def test_the_integration_token_never_reads_an_owner_transcript(wh_config, 
         assert "webhook:mine" not in listed.text
         async with httpx.AsyncClient(base_url=server.url, headers=OWNER) as owner:
             assert "webhook:mine" in (await owner.get("/v1/sessions")).text
+
+
+def test_doctor_flags_owners_without_an_owner_token_and_the_sandbox_state(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from gateway.cli import build_app
+
+    workspace = tmp_path / "ws"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({
+        "agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model", "llmRetries": 0}},
+        "providers": {"openai": {"apiKey": "sk-x", "apiBase": "http://127.0.0.1:9/v1"}},
+        "channels": {"webhook": {"token": "t" * 40, "owners": ["boss"]}},
+        "tools": {"exec": {"sandbox": "off"}}}))
+    path.chmod(0o600)
+    result = CliRunner().invoke(build_app(), ["doctor", "--config", str(path), "--json"])
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    owner = checks["owner tokens"]
+    assert owner["state"] == "warn" and "channels.webhook.ownerToken" in owner["detail"] and "boss" in owner["detail"]
+    assert "--webhook-owner-token" in owner["fix"]
+    sandbox = checks["exec sandbox"]
+    assert sandbox["state"] == "warn" and "off" in sandbox["detail"]
