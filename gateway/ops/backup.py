@@ -172,7 +172,7 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
             if not (member.name in ("config.json", "manifest.json", "memory.bundle")
                     or member.name.startswith("workspace/") or member.name == "workspace"):
                 raise BackupError(f"{archive}: unexpected entry {member.name!r}; not restoring")
-        left_out = sorted({_never_restored(m.name) for m in members} - {None})  # type: ignore[arg-type]
+        left_out = sorted({skip for m in members if (skip := _never_restored(m.name)) is not None})
         members = [m for m in members if _never_restored(m.name) is None]
         target.mkdir(parents=True, exist_ok=True, mode=0o700)
         staging = Path(tempfile.mkdtemp(dir=target, prefix=".restore."))
