@@ -166,7 +166,7 @@ async def test_files_the_assistant_sends_ride_in_the_signed_callback_as_base64(w
     fake_llm.queue(ToolCalls([("message", {"text": "the report", "files": ["report.txt"]})]),
                    Reply("sent it"))
     config = wh_config(webhook={"owners": ["u1"]})
-    async with CallbackSink() as sink, serving(config) as (server, client):
+    async with CallbackSink() as sink, serving(config, OWNER_AUTH) as (server, client):
         r = await client.post("/v1/messages", json=body("send the report", wait=False, callback_url=sink.url))
         assert r.status_code == 202, r.text
         await sink.wait_for(2)
