@@ -104,9 +104,12 @@ class GatewayProcess:
                                     "maxConcurrentSessions": max_sessions}},
             "providers": {"openai": {"apiKey": "sk-bench", "apiBase": llm_url}},
             "channels": {"webhook": {"token": TOKEN, "callbackSecret": "bench-secret-0123456789",
-                                     "rateLimitPerMin": 10_000_000, "waitTimeoutS": 300},
+                                     "rateLimitPerMin": 10_000_000,
+                                     "rateLimitPerCredentialPerMin": 10_000_000,
+                                     "rateLimitGlobalPerMin": 10_000_000, "waitTimeoutS": 300},
                          **(extra_channels or {})},
             "gateway": {"port": 0, "shutdownGraceS": 10},
+            "usage": {"guestDailyTokenBudget": None},  # measure throughput, not the guest budget
         }))
         env = {**os.environ, "HOME": str(workdir), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
         started = time.perf_counter()

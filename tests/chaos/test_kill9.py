@@ -44,7 +44,7 @@ from tests.fakes.llm import FakeLLMServer, Reply
 from tests.fakes.telegram_api import TOKEN as TG_TOKEN
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.test_shutdown import GatewayProcess, _env
-from tests.test_webhook import AUTH, SECRET, TOKEN, CallbackSink
+from tests.test_webhook import AUTH, OWNER_TOKEN, SECRET, TOKEN, CallbackSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -69,6 +69,7 @@ def write_config(path: Path, workspace: Path, llm_url: str, tg_url: str) -> None
                      "telegram": {"enabled": True, "token": TG_TOKEN, "apiBase": tg_url,
                                   "allowFrom": [str(u) for u in TG_USERS]}},
         "gateway": {"port": 0, "shutdownGraceS": 1},
+        "usage": {"guestDailyTokenBudget": None},
     }))
 
 
