@@ -7,6 +7,7 @@ person would see and types what they would type: Enter, the Up arrow, Ctrl-C.
 from __future__ import annotations
 
 import json
+import re
 import os
 import sys
 import threading
@@ -161,6 +162,17 @@ def test_sessions_and_switch_change_the_conversation_mid_chat(tmp_path: Path, ll
     child.expect_exact(PROMPT)
     child.sendline("/switch ../x")
     child.expect_exact("invalid session name '../x'")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_a_command_reply_keeps_its_lines_and_placeholders(tmp_path: Path, llm: FakeLLMServer) -> None:
+    child = spawn(tmp_path, llm)
+    child.sendline("/help")
+    child.expect_exact(LABEL)
+    child.expect_exact("Anything else is a message")
+    lines = [ANSI.sub("", line).strip() for line in (child.before or "").splitlines()]
+    assert "/dream-restore <sha> — undo a memory change" in lines  # its own line, <sha> shown
+    assert "/help — list commands" in lines and "Commands:" in lines
     child.expect_exact(PROMPT)
     child.sendcontrol("d")
     child.expect(pexpect.EOF)
@@ -170,3 +182,4 @@ def test_sessions_and_switch_change_the_conversation_mid_chat(tmp_path: Path, ll
     assert "hi there" in (sessions / "cli_work.jsonl").read_text()
     local = (sessions / "cli_local.jsonl").read_text()
     assert "hello" in local and "hi there" not in local
+    assert llm.requests == []  # a command never calls the model

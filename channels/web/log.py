@@ -119,9 +119,15 @@ class ChatLog:
         return self._next.get(chat_id, 1) - 1
 
     def chats(self) -> list[str]:
-        """Chat ids with a file on disk or events in memory (blocking: call from a thread)."""
-        found = set(self._events)
+        """Chat ids with a file on disk or events in memory, the most recently used first
+        (a new browser tab opens that one). Blocking: call from a thread."""
+        last: dict[str, float] = {c: events[-1].at for c, events in self._events.items() if events}
         if self.folder.exists():
             for path in self.folder.glob("*.jsonl"):
-                found.add(path.stem)
-        return sorted(found)
+                try:
+                    last[path.stem] = max(last.get(path.stem, 0.0), path.stat().st_mtime)
+                except FileNotFoundError:
+                    continue
+        for chat_id in self._events:
+            last.setdefault(chat_id, 0.0)
+        return sorted(last, key=lambda c: (-last[c], c))

@@ -4,8 +4,9 @@
   is a terminal; piped input is read line by line, so scripts still work.
 - Ctrl-C while an answer is being written stops that turn (what ``/stop`` does) and comes
   back to the prompt; Ctrl-C or Ctrl-D at the prompt leaves at once.
-- Answers are labelled and rendered as markdown; failures are red. A one-shot ``-m``
-  prints the plain text only, for scripts.
+- Answers are labelled and rendered as chat markdown (``ChatMarkdown``): a line break is a
+  line break and ``<sha>`` is text, as on every chat platform — command replies are lists of
+  lines. Failures are red. A one-shot ``-m`` prints the plain text only, for scripts.
 - While a turn runs, one live line says what it does ("thinking…", "running grep…") and,
   once the model writes, the answer appears as it arrives; the live view is transient, so
   the finished answer is then printed once, rendered as markdown.
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.live import Live
+from markdown_it import MarkdownIt
 from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.text import Text
@@ -114,12 +116,27 @@ async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
         show_answer(*answer)
 
 
+class ChatMarkdown(Markdown):
+    """rich's Markdown read the way chat apps read a message: every newline breaks the line
+    (``/help`` is one command per line) and inline HTML is shown as text, never dropped
+    (``/dream-restore <sha>`` keeps its ``<sha>``)."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(markup)
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        self.parsed = parser.parse(markup)
+        for token in self.parsed:
+            for child in token.children or ():
+                if child.type == "softbreak":
+                    child.type = "hardbreak"
+
+
 def show_answer(ok: bool, text: str) -> None:
     if not ok:
         err_console.print(Text(text, style="red"))
         return
     console.print(Text(LABEL, style="bold cyan"))
-    console.print(Markdown(text))
+    console.print(ChatMarkdown(text))
 
 
 async def _answer_or_interrupt(ask: Ask, stop: Stop, line: str, view: LiveAnswer) -> tuple[bool, str] | None:

@@ -4,6 +4,7 @@ diff, cancel a reminder, and a phone-width layout without horizontal scrolling."
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,9 @@ async def test_edit_user_md_see_the_commit_and_diff_then_restore(browser: Any, s
         page = await open_page(browser, shots, c)
         await log_in(page, shots)
         await page.click("#nav a[data-view=memory]")
+        await expect(page.locator("#file-title")).to_have_text("memory/MEMORY.md")  # the facts come first
+        await expect(page.locator("#file-pane .md li").first).to_have_text("Likes tea")
+        await page.click(".file-list a[href='#memory?path=USER.md']")
         await expect(page.locator("#file-title")).to_have_text("USER.md")
         await expect(page.locator("#file-pane .md li").first).to_have_text("Name: Ana")
         await shots.take(page, "memory")
@@ -256,3 +260,60 @@ async def test_sessions_and_switch_in_the_chat(browser: Any, shots: Shots, confi
     sessions = config.workspace / "sessions"
     assert "hello from the second chat" in (sessions / "web_trip-planning.jsonl").read_text()
     assert page.errors == []  # type: ignore[attr-defined]
+async def test_command_replies_keep_their_lines_and_the_popup_offers_every_command(
+        browser: Any, shots: Shots, config: Any, fake_llm: FakeLLMServer) -> None:
+    async with running_console(config) as c:
+        names = [cmd["name"] for cmd in (await c.client.get("/api/console/commands")).json()]
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.fill("#chat-input", "/")
+        await page.locator("#chat-input").dispatch_event("input")
+        hints = page.locator("#command-hints .hint")
+        await expect(hints).to_have_count(len(names))
+        offered = await hints.evaluate_all("els => els.map(e => e.firstChild.textContent)")
+        await shots.take(page, "command-popup")
+        await page.fill("#chat-input", "/help")
+        await page.press("#chat-input", "Enter")
+        reply = page.locator(".msg.assistant").last
+        await expect(reply).to_contain_text("Anything else is a message")
+        lines = (await reply.inner_text()).splitlines()
+        await shots.take(page, "help-reply")
+    assert len(names) > 8 and {"memory", "forget", "model", "dream-restore"} <= set(names)
+    assert offered[:len(names)] == [f"/{n}" for n in names]  # every command the server knows, then the tab's own
+    assert "/dream-restore <sha> — undo a memory change" in lines and "Commands:" in lines
+    assert fake_llm.requests == []
+
+
+async def test_a_new_tab_continues_the_latest_chat_and_new_chat_has_a_readable_name(
+        browser: Any, shots: Shots, config: Any, fake_llm: FakeLLMServer) -> None:
+    fake_llm.queue(Reply("Hello Ana."))
+    async with running_console(config, login=False) as c:
+        first = await open_page(browser, shots, c)
+        await log_in(first, shots)
+        await expect(first.locator("#chat-picker")).to_have_value("main")  # the first chat ever
+        await first.fill("#chat-input", "hi")
+        await first.press("#chat-input", "Enter")
+        await expect(first.locator(".msg.assistant")).to_have_text("Hello Ana.")
+        second = await first.context.new_page()  # another tab: same login, its own sessionStorage
+        shots.pages.append(second)
+        await second.goto("/")
+        await expect(second.locator(".msg.assistant")).to_have_text("Hello Ana.")
+        await expect(second.locator("#chat-picker")).to_have_value("main")
+        await second.get_by_role("button", name="New chat").click()
+        await expect(second.locator(".msg")).to_have_count(0)
+        fresh = await second.locator("#chat-picker").input_value()
+        await shots.take(second, "new-chat")
+    assert re.fullmatch(r"chat-\d{8}-\d{4}", fresh), fresh
+
+
+@pytest.mark.parametrize("width", [320, 390])
+async def test_the_message_box_fits_a_phone_screen(browser: Any, shots: Shots, config: Any, width: int) -> None:
+    async with running_console(config, login=False) as c:
+        page = await open_page(browser, shots, c, width=width, height=700)
+        await log_in(page, shots)
+        await shots.take(page, f"chat-{width}")
+        for selector in ("#chat-input", "#chat-send", "#chat-picker"):
+            box = await page.locator(selector).bounding_box()
+            assert box is not None, selector
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{selector} cut off at {width}px: {box}"
+            assert box["y"] + box["height"] <= 700, f"{selector} below the screen at {width}px: {box}"

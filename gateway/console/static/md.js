@@ -1,7 +1,8 @@
 // A small, safe markdown renderer: it builds DOM nodes and text nodes only, so nothing
 // in a memory file or a reply can become markup or script. Covers what the assistant
 // writes: headings, paragraphs, lists, quotes, fenced code, rules, `code`, **bold**,
-// *emphasis* and [links](https://…) (http, https and mailto only).
+// *emphasis* and [links](https://…) (http, https and mailto only). As in a chat app, a
+// newline inside a paragraph is a line break (command replies are one item per line).
 
 import { h } from "./dom.js";
 
@@ -35,7 +36,7 @@ export function renderMarkdown(source) {
   let i = 0;
   let paragraph = [];
   const flush = () => {
-    if (paragraph.length) root.append(h("p", {}, renderInline(paragraph.join(" "))));
+    if (paragraph.length) root.append(h("p", {}, paragraph.flatMap((line, n) => n ? [h("br"), ...renderInline(line)] : renderInline(line))));
     paragraph = [];
   };
   while (i < lines.length) {

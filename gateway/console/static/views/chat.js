@@ -5,7 +5,8 @@ import { get, post } from "../api.js";
 import { clear, h, toast } from "../dom.js";
 import { renderMarkdown } from "../md.js";
 
-const KEY = "lucid.chat";  // per-tab chat id (sessionStorage: not a credential)
+const KEY = "lucid.chat";  // the chat this tab shows (sessionStorage: not a credential)
+const FIRST_CHAT = "main";
 const CHAT_ID = /^[A-Za-z0-9-]{1,64}$/;  // as the server checks it
 // Answered here, never sent: which chat this tab talks in is the tab's own choice.
 const LOCAL = [
@@ -13,10 +14,14 @@ const LOCAL = [
   { name: "switch", summary: "move to another chat, or start one: /switch NAME" },
 ];
 
-function newChatId() {
-  const bytes = new Uint8Array(6);
-  crypto.getRandomValues(bytes);
-  return "tab-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+// A readable name for a new chat: the minute it was started ("chat-20261126-1808").
+function newChatId(taken) {
+  const d = new Date();
+  const pad = (n) => String(n).padStart(2, "0");
+  const base = `chat-${d.getFullYear()}${pad(d.getMonth() + 1)}${pad(d.getDate())}-${pad(d.getHours())}${pad(d.getMinutes())}`;
+  let id = base;
+  for (let n = 2; taken.has(id); n += 1) id = `${base}-${n}`;
+  return id;
 }
 
 function toolList(tools) {
@@ -30,20 +35,17 @@ function toolList(tools) {
 }
 
 export async function render(view, params, { go }) {
-  const chosen = params.get("chat");
-  if (chosen) sessionStorage.setItem(KEY, chosen);
-  let chatId = sessionStorage.getItem(KEY);
-  if (!chatId) {
-    chatId = newChatId();
-    sessionStorage.setItem(KEY, chatId);
-  }
   const [chats, served] = await Promise.all([get("/chats"), get("/commands")]);
   const commands = served.concat(LOCAL);
+  // A new tab continues the most recent chat (the list comes most recent first); only
+  // "New chat" (or /switch) starts another one.
+  const chatId = params.get("chat") || sessionStorage.getItem(KEY) || (chats.length ? chats[0].chat_id : FIRST_CHAT);
+  sessionStorage.setItem(KEY, chatId);
   const picker = h("select", { id: "chat-picker", "aria-label": "Chat" });
   const ids = new Set(chats.map((c) => c.chat_id).concat([chatId]));
   for (const id of ids) picker.append(h("option", { value: id, selected: id === chatId }, id));
   picker.addEventListener("change", () => go("chat", { chat: picker.value }));
-  const fresh = h("button", { type: "button", class: "quiet", onclick: () => go("chat", { chat: newChatId() }) }, "New chat");
+  const fresh = h("button", { type: "button", class: "quiet", onclick: () => go("chat", { chat: newChatId(ids) }) }, "New chat");
   const log = h("div", { class: "chat-log", id: "chat-log", role: "log", "aria-live": "polite" });
   const typing = h("div", { class: "typing", id: "typing", hidden: true }, "The assistant is typing…");
   const input = h("textarea", { id: "chat-input", rows: 2, placeholder: "Message, or / for commands", "aria-label": "Message", list: "commands" });
@@ -108,7 +110,7 @@ export async function render(view, params, { go }) {
     clear(hints);
     const text = input.value;
     if (!text.startsWith("/") || text.includes(" ")) return;
-    for (const c of commands.filter((c) => `/${c.name}`.startsWith(text)).slice(0, 8)) {
+    for (const c of commands.filter((c) => `/${c.name}`.startsWith(text))) {
       hints.append(h("button", { type: "button", class: "hint", onclick: () => { input.value = `/${c.name} `; clear(hints); input.focus(); } },
         `/${c.name}`, h("span", {}, ` ${c.summary}`)));
     }

@@ -18,7 +18,7 @@ function hitLink(hit) {
 
 export async function render(view, params, { go }) {
   const files = await get("/memory/files");
-  const current = params.get("path") || "USER.md";
+  const current = params.get("path") || "memory/MEMORY.md";  // the facts: what people look up most
   const list = h("ul", { class: "file-list" }, files.map((f) => h("li", {},
     h("a", { href: `#memory?path=${encodeURIComponent(f.path)}`, "aria-current": f.path === current ? "page" : null },
       f.path, f.kind === "daily" ? h("span", { class: "muted" }, " (daily)") : null))));
