@@ -14,7 +14,9 @@ import httpx
 import pytest
 
 from tests.fakes.llm import Fail, Reply
-from tests.test_webhook import TOKEN, body, serving
+from gateway.daemon.provider_watch import PROBE_INTERVAL_S
+from gateway.daemon.serve import GatewayServer
+from tests.test_webhook import AUTH, TOKEN, body, serving
 
 
 @pytest.fixture
@@ -51,6 +53,51 @@ async def test_readyz_follows_the_last_model_call(health_config, fake_llm):
     assert "_created" not in metrics
     assert re.search(r"^process_resident_memory_bytes \d", metrics, re.M)
     assert re.search(r'^lucid_build_info\{.*version="[^"]+".*\} 1\.0$', metrics, re.M)
+
+
+class Ticks:
+    """The provider watch's pause, driven by the test: ``tick()`` lets one check run and
+    returns once it has finished (the watch is back in its pause)."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self._go: asyncio.Queue[None] = asyncio.Queue()
+        self._paused: asyncio.Queue[None] = asyncio.Queue()
+
+    async def wait(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        self._paused.put_nowait(None)
+        await self._go.get()
+
+    async def tick(self) -> None:
+        self._go.put_nowait(None)
+        await asyncio.wait_for(self._paused.get(), 30)
+
+
+async def test_readyz_recovers_without_traffic_once_the_provider_is_back(health_config, fake_llm):
+    echo = fake_llm.default
+    ticks = Ticks()
+    server = GatewayServer(health_config, access_log=False)
+    server.state.provider_watch.wait = ticks.wait
+    async with server, httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=30) as client:
+        await asyncio.wait_for(ticks._paused.get(), 30)  # the watch runs and pauses first
+        await ticks.tick()  # healthy: a check sends nothing
+        assert fake_llm.requests == []
+        fake_llm.default = lambda request: Fail(503, "the model server is down")
+        assert "Sorry" in (await client.post("/v1/messages", json=body("first"))).json()["reply"]
+        assert (await client.get("/readyz")).status_code == 503
+        await ticks.tick()  # still down: the probe fails, still not ready
+        still_down = await client.get("/readyz")
+        fake_llm.default = echo  # the provider comes back; nobody sends a message
+        await ticks.tick()
+        up = await client.get("/readyz")
+        await ticks.tick()  # healthy again: no more probes
+    assert still_down.status_code == 503
+    assert up.status_code == 200, up.json()
+    assert "last call succeeded" in up.json()["checks"]["provider"]["detail"]
+    probes = [r for r in fake_llm.requests if r.get("max_tokens") == 1]
+    assert len(fake_llm.requests) == 3 and len(probes) == 2  # the turn, then one probe per check
+    assert ticks.asked and set(ticks.asked) == {PROBE_INTERVAL_S} and PROBE_INTERVAL_S < 60
 
 
 async def test_a_full_disk_is_a_json_507_and_makes_the_gateway_not_ready(health_config):

@@ -36,6 +36,7 @@ from gateway.app import build_gateway
 from gateway.console import mount_console
 from gateway.daemon.local_api import add_local_route, new_token
 from gateway.daemon.health import StorageWatch, probe_workspace
+from gateway.daemon.provider_watch import ProviderWatch
 from gateway.daemon.webdocs import SecurityHeaders, add_offline_docs
 from gateway.runtime import Gateway
 from memory.sessions import SessionStore, read_header
@@ -74,6 +75,7 @@ class GatewayState:
         self.gateway = gateway
         self.local_token = new_token()
         self.storage = StorageWatch()
+        self.provider_watch = ProviderWatch(gateway.parts.metrics, gateway.parts.model)
 
     @property
     def started(self) -> asyncio.Event:
@@ -156,9 +158,11 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
         ok, why = gateway.parts.model.configured()
         if not ok:
             logger.warning("no model is configured (%s): messages will fail until one is", why)
+        state.provider_watch.start()
         try:
             yield
         finally:
+            await state.provider_watch.stop()
             try:
                 await state.drain(config.gateway.shutdown_grace_s)
             finally:
