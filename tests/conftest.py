@@ -155,6 +155,18 @@ def network_guard() -> Iterator[NetworkGuard]:
         yield guard
 
 
+# ----------------------------------------------------------------------------- real programs
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """``@pytest.mark.needs("bwrap")``: skip, or fail under LUCID_REQUIRE_REAL=1, without it."""
+    from tests.real_tools import need_tool
+
+    for mark in item.iter_markers("needs"):
+        for name in mark.args:
+            need_tool(name)
+
+
 # ----------------------------------------------------------------------------- environment
 
 

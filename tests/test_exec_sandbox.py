@@ -4,7 +4,6 @@ see and touch, and the choice between sandboxed and direct runs."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ from gateway.tools.shell import ExecTool
 from gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 
-BWRAP = shutil.which("bwrap")
-needs_bwrap = pytest.mark.skipif(BWRAP is None, reason="bubblewrap is not installed (.ci/run installs it)")
+needs_bwrap = pytest.mark.needs("bwrap")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,7 @@ from gateway.daemon.sdnotify import Notifier
 from gateway.ops.unit import UnitSpec, render_unit, shipped_unit
 from gateway.daemon.serve import GatewayServer
 from tests.test_shutdown import GatewayProcess, _env
+from tests.real_tools import need_tool
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -248,8 +248,7 @@ def test_the_shipped_unit_is_the_rendered_one_and_has_every_setting():
 
 
 def _exposure(unit: Path) -> float:
-    assert shutil.which("systemd-analyze"), "systemd-analyze is missing: .ci/run installs Debian's systemd package"
-    out = subprocess.run(["systemd-analyze", "security", "--offline=yes", str(unit)],
+    out = subprocess.run([need_tool("systemd-analyze"), "security", "--offline=yes", str(unit)],
                          capture_output=True, text=True, check=False)
     match = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", out.stdout + out.stderr)
     assert match, out.stdout + out.stderr

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.real_tools import need_tool
+
 CHROMIUM = os.environ.get("LUCID_CHROMIUM", shutil.which("chromium") or "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -49,9 +51,9 @@ class Shots:
 async def browser() -> AsyncIterator[Any]:
     from playwright.async_api import async_playwright
 
-    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
+    path = need_tool("chromium", CHROMIUM)
     async with async_playwright() as pw:
-        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        chromium = await pw.chromium.launch(executable_path=path, args=ARGS, headless=True)
         try:
             yield chromium
         finally:
