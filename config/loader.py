@@ -90,12 +90,32 @@ def _read_file(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
-        ) from None
+        raise ConfigError(f"{path}: {_json_error(text, exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a JSON object")
     return data
+
+
+def _json_error(text: str, exc: json.JSONDecodeError) -> str:
+    """Where the JSON breaks, in words a person can act on, with the line and a caret.
+
+    json's own message for the commonest slip, a trailing comma, points at the closing
+    brace and says "Expecting property name"; this names the comma and the key before it."""
+    pos, why = exc.pos, exc.msg
+    before = text[:pos].rstrip()
+    if pos < len(text) and text[pos] in "}]" and before.endswith(","):
+        pos = len(before) - 1
+        key = re.findall(r'"((?:[^"\\]|\\.)*)"\s*:', text[:pos])
+        after = f' after "{key[-1]}"' if key else ""
+        why = f"a trailing comma{after} before '{text[len(before):].lstrip()[:1]}' (JSON allows none: remove it)"
+    line_no = text.count("\n", 0, pos) + 1
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    line = text[start:end if end >= 0 else len(text)]
+    col = pos - start + 1
+    gutter = f"{line_no} | "
+    return (f"not valid JSON at line {line_no}, column {col}: {why}\n  {gutter}{line}\n"
+            f"  {' ' * (len(gutter) - 2)}| {' ' * (col - 1)}^")
 
 
 def _normalise(name: str) -> str:

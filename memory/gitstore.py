@@ -64,6 +64,8 @@ __pycache__/
 *.tmp
 """
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
+# The same message reaches a chat and the terminal: name both ways to list commits.
+_LIST_COMMITS = "list the commits with `lucid memory log` (or /dream-log in a chat)"
 _STALE_INDEX_LOCK_S = 60.0
 _RECORD, _FIELD = "\x1e", "\x1f"
 
@@ -268,7 +270,7 @@ class GitStore:
         text = (sha or "").strip()
         # Validate before git sees it: a "sha" from chat must never become a git option.
         if not _SHA_RE.match(text):
-            raise GitStoreError(f"{sha!r} is not a commit id; see /dream-log for valid ones")
+            raise GitStoreError(f"{sha!r} is not a commit id; {_LIST_COMMITS}")
         from git.exc import GitCommandError
 
         try:
@@ -276,7 +278,7 @@ class GitStore:
             repo.git.merge_base("--is-ancestor", full, "HEAD")
         except GitCommandError:
             raise GitStoreError(
-                f"unknown commit {text!r}; see /dream-log for the commits you can use"
+                f"unknown commit {text!r}; {_LIST_COMMITS}"
             ) from None
         return full
 

@@ -79,7 +79,7 @@ async def test_json_mode_prints_only_json_lines(tmp_path, fake_llm):
     config_path = tmp_path / "fresh" / "config.json"  # first run: the config is written
     env = _env(home, LUCIDGATE_GATEWAY__PORT="0", LUCIDGATE_PROVIDERS__OPENAI__API_BASE=fake_llm.base_url,
                LUCIDGATE_AGENTS__DEFAULTS__WORKSPACE=str(tmp_path / "ws"))
-    proc = GatewayProcess(config_path, env)
+    proc = GatewayProcess(config_path, env, by_env=True)
     await _start_json(proc)
     try:
         await proc.url()
@@ -98,7 +98,7 @@ async def _start_json(proc: GatewayProcess) -> None:
     import sys
 
     proc.proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from gateway.cli import main; main()", "gateway", "--config", str(proc.config_path),
+        sys.executable, "-c", "from gateway.cli import main; main()", "gateway", *proc.config_args,
         "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=proc.env)
     proc._url = asyncio.get_running_loop().create_future()
     proc._readers = [asyncio.create_task(proc._read(proc.proc.stdout, proc.stdout)),

@@ -323,8 +323,10 @@ def test_one_gateway_per_workspace_lock(tmp_path):
     first = WorkspaceLock(tmp_path)
     first.acquire()
     assert (tmp_path / "gateway.lock").read_text().strip() == str(os.getpid())
-    with pytest.raises(GatewayLocked, match=f"pid {os.getpid()}"):
+    with pytest.raises(GatewayLocked, match=f"pid {os.getpid()}") as refused:
         WorkspaceLock(tmp_path).acquire()
+    # It says how several terminals can chat at once, not only "stop it".
+    assert "several terminals" in str(refused.value) and "`lucid gateway`" in str(refused.value)
     first.release()
     with WorkspaceLock(tmp_path):
         pass

@@ -138,9 +138,12 @@ async def test_a_second_signal_skips_the_grace_period(shutdown_config, fake_llm,
 class GatewayProcess:
     """``lucid gateway`` in a subprocess, its output collected as it comes."""
 
-    def __init__(self, config_path: Path, env: dict[str, str]) -> None:
+    def __init__(self, config_path: Path, env: dict[str, str], *, by_env: bool = False) -> None:
+        """``by_env``: name the config in ``$LUCIDGATE_CONFIG`` instead of ``--config`` (a first
+        run may create it there, as the service and the container do; a ``--config`` must exist)."""
         self.config_path = config_path
-        self.env = env
+        self.env = {**env, "LUCIDGATE_CONFIG": str(config_path)} if by_env else env
+        self.config_args = [] if by_env else ["--config", str(config_path)]
         self.proc: asyncio.subprocess.Process | None = None
         self.stdout: list[str] = []
         self.stderr: list[str] = []
@@ -150,7 +153,7 @@ class GatewayProcess:
     async def start(self) -> GatewayProcess:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
-            "--config", str(self.config_path), "--no-access-log",
+            *self.config_args, "--no-access-log",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env)
         self._url = asyncio.get_running_loop().create_future()
         self._readers = [asyncio.create_task(self._read(self.proc.stdout, self.stdout)),
@@ -207,7 +210,7 @@ async def test_first_run_without_a_model_starts_and_a_second_gateway_is_refused(
     home.mkdir()
     config_path = tmp_path / "conf" / "config.json"
     env = _env(home, LUCIDGATE_GATEWAY__PORT="0")
-    first = await GatewayProcess(config_path, env).start()
+    first = await GatewayProcess(config_path, env, by_env=True).start()
     try:
         url = await first.url()
         written = json.loads(config_path.read_text())
@@ -219,7 +222,7 @@ async def test_first_run_without_a_model_starts_and_a_second_gateway_is_refused(
             assert (await client.get("/healthz")).status_code == 200
             denied = await client.post("/v1/messages", json=body())
             assert denied.status_code == 401
-        second = await GatewayProcess(config_path, env).start()
+        second = await GatewayProcess(config_path, env, by_env=True).start()
         assert await asyncio.wait_for(second.proc.wait(), 30) == 1  # type: ignore[union-attr]
         await second.stop()
         # It names the gateway holding the lock, never this test process (a whole-number match:

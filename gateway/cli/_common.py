@@ -35,10 +35,28 @@ def load_or_exit(config_path: Path | None) -> Config:
         raise typer.Exit(2) from None
 
 
+def missing_explicit_config(config_path: Path | None) -> str:
+    """Why a ``-c`` path cannot be used ("" when it exists, or when none was given).
+
+    A first run writes a default config only at the default path or ``$LUCIDGATE_CONFIG``: a
+    mistyped ``-c`` must not quietly become a new, empty setup that chats with no model."""
+    if config_path is None:
+        return ""
+    path = Path(config_path).expanduser()
+    if path.exists():
+        return ""
+    return (f"config file {path} does not exist; check the path, or create it with "
+            f"`lucid onboard -c {path}`")
+
+
 def ensure_onboarded(config_path: Path | None) -> Config:
     """First run writes a default config and the workspace templates; later runs change nothing."""
     from config.onboard import install_templates, write_config
 
+    missing = missing_explicit_config(config_path)
+    if missing:
+        err_console.print(f"[red]config error[/red]: {missing}", highlight=False)
+        raise typer.Exit(2)
     path = resolve_config_path(config_path)
     if not path.exists():
         write_config(path)

@@ -16,7 +16,8 @@ import typer
 from config import Config, ConfigError, load_config, resolve_config_path
 from config.errors import LucidError
 from gateway.cli import webconsole
-from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
+from gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, missing_explicit_config,
+                                 preload_litellm, provider_help)
 
 
 class LogFormat(str, Enum):
@@ -109,6 +110,10 @@ def _onboard_logged(config_path: Path | None, log: logging.Logger) -> Config:
     """``ensure_onboarded`` that reports through the (JSON) log instead of plain text."""
     from config.onboard import install_templates, write_config
 
+    missing = missing_explicit_config(config_path)
+    if missing:
+        log.error("config error: %s", missing)
+        raise typer.Exit(2)
     path = resolve_config_path(config_path)
     try:
         if write_config(path):

@@ -38,8 +38,9 @@ class WorkspaceLock:
             who = f" (pid {holder})" if holder.isdigit() else ""
             raise GatewayLocked(
                 f"already running{who}: another lucid process (a gateway, or lucid agent) holds the "
-                f"workspace {self.path.parent}; stop it first, or use another workspace "
-                "(agents.defaults.workspace)"
+                f"workspace {self.path.parent}. To chat from several terminals at once, run "
+                "`lucid gateway` (or the service) instead: every `lucid agent` then talks to it. "
+                "Otherwise stop that process, or use another workspace (agents.defaults.workspace)"
             ) from None
         except BaseException:
             os.close(fd)

@@ -249,6 +249,18 @@ class LiteLLMChatModel:
         if self._io is None:
             self._io = await asyncio.to_thread(_LLMThread)
 
+    async def warm_up(self) -> None:
+        """Run litellm's first-call set-up (it imports hundreds of modules lazily) with a mock
+        answer: nothing leaves the process and no tokens are spent. For timing a real call."""
+        await self.start()
+        assert self._litellm is not None and self._io is not None
+        kwargs = {**self._call_kwargs(), "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1,
+                  "mock_response": "ok"}
+        try:
+            await self._io.run(self._litellm.acompletion(**kwargs))
+        except Exception as exc:  # the real call that follows reports any problem properly
+            logger.debug("litellm warm-up failed: %s", exc)
+
     def close(self) -> None:
         """Stop the LLM I/O thread (the gateway calls this on shutdown)."""
         if self._io is not None:

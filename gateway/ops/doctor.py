@@ -25,6 +25,9 @@ MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 
 def config_check(config_path: Path | None, environ: Mapping[str, str]) -> tuple[Result, Config | None]:
     path = resolve_config_path(config_path)
+    if config_path is not None and not path.exists():  # a mistyped -c: never check the defaults instead
+        return fail("config", f"{path} does not exist",
+                    f"check the path, or create it with `lucid onboard -c {path}`"), None
     overrides = sorted(k for k in environ if k.upper().startswith(ENV_PREFIX) and k.upper() != "LUCIDGATE_CONFIG")
     source = str(path) if path.exists() else f"{path} (missing: defaults)"
     if overrides:
@@ -32,7 +35,9 @@ def config_check(config_path: Path | None, environ: Mapping[str, str]) -> tuple[
     try:
         config = load_config(path, environ)
     except ConfigError as exc:
-        return fail("config", str(exc), "fix the key or variable named above, then run `lucid doctor` again"), None
+        fix = ("correct the JSON where the ^ points" if "not valid JSON" in str(exc)
+               else "fix the key or variable named above")
+        return fail("config", str(exc), f"{fix}, then run `lucid doctor{_with_config(config_path)}` again"), None
     return ok("config", source), config
 
 
@@ -43,7 +48,7 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
     if config is None:
         return results
     path = resolve_config_path(config_path)
-    results += await asyncio.to_thread(checks.workspace_checks, config, path)
+    results += await asyncio.to_thread(checks.workspace_checks, config, path, _with_config(config_path))
     results.append(await asyncio.to_thread(checks.git_check))
     model, window = await asyncio.gather(checks.model_check(config),
                                          asyncio.to_thread(checks.context_window_check, config))
@@ -64,6 +69,11 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
     results.append(checks.owner_token_check(config))
     results.append(checks.clock_check(config))
     return results
+
+
+def _with_config(config_path: Path | None) -> str:
+    """The ``-c`` to repeat in a suggested command ("" for the default config)."""
+    return f" -c {config_path}" if config_path is not None else ""
 
 
 def render(results: list[Result]) -> str:
