@@ -6,7 +6,8 @@ the handler is rendered once and scrubbed of the config's secret values and of t
 strings, tracebacks included, so a formatter never sees the raw text.
 
 In JSON mode each line of a turn also carries ``session``, ``channel`` and ``turn``
-(``journalctl -o cat | jq 'select(.turn == "…")'``): the agent loop binds them in a
+(``journalctl -o cat | jq 'select(.turn == "…")'``), and each turn ends with one INFO line
+whose facts (model, tokens, tools, ms) are fields of their own: the agent loop binds them in a
 context variable around each message (``turn_log_context``), and asyncio copies context
 into the tasks a turn starts, so library lines logged inside the turn carry them too.
 Health-check and metrics scrapes are left out of the access log: a scrape every 10 s
@@ -74,6 +75,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        fields = getattr(record, "fields", None)  # logger.info(..., extra={"fields": {...}})
+        if isinstance(fields, dict):
+            entry.update({k: v for k, v in fields.items() if k not in entry})
         turn = _TURN.get()
         if turn is not None:
             entry.update(turn)
@@ -89,7 +93,8 @@ class JsonFormatter(logging.Formatter):
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 # Libraries that are chatty at INFO; their warnings still show.
-_QUIET = ("httpx", "httpcore", "LiteLLM", "litellm", "hpack", "apscheduler.scheduler", "git")
+_QUIET = ("httpx", "httpcore", "LiteLLM", "litellm", "hpack", "apscheduler.scheduler", "git", "watchfiles",
+          "aiohttp.access", "telegram.ext", "slack_bolt", "slack_sdk", "mcp", "nio", "discord")
 
 
 def setup_logging(

@@ -8,7 +8,10 @@ import io
 import json
 import logging
 import re
+import shutil
 import signal
+import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +22,7 @@ from typer.testing import CliRunner
 from gateway.cli import build_app
 from gateway.logs import setup_logging, turn_log_context
 from gateway.daemon.serve import GatewayServer
-from tests.fakes.llm import Fail
+from tests.fakes.llm import Fail, Reply, ToolCalls
 from tests.test_shutdown import GatewayProcess, _env
 from tests.test_webhook import AUTH, TOKEN, body
 
@@ -111,3 +114,66 @@ def test_output_is_not_wrapped_at_80_columns(tmp_path: Path):
     config.write_text(json.dumps({"agents": {"defaults": {"workspace": str(deep)}}}))
     result = CliRunner().invoke(build_app(), ["status", "--config", str(config)])
     assert f"workspace: {deep}\n" in result.output  # one line, however long
+
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def run_jq(program: str, records: list[dict[str, object]]) -> list[dict[str, object]]:
+    """``jq -c program`` over JSON lines: the real jq when installed, else the same
+    ``select(.field == "value")`` evaluated here."""
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    if shutil.which("jq"):
+        out = subprocess.run(["jq", "-c", program], input=text, capture_output=True, text=True, check=True)
+        return [json.loads(line) for line in out.stdout.splitlines()]
+    field, value = re.fullmatch(r'select\(\.(\w+) == "([^"]*)"\)', program).groups()  # type: ignore[union-attr]
+    return [r for r in records if r.get(field) == value]
+
+
+async def test_each_turn_logs_one_info_line_and_the_readme_jq_finds_it(json_log, make_config, fake_llm):
+    config = make_config(channels={"webhook": {"token": TOKEN, "callbackSecret": "cb-secret-0123456789"}},
+                         gateway={"port": 0})
+    fake_llm.queue(ToolCalls([("memory_search", {"query": "tea"})]), Reply("Tea, I think."))
+    async with GatewayServer(config, access_log=False) as server:
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as client:
+            answered = await client.post("/v1/messages", json=body("what do I drink?", chat="42"))
+    assert answered.json()["reply"] == "Tea, I think."
+    records = lines(json_log)
+    [turn] = [r for r in records if "tokens_in" in r]
+    assert turn["level"] == "info" and turn["session"] == "webhook:42" and turn["channel"] == "webhook"
+    assert re.fullmatch(r"[0-9a-f]{12}", str(turn["turn"]))
+    assert turn["model"] == "openai/fake-model" and turn["tools"] == ["memory_search"]
+    assert turn["status"] == "done" and isinstance(turn["ms"], int)
+    assert isinstance(turn["tokens_in"], int) and turn["tokens_in"] > 0 and turn["tokens_out"] > 0
+    # The README's filters, as printed (only the chat key swapped for this test's chat).
+    printed = re.findall(r"jq '([^']+)'", README.read_text(encoding="utf-8"))
+    assert printed, "the README shows no jq filter"
+    for program in printed:
+        found = run_jq(program.replace("telegram:42", "webhook:42"), records)
+        assert turn in found and all(r["session"] == "webhook:42" for r in found), program
+
+
+def test_chatty_libraries_stay_quiet_at_info(json_log):
+    for name in ("watchfiles.main", "httpx", "litellm", "apscheduler.scheduler"):
+        assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
+        assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
+    assert logging.getLogger("gateway.agent.runner").isEnabledFor(logging.INFO)
+
+
+async def test_connection_errors_reach_people_without_object_reprs():
+    import ssl
+
+    import aiohttp
+
+    from gateway.model.errors import provider_detail
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(aiohttp.ClientConnectorError) as raised:
+            await session.get(f"https://127.0.0.1:{port}/v1", ssl=ssl.create_default_context())
+    assert "object at 0x" in str(raised.value)  # what aiohttp says
+    said = provider_detail(raised.value)
+    assert "object at 0x" not in said and f"127.0.0.1:{port}" in said

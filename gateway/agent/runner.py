@@ -24,7 +24,7 @@ from gateway.tools.base import ToolOutput, ToolRegistry
 from gateway.agent.toolloop import LoopLimits, run_tool_loop
 from gateway.tools.turn import TurnContext
 from memory import tokens
-from memory.protocols import ChatModel, ChatResult, LoopOutcome, ToolCall
+from memory.protocols import ChatModel, ChatResult, LoopOutcome, LoopStats, ToolCall
 from memory.sessions import Session, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -79,8 +79,13 @@ class TurnRunner:
         await self.builder.refresh()
         limits = LoopLimits(max_iterations=self.max_iterations,
                             max_result_chars=self.tools.max_result_chars)
+        conversation = _TurnConversation(self, session, ctx)
+        stats = LoopStats()
+        started = time.monotonic()
+        status = "error"
         try:
-            outcome = await run_tool_loop(_TurnConversation(self, session, ctx), limits)
+            outcome = await run_tool_loop(conversation, limits, stats)
+            status = outcome.stop
         except ContextOverflowError:
             raise
         except LLMError as exc:
@@ -88,6 +93,8 @@ class TurnRunner:
             if ctx.is_owner and detail:
                 raise LLMError(f"{exc} (the provider said: {detail})") from exc
             raise
+        finally:
+            log_turn(ctx, getattr(self.model, "model", "?"), stats, conversation.tools_run, started, status)
         text = _final_text(outcome, self.max_iterations)
         if unavailable and ctx.is_owner and not ctx.silent:
             text += "\n\n_(" + unavailable_note(unavailable) + ")_"
@@ -154,6 +161,7 @@ class _TurnConversation:
 
     def __init__(self, runner: TurnRunner, session: Session, ctx: TurnContext) -> None:
         self.runner, self.session, self.ctx = runner, session, ctx
+        self.tools_run: list[str] = []
 
     async def request(self) -> ChatResult:
         return await self.runner._complete(self.session, self.ctx)
@@ -164,6 +172,7 @@ class _TurnConversation:
     async def execute(self, call: ToolCall) -> str:
         started = time.monotonic()
         output = ToolOutput.error("the tool crashed")
+        self.tools_run.append(call.name)
         await self.runner.announce_tool(self.ctx, call.name)
         try:
             output = await self.runner.tools.execute(self.ctx, call.name, call.arguments)
@@ -269,3 +278,16 @@ class PromptEstimator:
         for msg in session.active():
             total += tokens.cached_message_bytes(msg)
         return total
+
+
+def log_turn(ctx: TurnContext, model: str, stats: LoopStats, tools: list[str], started: float,
+             status: str) -> None:
+    """The one INFO line of a turn; in JSON logs its facts are fields of their own
+    (``jq 'select(.session == "telegram:42") | .ms'``), beside the turn id the loop binds."""
+    ms = round((time.monotonic() - started) * 1000)
+    fields = {"session": ctx.session_key, "channel": ctx.channel, "model": model, "status": status,
+              "tokens_in": stats.prompt_tokens, "tokens_out": stats.completion_tokens, "tools": tools,
+              "ms": ms}
+    logger.info("turn %s on %s: %s in %d ms, %s, %d tokens in / %d out, tools: %s", ctx.session_key,
+                ctx.channel, status, ms, model, stats.prompt_tokens, stats.completion_tokens,
+                ", ".join(tools) or "none", extra={"fields": fields})

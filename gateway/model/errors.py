@@ -84,8 +84,19 @@ def user_message(exc: BaseException, provider: str = "openai", api_base: str | N
 _LITELLM_PREFIX = re.compile(r"^(litellm\.\w+:\s*)?(\w+Error:\s*)?(\w+Exception\s*-\s*)?")
 
 
+# aiohttp and friends put Python reprs in their messages: "ssl:<ssl.SSLContext object at 0x7f…>".
+_SSL_REPR = re.compile(r"\s*ssl:<[^<>]*object at 0x[0-9a-fA-F]+>")
+_OBJECT_REPR = re.compile(r"<([\w.]+) object at 0x[0-9a-fA-F]+>")
+
+
+def without_reprs(text: str) -> str:
+    """Text fit for a person: object reprs with memory addresses removed."""
+    return _OBJECT_REPR.sub(r"\1", _SSL_REPR.sub("", text))
+
+
 def provider_detail(exc: BaseException, limit: int = 300) -> str:
-    """The provider's own error text (from the HTTP body), without litellm's prefixes, short."""
-    text = str(getattr(exc, "message", None) or exc or type(exc).__name__)
+    """The provider's own error text (from the HTTP body), without litellm's prefixes or
+    Python object reprs, short."""
+    text = without_reprs(str(getattr(exc, "message", None) or exc or type(exc).__name__))
     text = " ".join(_LITELLM_PREFIX.sub("", text.strip()).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -148,7 +148,7 @@ async def model_check(config: Config) -> Result:
     except Exception as exc:
         name, provider = config.provider_for(config.agent.model)
         where = provider.api_base if provider and provider.api_base else name
-        return fail("model", f"{config.agent.model} via {where}: {exc}",
+        return fail("model", f"{config.agent.model} via {where}: {without_reprs(str(exc))}",
                     "check that the model server runs and providers." + name + ".apiBase/apiKey are right")
     finally:
         model.close()
