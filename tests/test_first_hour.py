@@ -76,3 +76,16 @@ async def test_doctor_times_the_model_not_the_import(tmp_path: Path, fake_llm: F
     # The request alone, a fraction of the set-up it used to include (both scale with load).
     assert float(found.group(1)) < float(found.group(2)) / 2, model
     assert len(fake_llm.requests) == 1  # the warm-up never leaves the process
+
+
+@pytest.mark.parametrize("who", ["root", "ana"])
+def test_service_install_says_so_before_it_writes_user_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           who: str) -> None:
+    config = write_config(tmp_path / "config.json", tmp_path / "ws", None)
+    monkeypatch.delenv("SUDO_USER", raising=False)
+    monkeypatch.setattr("getpass.getuser", lambda: who)
+    result = CliRunner().invoke(build_app(), ["service", "install", "--print", "-c", str(config)])
+    assert result.exit_code == 0, result.output
+    assert f"User={who}" in result.stdout
+    noted = "the service will run as root" in result.stderr
+    assert noted is (who == "root") and ("--user" in result.stderr) is (who == "root")

@@ -20,6 +20,7 @@ from gateway.cli import build_app
 from gateway.ops.backup import BackupError, create_backup, restore_backup
 from memory.gitstore import GitStore
 from memory.sessions import load_session_file
+from gateway.console.links import LoginLinks
 from tests.fakes.llm import Reply
 from tests.test_webhook import TOKEN, body, serving
 
@@ -46,6 +47,10 @@ async def test_backup_while_running_then_restore_round_trip(tmp_path, live_setup
     path, config = live_setup
     (workspace / "index").mkdir()
     (workspace / "index" / "vectors.bin").write_bytes(b"rebuildable")
+    (workspace / "logs").mkdir()
+    (workspace / "logs" / "agent.log").write_text("a log line\n")
+    (workspace / ".dream.lock").write_text("")
+    LoginLinks(workspace).issue(600)  # a one-time console link: never in a backup
     async with serving(config) as (server, client):
         fake_llm.queue(Reply("first answer"), Reply("second answer"))
         for text in ("remember the tea", "and the biscuits"):
@@ -63,6 +68,8 @@ async def test_backup_while_running_then_restore_round_trip(tmp_path, live_setup
         names = tar.getnames()
     assert not any(n.startswith("workspace/index") for n in names)
     assert not any(n.endswith(("-wal", "-shm", "gateway.lock", "state/local.json")) for n in names)
+    assert not any(n.endswith((".lock", "console_links.json")) or n.startswith("workspace/logs") for n in names)
+    assert {"logs/agent.log", ".dream.lock", "state/console_links.json"} <= set(manifest["skipped"])
 
     target = tmp_path / "restored"
     restored = restore_backup(archive, target)

@@ -112,3 +112,19 @@ def test_compose_runs_it_hardened_with_a_health_check():
     assert all(p.startswith("127.0.0.1:") for p in svc["ports"])  # not on every interface by default
     volume = next(args for word, args in instructions() if word == "VOLUME")
     assert any(v.endswith(":" + re.search(r'"([^"]+)"', volume).group(1)) for v in svc["volumes"])  # type: ignore[union-attr]
+
+
+def test_the_env_example_has_no_live_placeholder_and_reaches_a_host_model_server(tmp_path: Path):
+    from config import load_config
+
+    lines = (REPO / "deploy" / "lucidgate.env.example").read_text().splitlines()
+    live = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    assert live == []  # nothing is set until the user chooses: no "sk-..." sent as a key
+    settings = dict(line.lstrip("# ").split("=", 1) for line in lines
+                    if re.match(r"^#\s*LUCIDGATE_\w+=", line))
+    assert settings["LUCIDGATE_PROVIDERS__OPENAI__API_BASE"].startswith("http://host.docker.internal:")
+    settings = {k: v for k, v in settings.items() if v}  # every example names a real setting
+    config = load_config(tmp_path / "none.json", settings)
+    assert config.channels.telegram.allow_from == ["123456789"]
+    svc = yaml.safe_load((REPO / "deploy" / "docker-compose.yml").read_text())["services"]["lucidgate"]
+    assert "host.docker.internal:host-gateway" in svc["extra_hosts"]

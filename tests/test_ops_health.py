@@ -38,7 +38,7 @@ async def test_readyz_follows_the_last_model_call(health_config, fake_llm):
     async with serving(health_config) as (_, client):
         fake_llm.queue(Fail(503, "the model server is overloaded"))
         failed = await client.post("/v1/messages", json=body("first"))
-        assert failed.status_code == 200 and "Sorry" in failed.json()["reply"]
+        assert failed.status_code == 502 and "Sorry" in failed.json()["reply"]
         down = await client.get("/readyz")
         fake_llm.queue(Reply("back"))
         assert (await client.post("/v1/messages", json=body("second"))).json()["reply"] == "back"

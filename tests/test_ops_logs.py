@@ -59,7 +59,7 @@ async def test_a_failing_turn_logs_with_its_session_and_probes_skip_the_access_l
     async with GatewayServer(config, access_log=True) as server:
         async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as client:
             fake_llm.queue(Fail(400, "bad request from the model"))
-            assert (await client.post("/v1/messages", json=body("hello"))).status_code == 200
+            assert (await client.post("/v1/messages", json=body("hello"))).status_code == 502
             for path in ("/healthz", "/readyz", "/metrics", "/metrics?x=1"):
                 await client.get(path)
             await client.get("/openapi.json")

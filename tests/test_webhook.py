@@ -221,6 +221,12 @@ async def test_client_disconnect_mid_wait_turn_completes_and_calls_back(wh_confi
     assert len(fake_llm.requests) == 1
 
 
+async def test_a_text_of_only_whitespace_is_refused_before_any_turn(wh_config, fake_llm):
+    async with serving(wh_config()) as (_, client):
+        r = await client.post("/v1/messages", json=body(" \n\t "))
+    assert r.status_code == 422 and fake_llm.requests == []
+
+
 async def test_llm_failure_is_an_error_reply_not_a_crash(wh_config, fake_llm):
     from tests.fakes.llm import Fail
 
@@ -228,7 +234,7 @@ async def test_llm_failure_is_an_error_reply_not_a_crash(wh_config, fake_llm):
     async with serving(wh_config()) as (_, client):
         r = await client.post("/v1/messages", json=body())
         assert (await client.get("/healthz")).status_code == 200  # still serving
-    assert r.status_code == 200
+    assert r.status_code == 502  # the turn failed: a status a client or a monitor can see
     assert r.json()["error"] is True
     assert "providers.openai.apiKey" in r.json()["reply"]  # the reply names the key to fix
     assert len(fake_llm.requests) == 1  # a refused key is not retried

@@ -47,7 +47,7 @@ def _encodable(value: str) -> str:
 # out of the JSON schema (the OpenAPI document would then under-state the contract).
 _utf8 = AfterValidator(_encodable)
 Id = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$"), _utf8]
-Text = Annotated[str, Field(min_length=1), _utf8]
+Text = Annotated[str, Field(min_length=1, pattern=r"\S"), _utf8]  # not only whitespace
 Key = Annotated[str, Field(min_length=1, max_length=256), _utf8]
 Url = Annotated[str, Field(min_length=1, max_length=2048), _utf8]
 
@@ -288,9 +288,15 @@ def request_fingerprint(chat_id: str, sender_id: str, text: str) -> str:
     return hashlib.sha256(json.dumps([chat_id, sender_id, text]).encode("utf-8")).hexdigest()
 
 
+# A turn that failed (the model down, a crash) is the server's failure, not a reply: 502, so
+# a client, a retry policy or a monitor that looks at the status sees it. The body is the
+# same reply JSON, with the words for the user in ``reply``.
+TURN_FAILED = 502
+
+
 def reply_response(text: str, session: str, message_id: str, is_error: bool) -> JSONResponse:
     return JSONResponse(MessageReply(reply=text, session=session, message_id=message_id, error=is_error)
-                        .model_dump())
+                        .model_dump(), status_code=TURN_FAILED if is_error else 200)
 
 
 # The documented answers of POST /v1/messages (the OpenAPI page and the schemathesis fuzz read them).
@@ -302,6 +308,9 @@ MESSAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: doc("Accepted (wait=false); the answer goes to callback_url.", MessageAccepted),
     403: doc("The chat belongs to another role (owner vs guest); use another chat_id."),
     409: doc("idempotency_key was used for a different message within 24 h."),
+    TURN_FAILED: doc("The turn failed (the model provider down, a crash): the reply JSON with "
+                     "`error: true`, `reply` saying why. The message is kept; send it again later.",
+                     MessageReply),
     429: doc("Too many messages: from this sender (rateLimitPerMin), with this token "
              "(rateLimitPerCredentialPerMin) or in all (rateLimitGlobalPerMin)."),
     504: doc("No answer within waitTimeoutS; the message stays queued and its "

@@ -128,6 +128,8 @@ def service_install(
     config = load_or_exit(config_path)
     spec = service.spec_for(config, config_path, user_mode=user_mode)
     text = service.render_unit(spec)
+    if notice := service.root_notice(spec):
+        err_console.print(notice, markup=False)
     if print_only:
         console.print(text, markup=False, highlight=False, end="")
         return

@@ -46,10 +46,12 @@ from config.schema import Config
 from memory.gitstore import GitStore
 
 FORMAT = 1
-# Never archived: rebuilt on demand, per-process, or a half-written temp file.
-_SKIP_NAMES = {"gateway.lock", ".git.lock", "local.json"}
+# Never archived: rebuilt on demand, per-process (locks, the local API's token), a half-written
+# temp file, the process's own logs, or one-time console login links (a restored backup must
+# not carry a working login).
+_SKIP_NAMES = {"gateway.lock", ".git.lock", "local.json", "console_links.json"}
 _SKIP = re.compile(r"(^|/)(index|indexes)(/|$)|(^|/)[^/]*index[^/]*\.(sqlite|db)$|"
-                   r"\.(sqlite|db)-(wal|shm|journal)$|\.tmp$|(^|/)\.readyz\.")
+                   r"\.(sqlite|db)-(wal|shm|journal)$|\.tmp$|(^|/)\.readyz\.|\.lock$|^logs(/|$)")
 _SQLITE = re.compile(r"\.(sqlite|db)$")
 
 

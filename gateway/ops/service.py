@@ -45,6 +45,15 @@ def spec_for(config: Config, config_path: Path | None, *, user_mode: bool) -> Un
                     sandbox=sandbox_usable(config), writable=writable, readable=readable)
 
 
+def root_notice(spec: UnitSpec) -> str:
+    """A word before writing ``User=root``: usually a root shell, not a choice ("" otherwise)."""
+    if spec.user != "root":
+        return ""
+    return ("note: the service will run as root (User=root), because this ran as root without sudo. "
+            "To run it as your own user, run `sudo lucid service install` from that user's shell, "
+            "or `lucid service install --user`.")
+
+
 def install(text: str, *, user_mode: bool, unit_dir: Path | None = None) -> Path:
     folder = unit_dir or (USER_UNIT_DIR.expanduser() if user_mode else SYSTEM_UNIT_DIR)
     folder.mkdir(parents=True, exist_ok=True)
