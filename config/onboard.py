@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from importlib import resources
@@ -93,3 +94,25 @@ def install_templates(workspace: Path) -> list[str]:
     for folder in ("sessions", "skills", "memory"):
         (workspace / folder).mkdir(parents=True, exist_ok=True)
     return written
+
+
+@functools.cache
+def template_text(target: str) -> str:
+    """The onboarding template of a workspace file ("" when it has none)."""
+    source = TEMPLATE_FILES.get(target)
+    if source is None:
+        return ""
+    return resources.files("config").joinpath("templates", source).read_text(encoding="utf-8")
+
+
+def _meaningful(text: str) -> set[str]:
+    return {" ".join(line.split()) for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")}
+
+
+def beyond_template(target: str, text: str) -> bool:
+    """Whether ``text`` holds anything of its own: a line that is neither blank, a heading,
+    nor a line of the onboarding template. An untouched template says nothing worth a
+    place in the prompt."""
+    return bool(_meaningful(text) - _meaningful(template_text(target)))
+

@@ -57,6 +57,23 @@ async def test_memory_only_for_owner_private(make_config: Callable, workspace: P
     assert "falcon" not in owner_group and "falcon" not in guest_private
 
 
+async def test_memory_files_that_hold_only_their_template_stay_out(make_config: Callable, workspace: Path) -> None:
+    builder = await builder_for(make_config, workspace)  # a fresh workspace: both files are templates
+    assert builder.memory_section(ctx(workspace)) is None
+    assert "Nothing known yet" not in await builder.system_prompt(ctx(workspace))
+    # The template with its heading kept and a fact added: that file comes in, the other stays out.
+    template = (workspace / "USER.md").read_text()
+    (workspace / "USER.md").write_text(template + "\n- Name: Ana\n")
+    await builder.refresh()
+    section = builder.memory_section(ctx(workspace))
+    assert section is not None and "- Name: Ana" in section and "## USER.md" in section
+    assert "## MEMORY.md" not in section
+    # Only headings left after deleting the placeholder: still nothing to say.
+    (workspace / "USER.md").write_text("# User\n\n## Preferences\n")
+    await builder.refresh()
+    assert builder.memory_section(ctx(workspace)) is None
+
+
 async def test_history_is_scoped(make_config: Callable, workspace: Path) -> None:
     owner_sessions = {"telegram:1", "slack:D9"}
     builder = await builder_for(make_config, workspace, owner_sessions=owner_sessions)

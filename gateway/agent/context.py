@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
+from config.onboard import beyond_template
 from config.schema import AgentDefaults
 from gateway.skills.catalog import Skill, SkillsLoader
 from gateway.tools.turn import TurnContext
@@ -206,8 +207,9 @@ class ContextBuilder:
     def memory_section(self, ctx: TurnContext) -> str | None:
         if not ctx.is_owner_private:
             return None
-        parts = [f"## {name.split('/')[-1]}\n{self.files.get(name)}" for name in self.MEMORY_FILES
-                 if self.files.get(name)]
+        # A file that still holds only its onboarding template says nothing: left out.
+        parts = [f"## {name.split('/')[-1]}\n{text}" for name in self.MEMORY_FILES
+                 if (text := self.files.get(name)) and beyond_template(name, text)]
         for name in reversed(self.notes.names):  # yesterday, then today
             text = self.notes.get(name)
             if text:
