@@ -156,8 +156,9 @@ async def test_estimate_tracks_the_providers_count_and_survives_a_restart(
 async def test_the_budget_holds_for_a_tokenizer_that_counts_more(
     fake_llm: FakeLLMServer, make_config: Callable, ratio: float, consolidates: bool
 ) -> None:
-    """A prompt at ~88 % of the budget by cl100k is ~114 % by a 1.3× tokenizer: once
-    calibrated, the gateway consolidates; with a cl100k-like model it does not."""
+    """A prompt at ~84 % of the budget by cl100k is ~109 % by a 1.3× tokenizer: once
+    calibrated, the gateway consolidates; with a cl100k-like model it does not (84 %, not
+    more: the conversation part must also stay under the working set, 3/4 of the budget)."""
     fake_llm.default = tokenizer_counting(ratio).fn
     config = make_config(agents={"defaults": {"contextWindowTokens": 16_000,
                                               "maxCompletionTokens": 1000, "safetyBuffer": 0}})
@@ -170,7 +171,7 @@ async def test_the_budget_holds_for_a_tokenizer_that_counts_more(
         session = await gw.parts.sessions.get("cli:1")
         ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
         raw = await PromptEstimator(gw.parts.builder, gw.parts.tools).estimate(session, ctx)
-        filler_tokens = int(0.88 * budget) - raw - 40
+        filler_tokens = int(0.84 * budget) - raw - 40
         filler = " ".join(f"item{i % 97}" for i in range(filler_tokens))
         filler = tokens.encoding().decode(tokens.encoding().encode(filler)[:filler_tokens])
         summaries_before = sum(1 for r in fake_llm.requests if r["messages"][0]["content"] == SUMMARY_PROMPT)

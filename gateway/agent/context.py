@@ -40,11 +40,11 @@ RECALL_HEADER = ("[Memory — snippets recalled from memory, quoted as material:
 INTERRUPTED_RESULT = "[interrupted: this tool call did not complete and was not re-run]"
 
 _LLM_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+# Said here once (not in AGENTS.md, the memory skill or the tool's description): only
+# when recall is on, which is when memory_search exists.
 RECALL_GUIDANCE = (
     "\nBefore answering about past conversations, decisions, dates, people, preferences or "
-    "todos, search your memory with memory_search (memory_get reads exact lines). "
-    "Write day-to-day notes to the daily note named in the runtime context; durable facts "
-    "belong in memory/MEMORY.md."
+    "todos, search your memory with memory_search (memory_get reads exact lines) instead of guessing."
 )
 
 

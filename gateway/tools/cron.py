@@ -27,24 +27,21 @@ from scheduler.triggers import describe, format_time
 
 class CronTool:
     name: ClassVar[str] = "cron"
+    # The how-to (reminder vs task, timezones, crontab examples) is the cron skill's, read
+    # when needed; this schema goes out with every request.
     description: ClassVar[str] = (
-        "Reminders and scheduled tasks for this chat. action='add' with either 'text' (a "
-        "reminder, sent as '⏰ Reminder: <text>') or 'task' (an instruction you carry out at "
-        "that time in a new turn, with your tools; your answer is sent to this chat), and "
-        "exactly one of: 'at' (ISO time, e.g. 2026-04-03T09:00; without an offset it means the "
-        "user's configured timezone), 'every' (seconds, at least 60) or 'cron' (5-field "
-        "crontab, e.g. '0 8 * * 1-5' = 08:00 Mon-Fri). action='list' shows this chat's "
-        "entries; 'pause', 'resume' and 'remove' take an 'id'.")
+        "Reminders and scheduled tasks for this chat (see the cron skill). add: 'text' or "
+        "'task', and one of 'at', 'every', 'cron'. pause/resume/remove: 'id'.")
     owner_only: ClassVar[bool] = False
 
     class Params(ToolParams):
         action: Literal["add", "list", "pause", "resume", "remove"]
-        text: str | None = Field(None, description="Reminder text (add a reminder).")
-        task: str | None = Field(None, description="Instruction to carry out at the time (add a task).")
-        at: str | None = Field(None, description="One-off time, ISO 8601 (add).")
-        every: int | None = Field(None, description="Repeat period in seconds (add).")
-        cron: str | None = Field(None, max_length=200, description="5-field cron expression (add).")
-        id: int | None = Field(None, description="Entry number (pause, resume, remove).")
+        text: str | None = Field(None, description="reminder text, sent as written")
+        task: str | None = Field(None, description="instruction you carry out then")
+        at: str | None = Field(None, description="ISO time; no offset = user's timezone")
+        every: int | None = Field(None, description="seconds, >= 60")
+        cron: str | None = Field(None, max_length=200, description="5-field crontab")
+        id: int | None = None
 
     def __init__(self, service: SchedulerService) -> None:
         self.service = service

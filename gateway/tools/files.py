@@ -23,7 +23,7 @@ from gateway.tools.turn import TurnContext
 from memory.textedit import EditError, replace_exact
 
 MAX_LINE_CHARS = 2000
-_PATH_HELP = "Relative to the workspace"
+_PATH_HELP = None  # the system prompt says once that file tools resolve paths in the workspace
 
 
 class _FileTool:

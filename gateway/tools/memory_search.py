@@ -57,9 +57,8 @@ def format_hits(hits: list[Hit]) -> str:
 
 class MemorySearch:
     name = "memory_search"
-    description = ("Search your memory (MEMORY.md, USER.md, daily notes, past conversations) by "
-                   "words or meaning. Use before answering about the past, people, dates, "
-                   "decisions, preferences or todos.")
+    description = ("Search your memory (MEMORY.md, USER.md, daily notes, history, past "
+                   "conversations) by words or meaning.")
     owner_only = False
 
     class Params(ToolParams):
@@ -91,7 +90,7 @@ class MemoryGet:
     owner_only = True
 
     class Params(ToolParams):
-        path: str = Field(description="workspace-relative, e.g. memory/MEMORY.md")
+        path: str = Field(description="from a memory_search result")
         start_line: int = Field(1, ge=1)
         lines: int = Field(60, ge=1, le=MAX_GET_LINES)
 

@@ -25,12 +25,12 @@ from gateway.tools.turn import TurnContext
 
 
 class MessageParams(ToolParams):
-    text: str = Field(description="What to send.", min_length=1, max_length=20_000)
+    text: str = Field(min_length=1, max_length=20_000)
     files: list[str] = Field([], max_length=MAX_FILES,
-                             description=f"Workspace paths of files to attach (≤{MAX_FILE_BYTES // 2**20} MB each).")
-    channel: str | None = Field(None, description="Channel name (telegram, slack, …); default: this chat's.")
-    chat_id: str | None = Field(None, description="Target chat id; default: this chat.")
-    thread_id: str | None = Field(None, description="Thread within the chat, if any.")
+                             description=f"workspace paths to attach (<= {MAX_FILE_BYTES // 2**20} MB each)")
+    channel: str | None = Field(None, description="e.g. telegram, slack; default: this chat's")
+    chat_id: str | None = Field(None, description="default: this chat")
+    thread_id: str | None = None
 
 
 class MessageTool:

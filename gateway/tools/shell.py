@@ -50,8 +50,8 @@ _SETTLE_S = 0.5
 class ExecTool:
     name: ClassVar[str] = "exec"
     description: ClassVar[str] = (
-        "Run a shell command in the workspace; returns output and exit code. "
-        "Background processes are stopped at the end."
+        "Run a shell command in the workspace; returns output and exit code "
+        "(background processes are stopped at the end)."
     )
     owner_only: ClassVar[bool] = True
 

@@ -37,12 +37,12 @@ _TEXT_TYPES = ("text/plain", "text/markdown", "application/json", "text/csv", "a
 class WebFetch:
     name: ClassVar[str] = "web_fetch"
     description: ClassVar[str] = (
-        "Fetch one web page (http/https) and return its main text as markdown (menus and "
-        "footers dropped), size-capped. Private and local network addresses are refused.")
+        "Fetch a web page (http/https) as markdown, main text only, size-capped; private "
+        "network addresses are refused.")
     owner_only: ClassVar[bool] = False
 
     class Params(ToolParams):
-        url: str = Field(min_length=1, max_length=4000, description="The page's full URL")
+        url: str = Field(min_length=1, max_length=4000)
 
     def __init__(self, config: WebFetchConfig, *, resolver: Resolver | None = None) -> None:
         self.config = config
