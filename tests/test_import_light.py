@@ -31,7 +31,7 @@ def exit_and_report(code):
     real_exit(code)
 os._exit = exit_and_report
 from gateway.cli import main
-sys.argv = ['lucid', 'agent', '-m', 'hi', '--config', sys.argv[1]]
+sys.argv = ['lucid', *(os.environ.get('PROBE_ARGS') or 'agent -m hi').split(), '--config', sys.argv[1]]
 try:
     main()
 finally:
@@ -48,12 +48,12 @@ with open(os.environ['PROBE_OUT'], 'w') as out:
 """
 
 
-def imported(tmp_path: Path, probe: str, config: dict[str, object]) -> set[str]:
+def imported(tmp_path: Path, probe: str, config: dict[str, object], args: str = "") -> set[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
     path, out = tmp_path / "config.json", tmp_path / "modules.txt"
     path.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUCIDGATE_")}
-    env.update(HOME=str(tmp_path), LITELLM_LOCAL_MODEL_COST_MAP="True", PROBE_OUT=str(out))
+    env.update(HOME=str(tmp_path), LITELLM_LOCAL_MODEL_COST_MAP="True", PROBE_OUT=str(out), PROBE_ARGS=args)
     proc = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
                           env=env, timeout=180, cwd=Path(__file__).resolve().parents[1])
     assert out.exists(), proc.stdout + proc.stderr
@@ -84,3 +84,13 @@ def test_a_gateway_loads_a_chat_sdk_only_for_an_enabled_channel(tmp_path: Path) 
     assert "telegram" in with_telegram  # the probe sees a channel's SDK when it is configured…
     assert webhook_only.isdisjoint(CHAT_SDKS), sorted(webhook_only & CHAT_SDKS)  # …and only then
     assert "slack_bolt" not in with_telegram
+
+
+def test_commands_that_call_no_model_never_import_litellm(tmp_path: Path) -> None:
+    config = {"agents": {"defaults": {"workspace": str(tmp_path / "ws"), "model": "openai/fake-model"}},
+              "providers": {"openai": {"apiKey": "sk-probe", "apiBase": "http://127.0.0.1:9/v1"}}}
+    for n, args in enumerate(["status", "sessions", "memory search tea", "jobs", "skills list", "memory log"]):
+        modules = imported(tmp_path / str(n), AGENT_PROBE, config, args)
+        assert "gateway" in modules and "typer" in modules, args  # the command really ran
+        assert "litellm" not in modules and "openai" not in modules, args
+

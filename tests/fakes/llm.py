@@ -202,6 +202,7 @@ class FakeLLMServer:
         for prefix in ("/v1", ""):
             app.router.add_post(f"{prefix}/chat/completions", self._chat)
             app.router.add_get(f"{prefix}/models", self._models)
+        app.router.add_get("/stats", self._stats)
         # handler_cancellation: a client that gives up on a Hang must not keep stop() waiting.
         runner = web.AppRunner(
             app, handler_cancellation=True, access_log=None, shutdown_timeout=1.0
@@ -278,6 +279,15 @@ class FakeLLMServer:
         return web.json_response(
             {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "owned_by": "test"}]}
         )
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        """What the requests so far carried, per request: the characters of the messages'
+        text and of the tool schemas (as JSON) — a prompt's size, as benches report it."""
+        sizes = [{"message_chars": sum(len(message_text(m)) for m in r.get("messages") or []
+                                       if isinstance(m, dict)),
+                  "tools_chars": len(json.dumps(r["tools"])) if r.get("tools") else 0,
+                  "tools": len(r.get("tools") or [])} for r in self.requests]
+        return web.json_response({"requests": len(self.requests), "sizes": sizes})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:

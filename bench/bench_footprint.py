@@ -1,0 +1,127 @@
+"""What lucid costs to start, beside the floor it cannot go under, measured in one run.
+
+litellm is the one model client, so ``import litellm`` (wall time and peak RSS of a bare
+``python -c "import litellm"``) is the floor of anything that calls a model. Printed, each
+with the floor beside it and its target:
+
+- a one-shot ``lucid agent -m hello`` with no gateway (target: floor + 0.4 s, floor + 30 MB);
+- the same with ``lucid gateway`` running, which answers it over loopback (0.6 s, 70 MB);
+- commands that call no model (--help, --version, status, sessions, memory search, jobs,
+  skills list): wall time each (0.6 s);
+- the "hello" request: characters of its messages and tool schemas, read from the fake
+  model's ``/stats`` (target: 8,000).
+
+Medians of ``--runs`` runs (default 3). The fake model runs in its own process. Run:
+``.venv/bin/python bench/bench_footprint.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+NO_MODEL = [["--help"], ["--version"], ["status"], ["sessions"], ["memory", "search", "tea"], ["jobs"],
+            ["skills", "list"]]
+
+
+def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of one run of ``cmd`` (its own rusage, via wait4)."""
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[3:]) or cmd}: exit {proc.returncode}\n{err}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def median_of(runs: int, cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    results = [measure(cmd, env) for _ in range(runs)]
+    return statistics.median(r[0] for r in results), statistics.median(r[1] for r in results)
+
+
+def stats(base: str) -> dict[str, object]:
+    root = base.removesuffix("/v1")
+    with urllib.request.urlopen(f"{root}/stats", timeout=10) as response:  # loopback only
+        return dict(json.load(response))
+
+
+def start_gateway(env: dict[str, str], config: Path, workspace: Path) -> subprocess.Popen[bytes]:
+    from gateway.daemon.local_client import find_running
+
+    proc = subprocess.Popen([*LUCID, "gateway", "-c", str(config), "--no-access-log"], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while find_running(workspace) is None:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("the gateway did not start")
+        time.sleep(0.2)
+    return proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="lucid-footprint-"))
+    fake = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_fake_llm_server.py")], stdout=subprocess.PIPE,
+                            text=True)
+    gateway = None
+    try:
+        assert fake.stdout is not None
+        base = fake.stdout.readline().strip()
+        workspace, config = home / "ws", home / "config.json"
+        config.write_text(json.dumps({
+            "agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model"}},
+            "providers": {"openai": {"apiBase": base}}, "gateway": {"port": 0}}))
+        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
+        env.update(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=str(ROOT))
+        measure([*LUCID, "onboard", "-c", str(config)], env)  # templates in place before timing
+
+        floor = median_of(args.runs, [sys.executable, "-c", "import litellm"], env)
+        before = int(stats(base)["requests"])  # type: ignore[call-overload]
+        measure([*LUCID, "agent", "-c", str(config), "-s", "hello", "-m", "hello"], env)
+        hello = stats(base)["sizes"][before]  # type: ignore[index]
+        one_shot = median_of(args.runs, [*LUCID, "agent", "-c", str(config), "-m", "hello"], env)
+        quiet = {" ".join(c): median_of(args.runs, [*LUCID, *c, *(["-c", str(config)] if c[0][0] != "-" else [])],
+                                        env)[0] for c in NO_MODEL}
+        gateway = start_gateway(env, config, workspace)
+        via_gateway = median_of(args.runs, [*LUCID, "agent", "-c", str(config), "-m", "hello"], env)
+    finally:
+        for proc in (gateway, fake):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(60)
+        shutil.rmtree(home, ignore_errors=True)
+
+    fw, fr = floor
+    print(f"floor: import litellm {fw:.2f} s, {fr:.0f} MB peak RSS (median of {args.runs})\n")
+    print(f"{'measure':44} {'wall':>8} {'peak RSS':>9}   target")
+    print(f"{'agent -m hello, no gateway':44} {one_shot[0]:7.2f}s {one_shot[1]:7.0f}MB   "
+          f"<= {fw + 0.4:.2f}s / {fr + 30:.0f}MB (floor + 0.4 s / + 30 MB): "
+          f"floor {one_shot[0] - fw:+.2f}s {one_shot[1] - fr:+.0f}MB")
+    print(f"{'agent -m hello, gateway running':44} {via_gateway[0]:7.2f}s {via_gateway[1]:7.0f}MB   "
+          f"<= 0.60s / 70MB  (floor {fw:.2f}s / {fr:.0f}MB)")
+    for name, wall in quiet.items():
+        print(f"{'lucid ' + name:44} {wall:7.2f}s {'':9}   <= 0.60s  (floor {fw:.2f}s)")
+    total = int(hello["message_chars"]) + int(hello["tools_chars"])
+    print(f"\n\"hello\" request: {total:,} characters (messages {hello['message_chars']:,}, "
+          f"{hello['tools']} tool schemas {hello['tools_chars']:,}); target <= 8,000")
+
+
+if __name__ == "__main__":
+    main()
