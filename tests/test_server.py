@@ -28,6 +28,7 @@ from gateway.app import build_gateway
 from gateway.logs import secrets_from_config, setup_logging
 from gateway.daemon.serve import GatewayLocked, GatewayServer, ListenError, WorkspaceLock, bind_socket
 from gateway.daemon.server import create_app
+from tests.fakes.llm import Fail
 from tests.test_webhook import AUTH, TOKEN, body, serving
 
 # ----------------------------------------------------------------------------- health, readiness, metrics
@@ -168,6 +169,11 @@ async def test_every_documented_response_of_post_messages_is_real(wh_config, fak
         await post(409, body("changed", idempotency_key="k"))
         await post(403, body("owner into the guest's chat", sender="boss"))
         await post(429, body())
+        echo = fake_llm.default  # the model refuses this sender's turn (a 400 is not retried)
+        fake_llm.default = lambda r: (Fail(400, "refused") if "sender: failing" in fake_llm.last_user_text(r)
+                                      else echo(r))
+        await post(502, body(sender="failing"))
+        fake_llm.default = echo
         fake_llm.latency = 3.0
         await post(504, body(sender="slow"))
         await post(422, {"chat_id": 5}, headers={})

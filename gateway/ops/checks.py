@@ -129,6 +129,7 @@ def context_window_check(config: Config) -> Result:
 async def model_check(config: Config) -> Result:
     """One tiny completion with a short timeout and no retries."""
     from gateway.model.client import LiteLLMChatModel
+    from gateway.model.errors import without_reprs
 
     probe = config.model_copy(deep=True)
     ok_cfg, why = LiteLLMChatModel(probe).configured()
