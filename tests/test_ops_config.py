@@ -75,7 +75,7 @@ def test_service_install_writes_a_unit_for_this_installation(tmp_path):
     runner = CliRunner()
     printed = runner.invoke(build_app(), ["service", "install", "--config", str(config), "--print"])
     assert printed.exit_code == 0, printed.output
-    unit = printed.output
+    unit = printed.stdout  # a note (e.g. "will run as root") goes to stderr
     assert f"Environment=LUCIDGATE_CONFIG={config.resolve()}" in unit
     assert f"EnvironmentFile={(config.parent / 'lucidgate.env').resolve()}" in unit
     assert re.search(r"^ExecStart=/\S+/lucid gateway --log-format json$", unit, re.M)
