@@ -162,6 +162,17 @@ def test_sessions_and_switch_change_the_conversation_mid_chat(tmp_path: Path, ll
     child.expect_exact(PROMPT)
     child.sendline("/switch ../x")
     child.expect_exact("invalid session name '../x'")
+    child.expect_exact(PROMPT)
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert len(llm.requests) == 2  # the terminal answered /sessions and /switch itself
+    sessions = tmp_path / "ws" / "sessions"
+    assert "hi there" in (sessions / "cli_work.jsonl").read_text()
+    local = (sessions / "cli_local.jsonl").read_text()
+    assert "hello" in local and "hi there" not in local
+
+
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -177,9 +188,4 @@ def test_a_command_reply_keeps_its_lines_and_placeholders(tmp_path: Path, llm: F
     child.sendcontrol("d")
     child.expect(pexpect.EOF)
     child.close()
-    assert len(llm.requests) == 2  # the terminal answered /sessions and /switch itself
-    sessions = tmp_path / "ws" / "sessions"
-    assert "hi there" in (sessions / "cli_work.jsonl").read_text()
-    local = (sessions / "cli_local.jsonl").read_text()
-    assert "hello" in local and "hi there" not in local
     assert llm.requests == []  # a command never calls the model
