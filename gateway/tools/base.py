@@ -75,9 +75,10 @@ def error_result(name: str, exc: Exception) -> str:
 
 def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema as the model needs it, every request: no pydantic titles, and an
-    optional field (``X | None = None``) shown as plain ``X`` — leaving it out is how the
-    model says "none" (the arguments are still validated by the pydantic model, which
-    accepts null too). Fewer prompt characters, same meaning."""
+    optional field (``X | None = None``) shown as plain ``X``, and no defaults — leaving a
+    field out is how the model asks for its default or "none" (the arguments are still
+    validated by the pydantic model, which fills defaults and accepts null too). Fewer
+    prompt characters, same meaning."""
     schema = model.model_json_schema()
 
     def strip(node: Any) -> Any:
@@ -87,8 +88,8 @@ def _compact_schema(model: type[BaseModel]) -> dict[str, Any]:
             if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
                 node.pop("anyOf")
                 node = {**next(o for o in options if o != {"type": "null"}), **node}
-                if node.get("default", ...) is None:
-                    node.pop("default")
+            if "type" in node or "enum" in node:  # a field's schema (not the properties map)
+                node.pop("default", None)  # the model leaves a field out to get its default
             return {k: strip(v) for k, v in node.items()}
         if isinstance(node, list):
             return [strip(v) for v in node]

@@ -47,7 +47,7 @@ class ReadFile(_FileTool):
 
     class Params(ToolParams):
         path: str = Field(description=_PATH_HELP)
-        offset: int = Field(1, ge=1, description="First line, 1-based")
+        offset: int = Field(1, ge=1, description="1-based")
         limit: int = Field(2000, ge=1)
 
     def __init__(self, *, restrict: bool = True, max_chars: int = 12_000) -> None:
@@ -101,7 +101,7 @@ class ReadFile(_FileTool):
 
 class WriteFile(_FileTool):
     name: ClassVar[str] = "write_file"
-    description: ClassVar[str] = "Create or overwrite a file (makes parent folders). Use edit_file for changes."
+    description: ClassVar[str] = "Create or overwrite a file (and its folders); use edit_file for changes."
 
     class Params(ToolParams):
         path: str = Field(description=_PATH_HELP)

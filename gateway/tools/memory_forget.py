@@ -38,8 +38,7 @@ def _private_owner(ctx: TurnContext) -> None:
 
 class MemoryForget:
     name = "memory_forget"
-    description = ("Remove every memory line containing text (MEMORY.md, USER.md, history). "
-                   "Only when the owner asks to forget something.")
+    description = "Remove every memory line containing text, when the owner asks you to forget it."
     owner_only = True
 
     class Params(ToolParams):
@@ -64,7 +63,7 @@ class MemoryForget:
 
 class MemoryList:
     name = "memory_list"
-    description = "List the memory lines (files, notes, history) that mention text."
+    description = "The memory lines (files, notes, history) that mention text."
     owner_only = True
 
     class Params(ToolParams):

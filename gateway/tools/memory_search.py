@@ -90,7 +90,7 @@ class MemoryGet:
     owner_only = True
 
     class Params(ToolParams):
-        path: str = Field(description="from a memory_search result")
+        path: str
         start_line: int = Field(1, ge=1)
         lines: int = Field(60, ge=1, le=MAX_GET_LINES)
 

@@ -27,17 +27,16 @@ from gateway.tools.turn import TurnContext
 class MessageParams(ToolParams):
     text: str = Field(min_length=1, max_length=20_000)
     files: list[str] = Field([], max_length=MAX_FILES,
-                             description=f"workspace paths to attach (<= {MAX_FILE_BYTES // 2**20} MB each)")
-    channel: str | None = Field(None, description="e.g. telegram, slack; default: this chat's")
-    chat_id: str | None = Field(None, description="default: this chat")
+                             description=f"workspace paths, <= {MAX_FILE_BYTES // 2**20} MB each")
+    channel: str | None = Field(None, description="e.g. telegram")
+    chat_id: str | None = None
     thread_id: str | None = None
 
 
 class MessageTool:
     name: ClassVar[str] = "message"
     description: ClassVar[str] = (
-        "Send a message, optionally with files, to a chat (this one by default, or another chat on any "
-        "running channel)."
+        "Send a message (and files) to this chat, or to another chat on any channel."
     )
     Params: ClassVar[type[MessageParams]] = MessageParams
     owner_only: ClassVar[bool] = True

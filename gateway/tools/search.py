@@ -35,14 +35,14 @@ MAX_FILE_BYTES = 5 * 1024 * 1024
 
 class Grep:
     name: ClassVar[str] = "grep"
-    description: ClassVar[str] = ("Search text files for a Python regex; returns path:line: text "
-                                  "(output files: paths only; count: per file).")
+    description: ClassVar[str] = ("Search text files for a Python regex; output lines (path:line: "
+                                  "text, the default), files or count.")
     owner_only: ClassVar[bool] = False
 
     class Params(ToolParams):
         pattern: str
         path: str = "."
-        glob: str = Field("", description="File filter, e.g. *.py")
+        glob: str = Field("", description="e.g. *.py")
         ignore_case: bool = False
         output: Literal["lines", "files", "count"] = "lines"
 

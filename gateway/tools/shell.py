@@ -50,14 +50,13 @@ _SETTLE_S = 0.5
 class ExecTool:
     name: ClassVar[str] = "exec"
     description: ClassVar[str] = (
-        "Run a shell command in the workspace; returns output and exit code "
-        "(background processes are stopped at the end)."
+        "Run a shell command in the workspace; returns output and exit code."
     )
     owner_only: ClassVar[bool] = True
 
     class Params(ToolParams):
         command: str
-        timeout_s: int = Field(0, ge=0, description="0 = default; cannot exceed it")
+        timeout_s: int = Field(0, ge=0, description="at most the default")
 
     def __init__(self, *, timeout_s: float = 60, max_output_chars: int = 10_000,
                  term_grace_s: float = _TERM_GRACE_S, sandbox: str = "auto", network: bool = True,

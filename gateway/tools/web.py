@@ -37,8 +37,7 @@ _TEXT_TYPES = ("text/plain", "text/markdown", "application/json", "text/csv", "a
 class WebFetch:
     name: ClassVar[str] = "web_fetch"
     description: ClassVar[str] = (
-        "Fetch a web page (http/https) as markdown, main text only, size-capped; private "
-        "network addresses are refused.")
+        "Fetch a web page as markdown (main text, size-capped); private addresses are refused.")
     owner_only: ClassVar[bool] = False
 
     class Params(ToolParams):
