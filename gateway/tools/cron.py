@@ -30,8 +30,8 @@ class CronTool:
     # The how-to (reminder vs task, timezones, crontab examples) is the cron skill's, read
     # when needed; this schema goes out with every request.
     description: ClassVar[str] = (
-        "Reminders and scheduled tasks for this chat (see the cron skill). add: 'text' or "
-        "'task', and one of 'at', 'every', 'cron'. pause/resume/remove: 'id'.")
+        "Reminders and tasks for this chat (see the cron skill). add: 'text' or 'task', plus "
+        "'at', 'every' or 'cron'. pause/resume/remove: 'id'.")
     owner_only: ClassVar[bool] = False
 
     class Params(ToolParams):

@@ -84,9 +84,8 @@ class MemorySearch:
 
 class MemoryGet:
     name = "memory_get"
-    description = ("Read exact lines of a memory file or past conversation: the path and line range "
-                   "a memory_search result shows (e.g. sessions/telegram_42.jsonl:12-15 → "
-                   "start_line 12, lines 4); a conversation comes with the turns around it.")
+    description = ("Read the lines a memory_search result shows, of a memory file or past "
+                   "conversation (x.jsonl:12-15 → start_line 12, lines 4).")
     owner_only = True
 
     class Params(ToolParams):
