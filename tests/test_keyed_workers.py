@@ -214,7 +214,8 @@ async def test_a_burst_of_webhook_chats_then_idle_brings_workers_and_lanes_back_
     token = "wh-token-0123456789abcdef"
     config = make_config(
         channels={"webhook": {"token": token, "callbackSecret": "cb-secret-0123456789abcdef",
-                              "rateLimitPerMin": 100_000}},
+                              "rateLimitPerMin": 100_000, "rateLimitPerCredentialPerMin": 100_000,
+                              "rateLimitGlobalPerMin": 100_000}},
         gateway={"port": 0, "shutdownGraceS": 2, "workerIdleS": 0.05})
     chats = 200
     async with GatewayServer(config, access_log=False) as server, httpx.AsyncClient(
