@@ -58,7 +58,7 @@ async def test_guest_work_has_a_daily_token_budget_the_owner_does_not(wh_config,
         calls = len(fake_llm.requests)
         # Spent: another guest, in another chat, is told so without a model call.
         second = await client.post("/v1/messages", json=body("hello again", chat="g2", sender="guest2"))
-        assert second.status_code == 200 and second.json()["error"] is True
+        assert second.status_code == 502 and second.json()["error"] is True  # a failed turn is 502
         assert "guestDailyTokenBudget" in second.json()["reply"]
         assert len(fake_llm.requests) == calls
         fake_llm.queue(Reply("owner answer", prompt_tokens=5000, completion_tokens=200))
