@@ -29,6 +29,7 @@ import aiohttp
 import discord
 
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
+from channels._stopping import cancel_tasks, flush_replies
 from channels.bus import MessageBus
 from channels.discord.catchup import CatchUp
 from channels.discord.files import save_attachments
@@ -205,15 +206,9 @@ class DiscordChannel:
         if self._stopping:
             return
         self._stopping = True
-        for task in list(self._tasks.values()):
-            task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        self._tasks.clear()
+        await cancel_tasks(self._tasks)
         if self._ready.is_set():
-            try:
-                await asyncio.wait_for(self.bus.flush_outbound(), 10)
-            except TimeoutError:
-                logger.warning("Discord replies still queued at shutdown stay in the outbox")
+            await flush_replies(self.bus, logger, "Discord replies still queued at shutdown stay in the outbox")
         self.bus.unsubscribe(NAME)
         self.sender.cancel_typing()
         if self._client is not None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from nio import AsyncClient, AsyncClientConfig, MatrixRoom, SyncResponse
 
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
+from channels._stopping import cancel_tasks, flush_replies
 from channels.bus import MessageBus
 from channels.gate import AccessGate, AccessRequest
 from channels.matrix.calls import MatrixCallError, checked, classify
@@ -155,14 +156,8 @@ class MatrixChannel:
         if self._stopping:
             return
         self._stopping = True
-        for task in list(self._tasks.values()):
-            task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        self._tasks.clear()
-        try:
-            await asyncio.wait_for(self.bus.flush_outbound(), 10)
-        except TimeoutError:
-            logger.warning("Matrix replies still queued at shutdown stay in the outbox")
+        await cancel_tasks(self._tasks)
+        await flush_replies(self.bus, logger, "Matrix replies still queued at shutdown stay in the outbox")
         self.bus.unsubscribe(NAME)
         self.sender.cancel_typing()
         if self._client is not None:

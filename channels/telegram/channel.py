@@ -28,6 +28,7 @@ from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
 from channels._ratelimit import DeliveryRetry, OutboundLimiter
+from channels._stopping import cancel_tasks, flush_replies
 from channels.base import CommandSpec
 from channels.bus import MessageBus
 from channels.gate import AccessGate, AccessRequest
@@ -210,14 +211,8 @@ class TelegramChannel:
         if self._stopping:
             return
         self._stopping = True
-        for task in list(self._tasks.values()):
-            task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
-        self._tasks.clear()
-        try:
-            await asyncio.wait_for(self.bus.flush_outbound(), 10)
-        except TimeoutError:
-            logger.warning("Telegram replies still queued at shutdown were dropped")
+        await cancel_tasks(self._tasks)
+        await flush_replies(self.bus, logger, "Telegram replies still queued at shutdown were dropped")
         self.bus.unsubscribe(NAME)
         self._sender.cancel_typing()
         if self._app is not None:
