@@ -70,7 +70,7 @@ class CliChannel:
         self._waiters[message_id] = fut
         await self.bus.publish_inbound(InboundMessage(
             channel=self.name, chat_id=chat_id or self.chat_id, sender_id=LOCAL_USER, text=text,
-            chat_type="private", message_id=message_id,
+            chat_type="private", message_id=message_id, role="owner",
         ))
         return await fut
 

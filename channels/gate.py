@@ -18,9 +18,8 @@ Refusals and pairing replies are ordinary ``OutboundText`` messages published on
 so they leave through the channel's normal outbound path (its queue and flood limiter):
 a platform's long rate-limit wait never stalls the channel's intake.
 
-``role_of`` answers the same owner question for the gateway, from the config alone, for
-every channel (including ``cli`` and ``webhook``, whose senders are authenticated by their
-transport: the local terminal, the bearer token).
+The ``Decision``'s role is stamped on the ``InboundMessage`` the adapter publishes
+(``InboundMessage.role``); the agent reads it from there and never asks the config again.
 """
 
 from __future__ import annotations
@@ -32,19 +31,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from channels.bus import MessageBus
-from channels.messages import ChatType, OutboundText, Target
+from channels.messages import ChatType, OutboundText, Role, Target
 from channels.pairing import PairingError, PairingStore, default_path
-from channels.descriptor import sections
 from channels.registry import descriptor
 from config.channel_schema import GatedSection
-from config.schema import Config
 
 logger = logging.getLogger(__name__)
 
-Role = Literal["owner", "guest"]
+__all__ = ["AccessGate", "AccessRequest", "Decision", "Role", "Roster", "refusal_text"]
+
 Outcome = Literal["allowed", "pairing", "refused"]
 
 _REMEMBERED_SENDERS = 10_000
@@ -83,9 +81,9 @@ class Roster:
         self._owners = frozenset(str(o).strip() for o in owners if str(o).strip())
 
     @classmethod
-    def of(cls, section: Any) -> Roster:
-        """From a ``channels.<name>`` config section (any of them; missing lists are empty)."""
-        return cls(getattr(section, "allow_from", None) or (), getattr(section, "owners", None) or ())
+    def of(cls, section: GatedSection) -> Roster:
+        """From a gated ``channels.<name>`` section: its ``allowFrom`` and ``owners``."""
+        return cls(section.allow_from, section.owner_ids())
 
     def is_owner(self, sender_id: str) -> bool:
         return str(sender_id) in self._owners
@@ -100,11 +98,6 @@ class Roster:
         if not username:
             return False
         return username.lstrip("@").lower() in self._usernames
-
-
-def role_of(config: Config, channel: str, sender_id: str) -> Role:
-    """The sender's role on ``channel``: owner only when listed in ``channels.<channel>.owners``."""
-    return Roster.of(sections(config.channels).get(channel)).role(sender_id)
 
 
 def refusal_text(refusal: str, code: str | None) -> str:

@@ -6,10 +6,15 @@ small union of typed kinds; nothing rides in a stringly-typed metadata dict.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 ChatType = Literal["private", "group", "channel", "thread"]
+# Who a sender is to the assistant. Decided by the gate that admits a message (``channels.gate``,
+# or the transport that authenticated it) and carried on the message from then on.
+Role = Literal["owner", "guest"]
+CHAT_TYPES: tuple[ChatType, ...] = ("private", "group", "channel", "thread")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,14 +28,19 @@ class ScheduledTask:
     """
 
     job: str  # "task:7", "heartbeat": names the job in logs and the transcript
-    role: Literal["owner", "guest"] = "guest"
+    role: Role = "guest"
     token_budget: int | None = None
     internal: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
-    """One message from a person (or a job) to the assistant. Ids are strings everywhere."""
+    """One message from a person (or a job) to the assistant. Ids are strings everywhere.
+
+    ``role`` is the gate's decision about the sender, stamped where the message was admitted;
+    nothing downstream recomputes it. A message built without one is a guest's: only a gate
+    (or the authenticated local surfaces: the terminal, the console) makes an owner.
+    """
 
     channel: str
     chat_id: str
@@ -45,6 +55,7 @@ class InboundMessage:
     silent: bool = False
     # Set by the scheduler for a scheduled task or a heartbeat turn (see ScheduledTask).
     task: ScheduledTask | None = None
+    role: Role = "guest"
 
     @property
     def session_key(self) -> str:
@@ -136,10 +147,37 @@ OutboundMessage = OutboundText | OutboundTyping | OutboundProgress | OutboundErr
 
 @dataclass(frozen=True, slots=True)
 class SessionRef:
-    """The origin of a session, kept in its metadata so a resumed turn can answer."""
+    """Where a session's messages come from and its answers go: kept in the session's
+    metadata (``{"origin": {...}}``) so a turn resumed after a restart answers on its channel.
+
+    The stored form is a plain JSON object with these four keys; ``from_stored`` reads it
+    back (``None`` when absent or unusable), so files written before this type existed load
+    unchanged.
+    """
 
     channel: str
     chat_id: str
-    chat_type: str = "private"
+    chat_type: ChatType = "private"
     thread_id: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, msg: InboundMessage) -> SessionRef:
+        return cls(msg.channel, msg.chat_id, msg.chat_type, msg.thread_id)
+
+    @classmethod
+    def from_stored(cls, metadata: Mapping[str, Any]) -> SessionRef | None:
+        """The origin in a session's ``metadata``, or None when it has none (or a broken one)."""
+        origin = metadata.get("origin")
+        if not isinstance(origin, Mapping) or not origin.get("channel") or origin.get("chat_id") is None:
+            return None
+        # Missing: a private chat (as every reader took it); unknown: not a private one.
+        chat_type = origin.get("chat_type") or "private"
+        thread_id = origin.get("thread_id")
+        return cls(str(origin["channel"]), str(origin["chat_id"]),
+                   chat_type if chat_type in CHAT_TYPES else "group",
+                   str(thread_id) if thread_id is not None else None)
+
+    def stored(self) -> dict[str, Any]:
+        """The JSON form kept in the session's metadata under ``origin``."""
+        return {"channel": self.channel, "chat_id": self.chat_id, "chat_type": self.chat_type,
+                "thread_id": self.thread_id}

@@ -30,12 +30,32 @@ class StreamingSection(Section):
     streaming: bool = False
 
 
-class GatedSection(Section):
+class OwnedSection(Section):
+    """A channel some of whose senders are the owner; ``owner_ids`` says which (ids as strings).
+
+    The channel's gate reads it when it admits a message and stamps the role on it; the rest
+    of the gateway reads the role from the message, and consults this only for stored history
+    written before messages carried their role.
+    """
+
+    def owner_ids(self) -> frozenset[str]:
+        raise NotImplementedError
+
+
+class ListedOwners(OwnedSection):
+    """Owners listed by id in the section's ``owners``."""
+
+    owners: list[str] = Field(default_factory=list)
+
+    def owner_ids(self) -> frozenset[str]:
+        return frozenset(s for o in self.owners if (s := str(o).strip()))
+
+
+class GatedSection(ListedOwners):
     """A platform channel where strangers can write: who may talk, who owns it, what a stranger
     is told (``null``: silence) and whether a stranger may ask for a pairing code."""
 
     allow_from: list[str] = Field(default_factory=list)
-    owners: list[str] = Field(default_factory=list)
     refusal: str | None = "Sorry, I only talk to people my owner has allowed."
     pairing: bool = False
 
@@ -97,14 +117,13 @@ class MatrixConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSect
     )
 
 
-class WebhookConfig(SwitchedSection, DeliverySection):
+class WebhookConfig(SwitchedSection, DeliverySection, ListedOwners):
     enabled: bool = True
     token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
     admin_token: SecretStr = SecretStr("")  # lists/reads/resets every webhook session; empty: nobody
     # The owner credential: only requests made with it may speak as a sender listed in owners.
     owner_token: SecretStr = SecretStr("")
     callback_secret: SecretStr = SecretStr("")
-    owners: list[str] = Field(default_factory=list)
     wait_timeout_s: float = Field(120, gt=0)
     max_body_bytes: int = Field(1_048_576, ge=1024)
     rate_limit_per_min: int = Field(60, ge=1)  # per sender, inside the credential's limit
@@ -116,7 +135,7 @@ class WebhookConfig(SwitchedSection, DeliverySection):
     callback_backoff_s: float = Field(5.0, ge=0)
 
 
-class OpenAIApiConfig(SwitchedSection, DeliverySection):
+class OpenAIApiConfig(SwitchedSection, DeliverySection, OwnedSection):
     """``POST /v1/chat/completions``: any OpenAI client talks to the assistant.
 
     The bearer token is ``token``, or the webhook's integration token when empty; callers are
@@ -129,22 +148,21 @@ class OpenAIApiConfig(SwitchedSection, DeliverySection):
     wait_timeout_s: float = Field(300, gt=0)
     max_body_bytes: int = Field(4_194_304, ge=1024)
 
-    @property
-    def owners(self) -> list[str]:
-        """The sender id an owner token speaks as (``role_of`` reads ``owners``)."""
-        return [OPENAI_OWNER_ID] if self.owner else []
+    def owner_ids(self) -> frozenset[str]:
+        """The sender id the endpoint's callers speak as when ``owner`` is true."""
+        return frozenset({OPENAI_OWNER_ID}) if self.owner else frozenset()
 
 
 OPENAI_OWNER_ID = "api-owner"
 OPENAI_GUEST_ID = "api-guest"
 
 
-class CliChannelConfig(DeliverySection, StreamingSection):
+class CliChannelConfig(DeliverySection, StreamingSection, ListedOwners):
     owners: list[str] = Field(default_factory=lambda: ["local"])
     streaming: bool = True  # `lucid agent` prints the answer as it is written
 
 
-class WebChannelConfig(SwitchedSection, DeliverySection, StreamingSection):
+class WebChannelConfig(SwitchedSection, DeliverySection, StreamingSection, ListedOwners):
     """The browser chat of the web console; its only sender is the logged-in console user."""
 
     enabled: bool = True
@@ -161,3 +179,8 @@ class ChannelsConfig(Section):
     cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
     web: WebChannelConfig = Field(default_factory=WebChannelConfig)
     openai: OpenAIApiConfig = Field(default_factory=OpenAIApiConfig)
+
+    def owners_of(self, channel: str) -> frozenset[str]:
+        """The configured owners of ``channel`` (none for an unknown or ownerless channel)."""
+        section = dict(self).get(channel)
+        return section.owner_ids() if isinstance(section, OwnedSection) else frozenset()

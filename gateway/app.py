@@ -22,11 +22,10 @@ from typing import Literal
 from channels.base import Channel, CommandSpec
 from channels.bus import MessageBus
 from channels.cli import CliChannel
-from channels.gate import role_of
 from channels.inbox import InboxJournal
 from channels.outbox import Outbox
 from channels.registry import build_channels, channel_hints, delivery_deadlines, streaming_channels
-from channels.messages import OutboundProgress
+from channels.messages import OutboundProgress, SessionRef
 from gateway.agent.memory_flush import MemoryFlush
 from config.schema import Config
 from gateway.commands.builtin import register_builtin_commands
@@ -39,7 +38,7 @@ from gateway.mcp import McpManager
 from gateway.metrics import Metrics
 from gateway.agent.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
 from gateway.commands.model import register_model_command
-from gateway.agent.roles import OwnerSessions, history_provenance
+from gateway.agent.roles import OwnerSessions, history_provenance, last_user_line, line_role
 from gateway.agent.runner import PromptEstimator
 from gateway.runtime import Gateway, GatewayParts
 from gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
@@ -109,16 +108,14 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                                 scale=partial(calibration.scale, agent.model))
 
     def origin_context(session: Session) -> TurnContext:
-        """The context of the session's latest turn: its channel, chat and the sender's role,
-        so a guest's chat is sized without the owner's memory and tools."""
-        origin = session.metadata.get("origin") or {}
-        channel = origin.get("channel", "cli")
-        sender = next((str(m.get("sender_id", "")) for m in reversed(session.messages)
-                       if m.get("role") == "user"), "")
-        return TurnContext(session_key=session.key, channel=channel,
-                           chat_id=str(origin.get("chat_id", "")), sender_id=sender,
-                           role=role_of(config, channel, sender),
-                           chat_type=origin.get("chat_type", "private"), workspace=workspace)
+        """The context of the session's latest turn: its channel, chat and the role its sender
+        was admitted in, so a guest's chat is sized without the owner's memory and tools."""
+        origin = SessionRef.from_stored(session.metadata) or SessionRef("cli", "")
+        last = last_user_line(session)
+        return TurnContext(session_key=session.key, channel=origin.channel, chat_id=origin.chat_id,
+                           sender_id=str(last.get("sender_id", "")),
+                           role=line_role(config, origin.channel, last),
+                           chat_type=origin.chat_type, workspace=workspace)
 
     async def estimate(session: Session) -> int:
         await calibration.ensure_loaded()  # once, in a worker thread

@@ -135,7 +135,7 @@ class Heartbeat:
             logger.warning("heartbeat: no answer to the previous beat after %.0f s; sending anew", waited)
         left = self.config.token_budget - used
         msg = InboundMessage(channel=CHANNEL, chat_id=CHAT_ID, sender_id=CHANNEL,
-                             text=self._prompt(tasks), silent=True,
+                             text=self._prompt(tasks), silent=True, role="owner",  # the gateway's own job
                              task=ScheduledTask(job="heartbeat", role="owner", token_budget=left,
                                                 internal=True))
         try:

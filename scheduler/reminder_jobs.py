@@ -26,7 +26,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 
 from channels.bus import BusClosed, BusFull, MessageBus
-from channels.messages import OutboundText, Target
+from channels.messages import OutboundText, Role, Target
 from scheduler.errors import ReminderError
 from scheduler.reminders import Purpose, Reminder, ReminderStore
 from scheduler.tasks import MAX_TASK_CHARS, task_message
@@ -69,8 +69,12 @@ def upcoming(reminder: Reminder, tz: tzinfo, now: datetime | None = None) -> dat
 class ReminderJobs:
     def __init__(self, store: ReminderStore, bus: MessageBus, tz: tzinfo, *,
                  grace_s: float, min_every_s: int, task_token_budget: int,
-                 guest_max_active: int = 20) -> None:
+                 guest_max_active: int = 20,
+                 owners_of: Callable[[str], frozenset[str]] = lambda channel: frozenset()) -> None:
         self.store = store
+        # The configured owners of a channel: a task runs with owner tools only while its
+        # creator is still one (by default nobody is, the safe reading).
+        self.owners_of = owners_of
         self.guest_max_active = guest_max_active
         self.task_token_budget = task_token_budget
         self.bus = bus
@@ -267,7 +271,9 @@ class ReminderJobs:
                     "fired" if status == "done" else "reported missed", reminder.session_key)
 
     async def _start_task(self, task: Reminder, late_from: datetime | None) -> None:
-        msg = task_message(task, tz=self.tz, token_budget=self.task_token_budget, late_from=late_from)
+        creator_now: Role = "owner" if (task.creator_id or "") in self.owners_of(task.channel) else "guest"
+        msg = task_message(task, tz=self.tz, token_budget=self.task_token_budget, creator_now=creator_now,
+                           late_from=late_from)
         try:
             await self.bus.publish_inbound(msg, timeout=300)
         except (BusClosed, BusFull) as exc:

@@ -72,7 +72,8 @@ class SchedulerService:
         self.reminders = ReminderJobs(ReminderStore(state_dir / "reminders.sqlite"), bus, self.tz,
                                       grace_s=reminder_grace_s, min_every_s=min_every_s,
                                       task_token_budget=config.agent.tasks.token_budget,
-                                      guest_max_active=config.agent.tasks.guest_max_active)
+                                      guest_max_active=config.agent.tasks.guest_max_active,
+                                      owners_of=config.channels.owners_of)
         self.heartbeat = Heartbeat(config.agent.heartbeat, workspace=config.workspace, bus=bus,
                                    usage=usage, tz=self.tz, state=self.state)
         self._scheduler: AsyncIOScheduler | None = None

@@ -5,34 +5,35 @@ agent turn carries out in the chat it was set in. The scheduler does not run the
 it publishes an ``InboundMessage`` carrying a ``ScheduledTask`` on the bus,
 from the sender who created the task, and the agent loop runs the turn as that sender
 (owner tools only if they were an owner when they set it and still are), under the
-per-task token budget. The answer goes out like any reply and the turn is in the chat's
+per-task token budget. The scheduler is this message's gate: it stamps the creator's role
+as the config has it now (``InboundMessage.role``), the task keeps the role they had when
+they set it (``ScheduledTask.role``), and the loop takes the lower of the two. The answer goes out like any reply and the turn is in the chat's
 transcript, so the assistant knows later what it did.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, tzinfo
-from typing import Literal
-
-from channels.messages import InboundMessage, ScheduledTask
+from channels.messages import InboundMessage, Role, ScheduledTask
 from scheduler.reminders import Reminder
 from scheduler.triggers import describe, format_time
 
 MAX_TASK_CHARS = 2000
 
 
-def task_message(task: Reminder, *, tz: tzinfo, token_budget: int,
+def task_message(task: Reminder, *, tz: tzinfo, token_budget: int, creator_now: Role,
                  late_from: datetime | None = None) -> InboundMessage:
-    """The inbound message that runs ``task`` once now (``late_from``: the missed due time)."""
+    """The inbound message that runs ``task`` once now (``late_from``: the missed due time;
+    ``creator_now``: the creator's role on the task's channel today)."""
     when = describe(task.kind, task.spec, tz)
     late = (f" It was due {format_time(late_from, tz)}, while the gateway was offline; this is "
             "the one catch-up run." if late_from is not None else "")
     text = (f"[Scheduled task #{task.id} ({when}), set up earlier in this chat. Carry it out now; "
             f"your answer is delivered to this chat as written.{late}]\n{task.text}")
-    role: Literal["owner", "guest"] = "owner" if task.creator_role == "owner" else "guest"
+    role: Role = "owner" if task.creator_role == "owner" else "guest"
     chat_type = task.chat_type if task.chat_type in ("private", "group", "channel", "thread") else "private"
     return InboundMessage(
         channel=task.channel, chat_id=task.chat_id, sender_id=task.creator_id or "",
         text=text, chat_type=chat_type,  # type: ignore[arg-type]
-        thread_id=task.thread_id, silent=True,
+        thread_id=task.thread_id, silent=True, role=creator_now,
         task=ScheduledTask(job=f"task:{task.id}", role=role, token_budget=token_budget))

@@ -21,7 +21,7 @@ OWNER = dict(sender_id="local")
 @asynccontextmanager
 async def running(config: Any, name: str = "cli") -> AsyncIterator[tuple[Gateway, FakeChannel]]:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.parts.bus, name=name)
+    channel = FakeChannel(gw.parts.bus, name=name, owners=gw.parts.config.channels.owners_of(name))
     gw.add_channel(name, channel)
     async with gw:
         yield gw, channel
@@ -271,7 +271,8 @@ async def test_estimate_is_an_upper_bound_and_skips_the_tokenizer_when_small(
         await ch.say("héllo wörld 你好 " * 20, **OWNER)
         await ch.wait_replies(1)
         session = await gw.parts.sessions.get("cli:1")
-        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text="",
+                                                        role="owner"))
         exact = PromptEstimator(gw.parts.builder, gw.parts.tools)  # no budget: always counts
         bounded = PromptEstimator(gw.parts.builder, gw.parts.tools, budget=10**9)
         tight = PromptEstimator(gw.parts.builder, gw.parts.tools, budget=10)

@@ -133,7 +133,8 @@ async def test_estimate_tracks_the_providers_count_and_survives_a_restart(
         await talk(gw, ch, ["hello there", "tell me about the weather", "and about cats"])
         assert calibration_of(gw).factor(MODEL) == pytest.approx(ratio, rel=0.03)
         session = await gw.parts.sessions.get("cli:1")
-        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text="",
+                                                        role="owner"))
         raw = await PromptEstimator(gw.parts.builder, gw.parts.tools).estimate(session, ctx)
         calibrated = await gw.parts.consolidator._estimate(session)  # what the budget check uses
         assert calibrated == pytest.approx(raw * ratio, rel=0.03)
@@ -169,7 +170,8 @@ async def test_the_budget_holds_for_a_tokenizer_that_counts_more(
         await gw.parts.agent.idle()  # the background check is scheduled after the reply
         await gw.parts.consolidator.drain()
         session = await gw.parts.sessions.get("cli:1")
-        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+        ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text="",
+                                                        role="owner"))
         raw = await PromptEstimator(gw.parts.builder, gw.parts.tools).estimate(session, ctx)
         filler_tokens = int(0.84 * budget) - raw - 40
         filler = " ".join(f"item{i % 97}" for i in range(filler_tokens))

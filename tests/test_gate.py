@@ -10,9 +10,10 @@ import pytest
 import pytest_asyncio
 
 from channels.bus import MessageBus
-from channels.gate import AccessGate, AccessRequest, Decision, Roster, refusal_text, role_of
+from channels.gate import AccessGate, AccessRequest, Decision, Roster, refusal_text
 from channels.messages import OutboundMessage, OutboundText, Target
 from channels.pairing import MAX_PENDING_PER_CHANNEL, PairingStore, default_path
+from config.schema import OPENAI_OWNER_ID
 
 REFUSAL = "Sorry, I only talk to people my owner has allowed."
 REPLY = Target("telegram", "666", None, "9001")
@@ -176,11 +177,16 @@ async def test_when_no_code_can_be_issued_the_plain_refusal_still_goes_out(
     assert out[-1] == OutboundText(REPLY, REFUSAL, plain=True)
 
 
-def test_role_of_reads_each_channels_owners(make_config: Callable[..., Any]) -> None:
-    config = make_config(channels={"telegram": {"owners": ["42"]}, "webhook": {"owners": ["ops"]}})
-    assert role_of(config, "telegram", "42") == "owner"
-    assert role_of(config, "telegram", "43") == "guest"
-    assert role_of(config, "webhook", "ops") == "owner"
-    assert role_of(config, "cli", "local") == "owner"  # the terminal user, by default
-    assert role_of(config, "slack", "42") == "guest"  # owners are per channel
-    assert role_of(config, "no-such-channel", "42") == "guest"
+def test_each_channels_owners_are_read_from_its_typed_section(make_config: Callable[..., Any]) -> None:
+    config = make_config(channels={"telegram": {"owners": ["42", " "]}, "webhook": {"owners": ["ops"]},
+                                   "openai": {"owner": True}})
+    owners = config.channels.owners_of
+    assert owners("telegram") == {"42"}
+    assert owners("webhook") == {"ops"}
+    assert owners("cli") == {"local"}  # the terminal user, by default
+    assert owners("web") == {"console"}
+    assert owners("openai") == {OPENAI_OWNER_ID}
+    assert owners("slack") == frozenset()  # owners are per channel
+    assert owners("no-such-channel") == frozenset()
+    roster = Roster.of(config.channels.telegram)
+    assert roster.role("42") == "owner" and roster.role("43") == "guest"

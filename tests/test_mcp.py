@@ -184,7 +184,7 @@ async def test_mcp_tools_are_owner_only_unless_listed_in_guest_tools(
     fake_llm.queue(Reply("guest answer"), ToolCalls([("mcp_time_get_current_time", {"timezone": "UTC"})]),
                    Reply("done"))
     gw = build_gateway(config)
-    channel = FakeChannel(gw.parts.bus, name="webhook")
+    channel = FakeChannel(gw.parts.bus, name="webhook", owners=gw.parts.config.channels.owners_of("webhook"))
     gw.add_channel("webhook", channel)
     async with gw:
         assert gw.parts.mcp is not None

@@ -36,7 +36,7 @@ async def test_new_archives_before_clearing(fake_llm: FakeLLMServer, make_config
 
 async def test_memory_forget_and_gating(fake_llm: FakeLLMServer, make_config: Callable, workspace: Path) -> None:
     gw = build_gateway(make_config(channels={"webhook": {"owners": ["boss"]}}))
-    ch = FakeChannel(gw.parts.bus, name="webhook")
+    ch = FakeChannel(gw.parts.bus, name="webhook", owners=gw.parts.config.channels.owners_of("webhook"))
     gw.add_channel("webhook", ch)
     async with gw:
         (workspace / "USER.md").write_text("# User\n- lives in Lisbon\n- likes cats\n")

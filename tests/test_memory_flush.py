@@ -65,7 +65,7 @@ async def test_owner_flush_writes_the_note_silently_before_the_compaction(
         flush = gw.parts.agent.flush
         assert flush is not None
         ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local",
-                                                        text="x", chat_type="private"))
+                                                        text="x", chat_type="private", role="owner"))
         same_cycle = dataclasses.replace(session, last_consolidated=flush._cycle["cli:1"])
         assert not flush.due(same_cycle, ctx)  # once per cycle
     kinds = ["flush" if is_flush(r) else "summary" if is_summary(r) else "turn" for r in fake_llm.requests]

@@ -41,7 +41,7 @@ def gateway(make_config: Callable[..., Any], workspace: Path):
     (workspace / "SOUL.md").write_text(SOUL)
     (workspace / "memory" / "MEMORY.md").write_text(MEMORY)
     gw = build_gateway(make_config(channels={"telegram": {"owners": ["1"], "allowFrom": ["g7"]}}))
-    channel = FakeChannel(gw.parts.bus, name="telegram")
+    channel = FakeChannel(gw.parts.bus, name="telegram", owners=gw.parts.config.channels.owners_of("telegram"))
     gw.add_channel("telegram", channel)
     return gw, channel
 

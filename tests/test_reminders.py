@@ -47,7 +47,8 @@ async def running(config: Any, *, setup: Callable[[SchedulerService], None] | No
 
 def ctx_for(gw: Gateway, chat_id: str = "1", sender_id: str = "local") -> TurnContext:
     return gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id=chat_id, sender_id=sender_id,
-                                               text="", message_id="m1"))
+                                               text="", message_id="m1",
+                                               role="owner" if sender_id == "local" else "guest"))
 
 
 async def cron(gw: Gateway, chat_id: str = "1", **arguments: Any) -> str:

@@ -171,7 +171,7 @@ async def test_a_slow_dream_never_delays_a_reminder(
         await fake_llm.wait_for_requests(1, timeout=60)
         at = (datetime.now(UTC) + timedelta(seconds=0.5)).isoformat()
         ctx = gw.parts.agent.context_for(InboundMessage(
-            channel="cli", chat_id="1", sender_id="local", text=""))
+            channel="cli", chat_id="1", sender_id="local", text="", role="owner"))
         assert (await gw.parts.tools.execute(ctx, "cron", {"action": "add", "at": at, "text": "tea"})).startswith("Reminder")
         await ch.wait_replies(1, timeout=60)
         assert gw.parts.dream.running  # the reminder came while the Dream was still thinking
@@ -199,7 +199,7 @@ async def test_a_damaged_reminders_file_does_not_stop_the_scheduler(
     with caplog.at_level(logging.ERROR, logger="scheduler"):
         async with running(make_config()) as (gw, _, svc):
             assert svc.running and svc.next_dream() is not None
-            ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text=""))
+            ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text="", role="owner"))
             result = await gw.parts.tools.execute(ctx, "cron", {"action": "list"})
     assert "could not load reminders" in caplog.text
     assert result.startswith("Error: cron failed: DatabaseError")
@@ -256,7 +256,7 @@ async def test_lucid_jobs_lists_jobs_and_reminders(fake_llm: FakeLLMServer, make
     fake_llm.queue(Reply("[SKIP]"))
     async with running(dream_config(make_config, intervalH=FAST), history=["- x"]) as (gw, ch, svc):
         ctx = gw.parts.agent.context_for(InboundMessage(
-            channel="cli", chat_id="9", sender_id="local", text=""))
+            channel="cli", chat_id="9", sender_id="local", text="", role="owner"))
         await gw.parts.tools.execute(ctx, "cron", {"action": "add", "cron": "0 8 * * *", "text": "vitamins"})
         await until(lambda: "entries #1" in job_state(workspace).get("last_result", ""))
     config_file = tmp_path / "config.json"

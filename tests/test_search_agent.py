@@ -129,7 +129,7 @@ async def test_guest_search_and_recall_stay_in_their_own_chat(fake_llm: FakeLLMS
                          channels={"webhook": {"owners": ["boss"]}},
                          tools={"guestTools": ["memory_search", "memory_get"]})
     gw = build_gateway(config)
-    ch = FakeChannel(gw.parts.bus, name="webhook")
+    ch = FakeChannel(gw.parts.bus, name="webhook", owners=gw.parts.config.channels.owners_of("webhook"))
     gw.add_channel("webhook", ch)
     probe = "penicillin Volvo 小米 Clara Ada Lisbon book club dentist"
     fake_llm.queue(ToolCalls([("memory_search", {"query": probe, "max_results": 20}),

@@ -42,7 +42,8 @@ def config_for(make_config: Callable, **extra: Any) -> Any:
 
 async def cron(gw: Gateway, sender: str = "local", **arguments: Any) -> str:
     ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id=sender,
-                                                    text="", message_id="m1"))
+                                                    text="", message_id="m1",
+                                                    role="owner" if sender == "local" else "guest"))
     return await gw.parts.tools.execute(ctx, "cron", arguments)
 
 

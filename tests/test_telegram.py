@@ -120,7 +120,7 @@ async def test_private_text_becomes_inbound_message_and_start_registers_commands
     update = tg.push_message(chat_id=OWNER, text="hello there", message_id=5000)
     msg = await next_inbound(bus)
     assert msg == InboundMessage(channel="telegram", chat_id="42", sender_id="42", text="hello there",
-                                 chat_type="private", message_id="5000", sender_name="Ann Example")
+                                 chat_type="private", message_id="5000", sender_name="Ann Example", role="owner")
     assert msg.session_key == "telegram:42"
     await settled(channel, update)
     polls = tg.calls_to("getUpdates")

@@ -22,7 +22,7 @@ import pytest
 from aiohttp import web
 from fastapi import FastAPI
 
-import channels.webhook.channel as webhook_module
+import channels.webhook.intake as webhook_module
 from channels.bus import MessageBus
 from channels.webhook import WebhookChannel
 from channels.webhook.store import WebhookStore

@@ -277,7 +277,8 @@ class DiscordChannel:
         sender_id, chat_id = str(author.id), str(message.channel.id)
         chat_type: ChatType = "private" if private else "group"
         knock = AccessRequest(NAME, chat_id, sender_id, author.name, chat_type)
-        if not (await self.gate.admit(knock, reply=Target(NAME, chat_id, None, str(message.id)))).allowed:
+        decision = await self.gate.admit(knock, reply=Target(NAME, chat_id, None, str(message.id)))
+        if not decision.allowed:
             return
         text = strip_mention(message.content, bot_id)
         notes, media = await save_attachments(list(message.attachments), chat_id, self.workspace)
@@ -286,7 +287,7 @@ class DiscordChannel:
             return
         inbound = InboundMessage(channel=NAME, chat_id=chat_id, sender_id=sender_id, text=full,
                                  chat_type=chat_type, media=tuple(media), message_id=str(message.id),
-                                 sender_name=author.display_name)
+                                 sender_name=author.display_name, role=decision.role)
         if not await self.bus.publish_inbound(inbound):
             logger.info("duplicate Discord message %s in channel %s ignored", message.id, chat_id)
 

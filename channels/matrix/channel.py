@@ -241,7 +241,8 @@ class MatrixChannel:
         # The id doubles as the "username": the gate reads allowFrom entries that start with "@"
         # as usernames (Telegram's), and every Matrix id starts with "@".
         knock = AccessRequest(NAME, room.room_id, parsed.sender, parsed.sender, chat_type)
-        if not (await self.gate.admit(knock, reply=Target(NAME, room.room_id, None, parsed.event_id))).allowed:
+        decision = await self.gate.admit(knock, reply=Target(NAME, room.room_id, None, parsed.event_id))
+        if not decision.allowed:
             return
         notes, media = await self._download(room.room_id, parsed)
         text = "\n".join([*notes, parsed.text] if parsed.text else notes)
@@ -249,7 +250,7 @@ class MatrixChannel:
             return
         inbound = InboundMessage(channel=NAME, chat_id=room.room_id, sender_id=parsed.sender, text=text,
                                  chat_type=chat_type, media=tuple(media), message_id=parsed.event_id,
-                                 sender_name=room.user_name(parsed.sender))
+                                 sender_name=room.user_name(parsed.sender), role=decision.role)
         if not await self.bus.publish_inbound(inbound):
             logger.info("duplicate Matrix event %s in room %s ignored", parsed.event_id, room.room_id)
 

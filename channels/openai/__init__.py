@@ -147,7 +147,8 @@ class OpenAIChannel:
         try:
             await self.bus.publish_inbound(InboundMessage(
                 channel=self.name, chat_id=session, sender_id=sender, text=text,
-                chat_type="private", message_id=message_id))
+                chat_type="private", message_id=message_id,
+                role="owner" if self.cfg.owner else "guest"))
         except BaseException:
             self._waiters.pop(message_id, None)
             raise

@@ -210,7 +210,8 @@ class SlackChannel:
 
     async def _accept(self, parsed: SlackEvent) -> None:
         knock = AccessRequest(self.name, parsed.chat_id, parsed.sender_id, chat_type=parsed.chat_type)
-        if not (await self.gate.admit(knock, reply=Target(self.name, parsed.chat_id, parsed.thread_id))).allowed:
+        decision = await self.gate.admit(knock, reply=Target(self.name, parsed.chat_id, parsed.thread_id))
+        if not decision.allowed:
             return
         text, media = parsed.text, []
         for file in parsed.files[:10]:
@@ -221,7 +222,7 @@ class SlackChannel:
         msg = InboundMessage(
             channel=self.name, chat_id=parsed.chat_id, sender_id=parsed.sender_id, text=text,
             chat_type=parsed.chat_type, thread_id=parsed.thread_id, media=tuple(media),
-            message_id=parsed.ts,
+            message_id=parsed.ts, role=decision.role,
         )
         await self._publish(msg)
 
@@ -242,13 +243,14 @@ class SlackChannel:
             return
         private = channel_id.startswith("D") or command.get("channel_name") == "directmessage"
         knock = AccessRequest(self.name, channel_id, user, chat_type="private" if private else "group")
-        if not (await self.gate.check(knock)).allowed:
+        decision = await self.gate.check(knock)
+        if not decision.allowed:
             await ack(text=self.gate.refusal or "")  # Slack shows it to that user only
             return
         words = str(command.get("text") or "").strip().lstrip("/") or "help"
         await self._publish(InboundMessage(
             channel=self.name, chat_id=channel_id, sender_id=user, text=as_command(words) or f"/{words}",
-            chat_type="private" if private else "group",
+            chat_type="private" if private else "group", role=decision.role,
         ))
         await ack()
 

@@ -254,7 +254,8 @@ class TelegramChannel:
         sender = msg.from_user
         sender_id, chat_id = str(sender.id), str(msg.chat.id)
         knock = AccessRequest(NAME, chat_id, sender_id, sender.username, "group" if is_group else "private")
-        if not (await self.gate.admit(knock, reply=Target(NAME, chat_id, None, str(msg.message_id)))).allowed:
+        decision = await self.gate.admit(knock, reply=Target(NAME, chat_id, None, str(msg.message_id)))
+        if not decision.allowed:
             return
         text = clean_text(text, self.username)
         notes, media = await self._download_media(msg, chat_id)
@@ -271,6 +272,7 @@ class TelegramChannel:
             media=tuple(media),
             message_id=str(msg.message_id),
             sender_name=sender.full_name or sender.username,
+            role=decision.role,
         )
         self._in_bus = True
         try:

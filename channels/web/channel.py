@@ -125,7 +125,8 @@ class WebChannel:
         await self.log.load(chat_id)
         message_id = uuid.uuid4().hex
         msg = InboundMessage(channel=NAME, chat_id=chat_id, sender_id=SENDER, text=text,
-                             chat_type="private", message_id=message_id, sender_name="console")
+                             chat_type="private", message_id=message_id, sender_name="console",
+                             role="owner")  # the console's login is the owner's
         await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
         # Numbered right after acceptance with no await in between: the reply, however
         # quick, always gets a later id than the message it answers.

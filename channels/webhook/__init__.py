@@ -1,6 +1,7 @@
 """The HTTP webhook channel package: ``POST /v1/messages`` and the sessions API.
 
-``build`` is the registry's factory. Modules: ``channel`` (routes, waiting for answers),
+``build`` is the registry's factory. Modules: ``channel`` (lifecycle, routes, the gate, answers
+out), ``intake`` (publishing a message and holding its request open until the answer),
 ``api`` (request/response models, auth and body-cap route class, per-sender rate limit),
 ``store`` (SQLite: idempotency and callback records), ``callbacks`` (one signed, SSRF-checked
 callback POST per attempt; the gateway's outbox retries it).

@@ -1,4 +1,5 @@
-"""The HTTP webhook channel: ``POST /v1/messages`` and a small sessions API (DESIGN §2, §9).
+"""The HTTP webhook channel: its lifecycle, its routes and its gate, and where answers go
+(DESIGN §2, §9). Holding a request open until its answer comes is ``channels.webhook.intake``.
 
 Every route first checks ``Authorization: Bearer <channels.webhook.token>`` (constant-time;
 an empty configured token turns the endpoint off with 503), then caps the body as it
@@ -15,7 +16,8 @@ Credentials and roles (``channels.webhook.auth``): the bearer token is an integr
 credential, never the owner (a sender listed in ``owners`` needs ``ownerToken``);
 ``adminToken`` reads every session, the integration token only the guest chats it wrote
 to; and a chat belongs to the role (owner or guest) of its first sender —
-the other role is refused with 403, so no session ever mixes roles. Requests that carry an
+the other role is refused with 403, so no session ever mixes roles. The role decided here
+(``admit``) is stamped on the message. Requests that carry an
 ``idempotency_key`` or a ``callback_url`` are remembered in SQLite (``channels.webhook.store``), so
 a retried request never runs a second turn and a restart loses no callback.
 """
@@ -23,7 +25,6 @@ a retried request never runs a second turn and a restart loses no callback.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import uuid
@@ -32,26 +33,21 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Security
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
-from channels.bus import BusClosed, BusFull, MessageBus
-from channels.gate import Roster
-from channels.messages import InboundMessage, OutboundMessage
+from channels.bus import MessageBus
+from channels.messages import OutboundMessage, Role
 from channels.webhook.api import (
     CHANNEL,
     MESSAGE_RESPONSES,
     SHUTTING_DOWN,
-    MessageAccepted,
     MessageReply,
     MessageRequest,
     WebhookRateLimits,
     SessionsView,
     bearer_scheme,
-    client_gone,
     error_response,
     guarded_route,
-    reply_response,
-    request_fingerprint,
 )
 from channels.webhook.auth import (
     ChatLedger,
@@ -70,21 +66,13 @@ from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
 from channels.webhook.chat_messages import ChatMessages, chat_messages_route
 from channels.outfiles import with_problems
 from channels.webhook.files_out import callback_docs, encode_files
+from channels.webhook.intake import MessageIntake
 from channels.webhook.sessions_api import SessionsApi
-from channels.webhook.sse import PreviewFeeds, event_stream
+from channels.webhook.sse import PreviewFeeds
 from channels.webhook.store import RequestRecord, WebhookStore, callback_body
 from config.schema import WebhookConfig
 
 logger = logging.getLogger(__name__)
-
-PUBLISH_TIMEOUT_S = 2.0
-
-
-class _Shutdown:
-    """Sent to waiters when the gateway stops before their answer came."""
-
-
-SHUTDOWN = _Shutdown()
 
 
 class WebhookChannel:
@@ -108,8 +96,8 @@ class WebhookChannel:
                                          per_credential=cfg.rate_limit_per_credential_per_min,
                                          per_gateway=cfg.rate_limit_global_per_min)
         self.ledger = ChatLedger(workspace / "state" / "webhook_chats.sqlite")
-        self._waiters: dict[str, set[asyncio.Future[Any]]] = {}
         self.previews = PreviewFeeds(bus.live_readers)  # `stream: true` requests, by message id
+        self.intake = MessageIntake(bus, self.store, self.previews, wait_timeout_s=cfg.wait_timeout_s)
         self._sessions: SessionsView | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -153,11 +141,11 @@ class WebhookChannel:
     async def drain(self) -> None:
         """Shutdown: answer requests still waiting (their turns resume at next start); the
         callbacks still due stay in the outbox for the next start."""
-        self._release_waiters()
+        self.intake.release()
 
     async def stop(self) -> None:
         # Stay subscribed: the bus flushes last, and a late answer must still be recorded.
-        self._release_waiters()
+        self.intake.release()
         if self._purger is not None:
             self._purger.cancel()
             await asyncio.gather(self._purger, return_exceptions=True)
@@ -165,12 +153,6 @@ class WebhookChannel:
         await self.callbacks.stop()
         await asyncio.to_thread(self.store.close)
         await asyncio.to_thread(self.ledger.close)
-
-    def _release_waiters(self) -> None:
-        for futures in self._waiters.values():
-            for fut in futures:
-                if not fut.done():
-                    fut.set_result(SHUTDOWN)
 
     # -- outbound -----------------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:
@@ -220,9 +202,7 @@ class WebhookChannel:
             return None
         text, is_error = msg.text, msg.kind == "error"  # type: ignore[union-attr]
         record = await asyncio.to_thread(self.store.finish, reply_to, text, is_error)
-        for fut in self._waiters.get(reply_to, ()):
-            if not fut.done():
-                fut.set_result((text, is_error))
+        self.intake.answer(reply_to, text, is_error)
         return record
 
     # -- auth ---------------------------------------------------------------------------------
@@ -232,10 +212,15 @@ class WebhookChannel:
     def caller_of(self, request: Request) -> tuple[Credential, str]:
         return caller(self.cfg, request.headers.get("authorization"))
 
-    def owner_refused(self, request: Request, sender_id: str) -> Response | None:
-        """403 when ``sender_id`` is an owner but the request lacks the owner credential."""
-        if Roster.of(self.cfg).role(sender_id) != "owner" or self.caller_of(request)[0] == "owner":
-            return None
+    def admit(self, request: Request, sender_id: str) -> Role | Response:
+        """The webhook's gate: the role a message from ``sender_id`` on this request runs as,
+        or 403 when ``sender_id`` is an owner but the request lacks the owner credential.
+        An owner is a sender listed in ``owners`` speaking with ``ownerToken``; anyone else is
+        a guest."""
+        if sender_id not in self.cfg.owner_ids():
+            return "guest"
+        if self.caller_of(request)[0] == "owner":
+            return "owner"
         logger.warning("webhook: refused a message naming owner %r without the owner token", sender_id)
         return error_response(403, owner_refusal(sender_id))
 
@@ -268,11 +253,10 @@ class WebhookChannel:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "stream"),
                                            "msg": "stream=true needs wait=true (a 202 has nothing to stream)",
                                            "input": body.stream}])
-        refused = self.owner_refused(request, body.sender_id)
-        if refused is not None:
-            return refused
+        role = self.admit(request, body.sender_id)
+        if isinstance(role, Response):
+            return role
         _, token_fp = self.caller_of(request)
-        role = Roster.of(self.cfg).role(body.sender_id)
         claimed = await asyncio.to_thread(self.ledger.claim, body.chat_id, role, token_fp)
         if claimed != role:
             logger.warning("webhook: refused a %s message into %s's chat %s", role, claimed, body.chat_id)
@@ -282,133 +266,11 @@ class WebhookChannel:
             if reason is not None:
                 raise RequestValidationError([{"type": "value_error", "loc": ("body", "callback_url"),
                                                "msg": reason, "input": body.callback_url}])
-        return await self.submit(request, body.chat_id, body.sender_id, body.text,
-                                  idem_key=body.idempotency_key, callback_url=body.callback_url, wait=body.wait,
-                                  stream=body.stream)
+        return await self.intake.submit(request, body.chat_id, body.sender_id, body.text, role=role,
+                                        idem_key=body.idempotency_key, callback_url=body.callback_url,
+                                        wait=body.wait, stream=body.stream)
 
     async def _callback_refusal(self, url: str) -> str | None:
         if not self.cfg.callback_secret.get_secret_value():
             return "callbacks are off on this gateway: channels.webhook.callbackSecret is empty"
         return await check_callback_url(url, self.cfg.callback_allow_hosts)
-
-    async def submit(self, request: Request, chat_id: str, sender_id: str, text: str, *,
-                      idem_key: str | None, callback_url: str | None, wait: bool,
-                      stream: bool = False) -> Response:
-        session = f"{CHANNEL}:{chat_id}"
-        message_id = uuid.uuid4().hex
-        fingerprint = request_fingerprint(chat_id, sender_id, text)
-        remembered = idem_key is not None or callback_url is not None
-        if remembered:
-            record, created = await asyncio.to_thread(
-                self.store.claim, message_id=message_id, idem_key=idem_key, fingerprint=fingerprint,
-                session=session, chat_id=chat_id, sender_id=sender_id, callback_url=callback_url,
-                want_callback=not wait)
-            if not created:
-                return await self._replay(request, record, fingerprint, wait)
-        fut = self._add_waiter(message_id) if wait else None
-        feed = self.previews.open(message_id) if stream else None  # before the turn can start
-        msg = InboundMessage(channel=CHANNEL, chat_id=chat_id, sender_id=sender_id, text=text,
-                             chat_type="private", message_id=message_id)
-        try:
-            await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
-        except BusClosed:
-            self._drop_waiter(message_id, fut)
-            if remembered:
-                await asyncio.to_thread(self.store.forget, message_id)
-            return error_response(503, SHUTTING_DOWN)
-        except BusFull as exc:
-            # Not accepted (the bus retracted it): the client retries with the same key.
-            self._drop_waiter(message_id, fut)
-            if remembered:
-                await asyncio.to_thread(self.store.forget, message_id)
-            return error_response(503, str(exc), headers={"Retry-After": "5"})
-        if fut is None:
-            return JSONResponse(MessageAccepted(session=session, message_id=message_id).model_dump(),
-                                status_code=202)
-        if feed is not None:
-            return self._stream(fut, feed, message_id, session, remembered=remembered)
-        return await self._wait(request, fut, message_id, session, remembered=remembered)
-
-    def _stream(self, fut: asyncio.Future[Any], feed: asyncio.Queue[tuple[str, str]], message_id: str,
-                session: str, *, remembered: bool) -> StreamingResponse:
-        async def finish(answered: bool) -> tuple[str, dict[str, Any]]:
-            if answered and fut.result() is not SHUTDOWN:
-                text, is_error = fut.result()
-                return "reply", MessageReply(reply=text, session=session, message_id=message_id,
-                                             error=is_error).model_dump()
-            late = await self._unanswered(message_id, session, remembered=remembered, shutdown=answered)
-            if isinstance(late, JSONResponse):
-                return "reply", json.loads(bytes(late.body))
-            status, detail = late
-            return "error", {"status": status, "detail": detail, "session": session, "message_id": message_id}
-
-        def close() -> None:
-            self.previews.close(message_id, feed)
-            self._drop_waiter(message_id, fut)
-
-        return StreamingResponse(
-            event_stream(feed, fut, timeout_s=self.cfg.wait_timeout_s, finish=finish, close=close),
-            media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-    async def _replay(self, request: Request, record: RequestRecord, fingerprint: str, wait: bool) -> Response:
-        if record.fingerprint != fingerprint:
-            return error_response(409, "this idempotency_key was already used for a different message in "
-                                       "the last 24 hours", session=record.session, message_id=record.message_id)
-        if record.done:
-            return reply_response(record.reply or "", record.session, record.message_id, record.is_error)
-        if not wait:
-            return JSONResponse(MessageAccepted(session=record.session, message_id=record.message_id)
-                                .model_dump(), status_code=202)
-        fut = self._add_waiter(record.message_id)
-        fresh = await asyncio.to_thread(self.store.get, record.message_id)
-        if fresh is not None and fresh.done:
-            self._drop_waiter(record.message_id, fut)
-            return reply_response(fresh.reply or "", fresh.session, fresh.message_id, fresh.is_error)
-        return await self._wait(request, fut, record.message_id, record.session, remembered=True)
-
-    async def _wait(self, request: Request, fut: asyncio.Future[Any], message_id: str, session: str, *,
-                    remembered: bool) -> Response:
-        gone = asyncio.create_task(client_gone(request.receive), name=f"webhook-disconnect-{message_id}")
-        try:
-            done, _ = await asyncio.wait({fut, gone}, timeout=self.cfg.wait_timeout_s,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-            self._drop_waiter(message_id, fut)
-        if fut in done and fut.result() is not SHUTDOWN:
-            text, is_error = fut.result()
-            return reply_response(text, session, message_id, is_error)
-        if gone in done:
-            logger.info("webhook: client stopped waiting for %s; the turn carries on", message_id)
-        late = await self._unanswered(message_id, session, remembered=remembered, shutdown=fut in done)
-        if isinstance(late, JSONResponse):
-            return late
-        status, detail = late
-        return error_response(status, detail, session=session, message_id=message_id)
-
-    async def _unanswered(self, message_id: str, session: str, *, remembered: bool,
-                          shutdown: bool) -> JSONResponse | tuple[int, str]:
-        """No answer in time (or the shutdown drain): the reply if it just landed, else
-        the status and the words that say where the answer will go."""
-        record = await asyncio.to_thread(self.store.want_callback, message_id) if remembered else None
-        if record is not None and record.done:
-            return reply_response(record.reply or "", session, message_id, record.is_error)
-        if record is not None and record.want_callback:
-            later = "; its answer will be POSTed to callback_url"
-        else:
-            later = f"; read the answer with GET /v1/sessions/{session}"
-        if shutdown:
-            return 503, "the gateway is shutting down; your message is saved and will be answered after the restart" + later
-        return 504, f"no answer within {self.cfg.wait_timeout_s:g}s; the message is queued" + later
-
-    def _add_waiter(self, message_id: str) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(message_id, set()).add(fut)
-        return fut
-
-    def _drop_waiter(self, message_id: str, fut: asyncio.Future[Any] | None) -> None:
-        futures = self._waiters.get(message_id)
-        if futures is not None and fut is not None:
-            futures.discard(fut)
-            if not futures:
-                del self._waiters[message_id]

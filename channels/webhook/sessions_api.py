@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from channels.bus import MessageBus
+from channels.messages import Role
 from channels.webhook.api import (
     CHANNEL,
     SHUTTING_DOWN,
@@ -28,6 +29,7 @@ from channels.webhook.api import (
     error_response,
 )
 from channels.webhook.auth import LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, may_read, unwritten_refusal
+from channels.webhook.intake import MessageIntake
 from config.schema import WebhookConfig
 
 
@@ -43,10 +45,10 @@ class SessionsHost(Protocol):
 
     def caller_of(self, request: Request) -> tuple[Credential, str]: ...
 
-    def owner_refused(self, request: Request, sender_id: str) -> Response | None: ...
+    @property
+    def intake(self) -> MessageIntake: ...
 
-    async def submit(self, request: Request, chat_id: str, sender_id: str, text: str, *,
-                     idem_key: str | None, callback_url: str | None, wait: bool) -> Response: ...
+    def admit(self, request: Request, sender_id: str) -> Role | Response: ...
 
 
 class SessionsApi:
@@ -96,13 +98,13 @@ class SessionsApi:
         found = await self._session(key, 1, request)
         if isinstance(found, Response):
             return found
-        refused = self.ch.owner_refused(request, sender_id)
-        if refused is not None:
-            return refused
+        role = self.ch.admit(request, sender_id)
+        if isinstance(role, Response):
+            return role
         if not self.ch.bus.accepting:
             return error_response(503, SHUTTING_DOWN)
-        return await self.ch.submit(request, key.removeprefix(f"{CHANNEL}:"), sender_id, "/new",
-                                  idem_key=None, callback_url=None, wait=wait)
+        return await self.ch.intake.submit(request, key.removeprefix(f"{CHANNEL}:"), sender_id, "/new",
+                                           role=role, idem_key=None, callback_url=None, wait=wait)
 
     async def _session(self, key: str, limit: int, request: Request) -> dict[str, Any] | Response:
         if self.ch.sessions_view is None:

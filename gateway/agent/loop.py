@@ -4,7 +4,9 @@ Messages of one session are handled strictly in order; sessions run concurrently
 bounded by ``maxConcurrentSessions``. The user's message is appended to its session
 (fsynced) before any LLM call and only then acked on the bus. ``/stop`` bypasses the
 session's queue and cancels the turn in flight. On start, turns that a crash or a
-shutdown cut off are resumed from the transcript's tail and answered on their channel.
+shutdown cut off are resumed from the transcript's tail and answered on their channel
+(``gateway.agent.resume``). A turn runs in the role the message's gate stamped on it
+(``InboundMessage.role``); the loop never asks the config who the sender is.
 
 Session workers are ``channels.keyed`` workers: spawned by the first message, draining the
 session's queue, writing reminder notes that waited for the turn's end, and retiring after
@@ -17,52 +19,36 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from channels.bus import Delivery, MessageBus
-from channels.gate import role_of
 from channels.keyed import KeyedWorkers
 from channels.messages import (
     InboundMessage,
     OutboundError,
     OutboundText,
     OutboundTyping,
+    SessionRef,
     Target,
 )
 from config.errors import LucidError
 from config.schema import Config
 from gateway.agent.commands import CommandRegistry, parse_command
 from gateway.logs import turn_log_context
-from gateway.agent.memory_flush import FLUSH_KIND, NO_REPLY, MemoryFlush
+from gateway.agent.memory_flush import MemoryFlush
 from gateway.metrics import Metrics
+from gateway.agent.resume import Resume, TurnResumer
 from gateway.agent.roles import OwnerSessions
 from gateway.agent.runner import TurnRunner
 from gateway.model.task_budget import turn_budget
 from gateway.model.usage import turn_role
-from gateway.agent.transcript_lines import (
-    already_persisted,
-    answer_line,
-    interrupted_call_lines,
-    origin_of,
-    still_pending,
-    task_of,
-    user_line,
-)
+from gateway.agent.transcript_lines import already_persisted, still_pending, user_line
 from gateway.tools.turn import TurnContext
 from memory.sessions import Session, SessionStore
 
 logger = logging.getLogger(__name__)
 
 STOPPED_NOTE = "[turn stopped by the user with /stop]"
-
-
-@dataclass(frozen=True, slots=True)
-class _Resume:
-    """A session worker's item: finish the turn a crash or a shutdown cut off."""
-
-    session: Session
-    origin: dict[str, Any]
 
 
 class ConsolidationHooks(Protocol):
@@ -85,7 +71,7 @@ class AgentLoop:
         self.consolidator = consolidator
         self.metrics = metrics
         self.flush = flush  # the silent memory-flush turn before a compaction
-        self._workers: KeyedWorkers[Delivery | _Resume] = KeyedWorkers(
+        self._workers: KeyedWorkers[Delivery | Resume] = KeyedWorkers(
             "session", self._work, idle_s=config.gateway.worker_idle_s, on_drained=self._drained,
             on_start=sessions.pin, on_retire=sessions.unpin)
         self._side_tasks: set[asyncio.Task[None]] = set()  # /stop handlers
@@ -100,6 +86,8 @@ class AgentLoop:
         # so the bus fills and channels see it (503 / no ack) instead of memory growing.
         self.max_queued = 1000
         self._room = asyncio.Event()
+        self.recovery = TurnResumer(config=config, bus=bus, sessions=sessions,
+                                   context_for=self.context_for, run_turn=self._run_resumed)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -184,10 +172,10 @@ class AgentLoop:
             return
         self._workers.put(msg.session_key, delivery)
 
-    async def _work(self, key: str, item: Delivery | _Resume) -> None:
+    async def _work(self, key: str, item: Delivery | Resume) -> None:
         self._room.set()
-        if isinstance(item, _Resume):
-            await self._resume(item.session, item.origin)
+        if isinstance(item, Resume):
+            await self.recovery.resume(item)
             return
         async with self._semaphore:
             with turn_log_context(key, item.msg.channel):  # JSON log lines carry the turn
@@ -216,7 +204,8 @@ class AgentLoop:
 
     # -- one message -----------------------------------------------------------------------
     def context_for(self, msg: InboundMessage) -> TurnContext:
-        role = role_of(self.config, msg.channel, msg.sender_id)
+        """The turn's context, in the role the message's gate stamped on it."""
+        role = msg.role
         if msg.task is not None:  # a scheduled turn runs as its creator, never above them
             role = msg.task.role if msg.task.internal or role == "owner" else "guest"
         return TurnContext(
@@ -241,7 +230,7 @@ class AgentLoop:
                 await self.bus.ack(delivery)
                 await self.bus.publish_outbound(OutboundError(ctx.target, refusal, msg.message_id))
                 return
-            session = await self.sessions.get(msg.session_key, origin=origin_of(msg))
+            session = await self.sessions.get(msg.session_key, origin=SessionRef.of(msg).stored())
             await self._write_notes(msg.session_key)  # a reminder sent while the last turn ran
             if delivery.replayed and already_persisted(session, delivery.receipt):
                 # The crash came after the user line was written: answer it only if that
@@ -361,58 +350,11 @@ class AgentLoop:
 
     # -- recovery --------------------------------------------------------------------------
     async def resume_interrupted(self) -> None:
-        """Finish turns a crash or shutdown cut off, answering on their origin channel."""
-        keys = await asyncio.to_thread(self.sessions.keys_on_disk)
-        for key in keys:
-            try:
-                session = await self.sessions.get(key)
-            except Exception:  # one unreadable session must not keep the others unanswered
-                logger.exception("could not check %s for an interrupted turn", key)
-                continue
-            state = session.pending_state()
-            origin = session.metadata.get("origin")
-            if state is None or not origin:
-                continue
-            if not self.bus.has_route(origin.get("channel", "")):
-                continue  # its channel is not running in this process; it stays pending
-            if self._workers.busy(key):
-                continue  # being handled already (intake waits for this scan, so: a resume)
-            logger.info("resuming an interrupted turn in %s (%s)", key, state)
-            self._workers.put(key, _Resume(session, origin))
+        """Queue the turns a crash or shutdown cut off on their sessions' workers."""
+        for item in await self.recovery.scan(self._workers.busy):
+            self._workers.put(item.session.key, item)
 
-    async def _resume(self, session: Session, origin: dict[str, Any]) -> None:
-        try:
-            last_user: dict[str, Any] = next(
-                (m for m in reversed(session.messages) if m.get("role") == "user"), {})
-            msg = InboundMessage(
-                channel=origin["channel"], chat_id=origin["chat_id"],
-                sender_id=str(last_user.get("sender_id", "")), text="",
-                chat_type=origin.get("chat_type", "private"), thread_id=origin.get("thread_id"),
-                message_id=last_user.get("message_id"), task=task_of(last_user),
-            )
-            ctx = self.context_for(msg)
-            await self._close_interrupted_calls(session)
-            answered = await self.bus.recorded_reply(ctx.target, msg.message_id) if msg.message_id else None
-            if answered is not None:
-                # Killed after the outbox had the answer, before the transcript did: the
-                # outbox sends it; the transcript catches up instead of a second answer.
-                await self.sessions.append(session, answer_line(answered.kind, answered.text))
-                logger.info("%s: the answer was already in the outbox; transcript completed", session.key)
-                return
-            if last_user.get("kind") == FLUSH_KIND:
-                # A memory flush cut off: it was silent and is not redone (the next cycle has one).
-                await self.sessions.append(session, {"role": "assistant", "content": NO_REPLY,
-                                                     "kind": FLUSH_KIND, "status": "cancelled"})
-                return
-            async with self._semaphore:
-                await self._run_turn(session, ctx, reply_to=msg.message_id,
-                                     budget=msg.task.token_budget if msg.task is not None else None)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("could not resume the turn in %s", session.key)
-
-    async def _close_interrupted_calls(self, session: Session) -> None:
-        """Record tool calls that were in flight at the crash as interrupted, never re-run."""
-        if lines := interrupted_call_lines(session):
-            await self.sessions.append(session, *lines, sync=True)
+    async def _run_resumed(self, session: Session, ctx: TurnContext, reply_to: str | None,
+                           budget: int | None) -> None:
+        async with self._semaphore:
+            await self._run_turn(session, ctx, reply_to=reply_to, budget=budget)

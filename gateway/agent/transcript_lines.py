@@ -15,13 +15,11 @@ from gateway.agent.context import INTERRUPTED_RESULT
 from memory.sessions import Session
 
 
-def origin_of(msg: InboundMessage) -> dict[str, Any]:
-    return {"channel": msg.channel, "chat_id": msg.chat_id, "chat_type": msg.chat_type,
-            "thread_id": msg.thread_id}
-
-
 def user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
-    line: dict[str, Any] = {"role": "user", "content": content(msg), "sender_id": msg.sender_id}
+    """The transcript line of ``msg``, with the role its gate stamped (``sender_role``), so a
+    turn resumed after a restart runs as the message was admitted, not as the config says then."""
+    line: dict[str, Any] = {"role": "user", "content": content(msg), "sender_id": msg.sender_id,
+                            "sender_role": msg.role}
     if msg.task is not None:  # all of it: a resumed turn runs as it would have (role, budget)
         line["task"] = msg.task.job
         line["task_role"] = msg.task.role

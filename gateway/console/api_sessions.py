@@ -18,7 +18,8 @@ from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
 from channels.bus import BusClosed, BusFull
-from channels.messages import InboundMessage
+from channels.messages import InboundMessage, SessionRef
+from gateway.agent.roles import line_role
 from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
 from memory.sessions import load_session_file, read_header
 
@@ -157,19 +158,21 @@ def router(ctx: ConsoleContext) -> APIRouter:
     async def new(key: str = Query(..., max_length=300)) -> NewSession:
         path = await transcript_path(key)
         session = await asyncio.to_thread(load_session_file, path, key)
-        origin = session.metadata.get("origin") or {}
-        channel = str(origin.get("channel") or key.partition(":")[0])
-        chat_id = str(origin.get("chat_id") or key.partition(":")[2])
+        channel, _, chat_id = key.partition(":")
+        origin = SessionRef.from_stored(session.metadata) or SessionRef(channel, chat_id)
         try:
-            if channel == ctx.web.name:
-                await ctx.web.post(chat_id, "/new")
+            if origin.channel == ctx.web.name:
+                await ctx.web.post(origin.chat_id, "/new")
             else:
-                sender = next((str(m.get("sender_id")) for m in reversed(session.messages)
-                               if m.get("role") == "user" and m.get("sender_id")), "console")
+                # Sent as the chat's latest sender, in the role they were admitted in: the
+                # console acts on the chat, it does not make a guest's chat the owner's.
+                last = next((m for m in reversed(session.messages)
+                             if m.get("role") == "user" and m.get("sender_id")), {"sender_id": "console"})
                 await gw.bus.publish_inbound(InboundMessage(
-                    channel=channel, chat_id=chat_id, sender_id=sender, text="/new",
-                    chat_type=origin.get("chat_type", "private"), thread_id=origin.get("thread_id"),
-                    message_id=f"console-new-{uuid.uuid4().hex}"), timeout=10)
+                    channel=origin.channel, chat_id=origin.chat_id, sender_id=str(last["sender_id"]),
+                    text="/new", chat_type=origin.chat_type, thread_id=origin.thread_id,
+                    message_id=f"console-new-{uuid.uuid4().hex}",
+                    role=line_role(gw.config, origin.channel, last)), timeout=10)
         except (BusFull, BusClosed) as exc:
             raise HTTPException(503, str(exc)) from None
         return NewSession(key=key, sent=True)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Collection
 
 from channels.bus import MessageBus
-from channels.messages import InboundMessage, OutboundMessage
+from channels.messages import InboundMessage, OutboundMessage, Role
 
 
 class FakeChannel:
-    def __init__(self, bus: MessageBus, name: str = "fake") -> None:
+    """A channel stand-in. Like a real channel's gate, it stamps each message's role: ``owner``
+    for a sender in ``owners`` (by default the terminal user, ``local``), else ``guest``."""
+
+    def __init__(self, bus: MessageBus, name: str = "fake", *, owners: Collection[str] = ("local",)) -> None:
         self.name = name
+        self.owners = frozenset(owners)
         self.bus = bus
         self.sent: list[OutboundMessage] = []
         self.reply_count = 0
@@ -35,11 +40,13 @@ class FakeChannel:
                 and (chat_id is None or m.target.chat_id == chat_id)]
 
     async def say(self, text: str, *, chat_id: str = "1", sender_id: str = "owner",
-                  chat_type: str = "private", message_id: str | None = None) -> str:
+                  chat_type: str = "private", message_id: str | None = None, role: Role | None = None) -> str:
         message_id = message_id or f"m{next(self._ids)}"
+        if role is None:
+            role = "owner" if sender_id in self.owners else "guest"
         await self.bus.publish_inbound(InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=sender_id, text=text,
-            chat_type=chat_type, message_id=message_id))  # type: ignore[arg-type]
+            chat_type=chat_type, message_id=message_id, role=role))  # type: ignore[arg-type]
         return message_id
 
     async def wait_replies(self, count: int, timeout: float = 60.0) -> list[OutboundMessage]:

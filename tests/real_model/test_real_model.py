@@ -78,7 +78,7 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 @asynccontextmanager
 async def running(config: Config, name: str = "cli") -> AsyncIterator[tuple[Gateway, FakeChannel]]:
     gw = build_gateway(config)
-    channel = FakeChannel(gw.parts.bus, name=name)
+    channel = FakeChannel(gw.parts.bus, name=name, owners=gw.parts.config.channels.owners_of(name))
     gw.add_channel(name, channel)
     async with gw:
         yield gw, channel
