@@ -117,7 +117,7 @@ async def throughput(messages: int, sessions: int) -> dict[str, float]:
                 sent_at[mid] = time.perf_counter()
                 await gw.parts.bus.publish_inbound(InboundMessage(
                     channel="cli", chat_id=f"s{i % sessions}", sender_id="local", text=f"message {i}",
-                    message_id=mid))
+                    message_id=mid, role="owner"))
             await channel.wait_replies(messages + 1, timeout=600)
             wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             stop.set()

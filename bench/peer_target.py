@@ -104,7 +104,7 @@ class _HarnessChannel:
         self.waiters[message_id] = fut
         await self.bus.publish_inbound(InboundMessage(
             channel=self.name, chat_id=chat_id, sender_id=OWNER, text=text,
-            chat_type="private", message_id=message_id))
+            chat_type="private", message_id=message_id, role="owner"))
         return await fut
 
 

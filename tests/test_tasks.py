@@ -190,6 +190,24 @@ async def test_a_missed_task_is_caught_up_once(fake_llm: FakeLLMServer, make_con
     prompt = fake_llm.last_user_text(fake_llm.requests[0])
     assert "catch-up run" in prompt and "Check the backup log" in prompt
     assert rows(workspace)[0]["fire_count"] == 1
+    assert "sender: local (owner)" in prompt and "exec" in tool_names(fake_llm.requests[0])
+
+
+async def test_a_task_whose_creator_is_no_longer_an_owner_runs_as_a_guest(
+        fake_llm: FakeLLMServer, make_config: Callable, workspace: Path) -> None:
+    """The scheduler is the task's gate: it stamps the creator's role as configured when the
+    task runs, and an owner's task set before they were removed from the owners gets no more."""
+    store = ReminderStore(workspace / "state" / "reminders.sqlite")
+    store.add(session_key="cli:1", channel="cli", chat_id="1", thread_id=None, kind="every",
+              spec="3600", text="Check the backup log", created_at=datetime.now(UTC) - timedelta(hours=2),
+              purpose="task", creator_id="local", creator_role="owner", chat_type="private")
+    fake_llm.default = lambda request: Reply("Checked.")
+    config = make_config(agents={"defaults": {"timezone": TZ, "llmRetries": 0}}, channels={"cli": {"owners": []}})
+    async with running(config) as (gw, ch, _):
+        await ch.wait_replies(1, timeout=60)
+    [request] = fake_llm.requests
+    assert "sender: local (guest)" in fake_llm.last_user_text(request)
+    assert "exec" not in tool_names(request)
 
 
 @pytest.mark.parametrize("arguments, message", [
