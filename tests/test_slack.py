@@ -288,7 +288,7 @@ async def test_dm_becomes_a_private_turn_and_retries_never_repeat_it(
     assert (await post_event(client, payload)).status_code == 200
     msg = await next_inbound(bus)
     assert (msg.channel, msg.chat_id, msg.chat_type) == ("slack", "D_ALICE", "private")
-    assert msg.sender_id == "U_ALICE"
+    assert msg.sender_id == "U_ALICE" and msg.role == "guest"  # allowed, not an owner
     assert msg.text == "hello there" and msg.thread_id is None
     assert msg.session_key == "slack:D_ALICE"
     assert msg.message_id == "1700000001.000100"
@@ -352,7 +352,8 @@ async def test_unknown_sender_gets_one_refusal_and_nothing_reaches_the_bus(
     assert slack_api.calls_to("chat.postMessage")[1].params["thread_ts"] == "2.5"
     # Owners are always allowed, even though they are not in allowFrom.
     await post_event(client, event_callback(dm("owner here", user="U_OWNER", ts="2.3")))
-    assert (await next_inbound(bus)).sender_id == "U_OWNER"
+    owner = await next_inbound(bus)
+    assert (owner.sender_id, owner.role) == ("U_OWNER", "owner")  # the gate's role, on the message
 
 
 async def test_refusal_null_means_silence(
@@ -401,14 +402,16 @@ async def test_lucid_slash_command_is_acked_and_published(
     http_slack: tuple[SlackChannel, httpx.AsyncClient], bus: MessageBus
 ) -> None:
     _, client = http_slack
-    form = urlencode({"command": "/lucid", "text": "dream-log", "user_id": "U_ALICE", "channel_id": "D_ALICE",
-                      "channel_name": "directmessage", "team_id": "T1", "trigger_id": "1.2.abc",
-                      "response_url": "http://127.0.0.1:9/unused"}).encode()
-    headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(form)}
-    resp = await client.post("/slack/events", content=form, headers=headers)
-    assert resp.status_code == 200
-    msg = await next_inbound(bus)
-    assert (msg.text, msg.chat_type, msg.session_key) == ("/dream-log", "private", "slack:D_ALICE")
+    for user, role in (("U_ALICE", "guest"), ("U_OWNER", "owner")):
+        form = urlencode({"command": "/lucid", "text": "dream-log", "user_id": user, "channel_id": "D_ALICE",
+                          "channel_name": "directmessage", "team_id": "T1", "trigger_id": "1.2.abc",
+                          "response_url": "http://127.0.0.1:9/unused"}).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded", **sign(form)}
+        resp = await client.post("/slack/events", content=form, headers=headers)
+        assert resp.status_code == 200
+        msg = await next_inbound(bus)
+        assert (msg.text, msg.chat_type, msg.session_key) == ("/dream-log", "private", "slack:D_ALICE")
+        assert msg.role == role  # the gate's decision travels with the command
 
 
 async def test_failed_publish_is_not_acked_and_a_retry_waits_for_the_first_attempt(
