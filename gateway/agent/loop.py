@@ -351,7 +351,7 @@ class AgentLoop:
     # -- recovery --------------------------------------------------------------------------
     async def resume_interrupted(self) -> None:
         """Queue the turns a crash or shutdown cut off on their sessions' workers."""
-        for item in await self.recovery.scan(self._workers.busy):
+        async for item in self.recovery.scan(self._workers.busy):
             self._workers.put(item.session.key, item)
 
     async def _run_resumed(self, session: Session, ctx: TurnContext, reply_to: str | None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from channels.bus import MessageBus
@@ -60,9 +60,9 @@ class TurnResumer:
         self.context_for = context_for
         self.run_turn = run_turn
 
-    async def scan(self, busy: Callable[[str], bool]) -> list[Resume]:
-        """The sessions with a pending turn whose channel runs here and that no worker holds."""
-        found: list[Resume] = []
+    async def scan(self, busy: Callable[[str], bool]) -> AsyncIterator[Resume]:
+        """The sessions with a pending turn whose channel runs here and that no worker holds,
+        one at a time, so each can be queued (and start) before the next is read."""
         for key in await asyncio.to_thread(self.sessions.keys_on_disk):
             try:
                 session = await self.sessions.get(key)
@@ -78,8 +78,7 @@ class TurnResumer:
             if busy(key):
                 continue  # being handled already (intake waits for this scan, so: a resume)
             logger.info("resuming an interrupted turn in %s (%s)", key, state)
-            found.append(Resume(session, origin))
-        return found
+            yield Resume(session, origin)
 
     async def resume(self, item: Resume) -> None:
         session = item.session
