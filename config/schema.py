@@ -127,6 +127,10 @@ class TasksConfig(Section):
     # Reminders and tasks guests may have active at once, over all their chats together
     # (a per-chat cap alone is sidestepped by opening more chats); 0 = guests set none.
     guest_max_active: int = Field(20, ge=0)
+    # A reminder or task missed while the gateway was down still fires if it is at most this late.
+    missed_grace_s: float = Field(3600, ge=0)
+    # The shortest interval of a repeating reminder or task ("every": seconds).
+    min_every_s: int = Field(60, ge=1)
 
 
 class AgentDefaults(Section):

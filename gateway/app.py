@@ -28,18 +28,21 @@ from channels.registry import build_channels, channel_hints, delivery_deadlines,
 from channels.messages import OutboundProgress, SessionRef
 from gateway.agent.memory_flush import MemoryFlush
 from config.schema import Config
-from gateway.commands.builtin import register_builtin_commands
+from gateway.commands.memory import DreamLog, DreamNow, DreamRestore, Forget, ShowMemory
+from gateway.commands.model import SwitchModel
+from gateway.commands.session import STOP, Compact, Help, New
+from gateway.commands.status import Context, Status
 from gateway.agent.commands import CommandRegistry
 from gateway.agent.context import ContextBuilder
-from gateway.model.fallback import ModelChain, SessionModels
+from gateway.model.fallback import ModelChain
 from gateway.model.client import LiteLLMChatModel
 from gateway.agent.loop import AgentLoop
 from gateway.mcp import McpManager
 from gateway.metrics import Metrics
 from gateway.agent.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
-from gateway.commands.model import register_model_command
-from gateway.agent.roles import OwnerSessions, history_provenance, last_user_line, line_role
+from gateway.agent.roles import history_provenance, last_user_line, line_role
 from gateway.agent.runner import PromptEstimator
+from gateway.parts import WorkspaceParts
 from gateway.runtime import Gateway, GatewayParts
 from gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
 from gateway.model.task_budget import BudgetedModel
@@ -52,14 +55,10 @@ from gateway.tools.message import MessageTool
 from gateway.agent.toolloop import ModelToolLoop
 from gateway.tools.web import web_tools
 from gateway.tools.turn import TurnContext
-from gateway.model.usage import UsageLedger
-from memory.calibration import TokenCalibration
 from memory.consolidator import Consolidator
 from memory.dream import Dream
-from memory.gitstore import GitStore
 from memory.search.service import RecallService, make_recall_service
-from memory.sessions import Session, SessionStore
-from memory.store import MemoryStore
+from memory.sessions import Session
 from scheduler import SchedulerService
 
 __all__ = ["Gateway", "Mode", "build_gateway"]
@@ -81,21 +80,16 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     agent = config.agent
     background_jobs = mode in ("daemon", "embedded")
     metrics = Metrics()
+    stores = WorkspaceParts(config)
     bus = MessageBus(inbox=InboxJournal(workspace / (DAEMON_INBOX if background_jobs else CLI_INBOX)),
-                     outbox=_outbox(config) if background_jobs else None,
+                     outbox=_outbox(config, stores) if background_jobs else None,
                      lane_idle_s=config.gateway.worker_idle_s)
     bus.delivery.on_dead.append(metrics.dead_letter)
-    sessions = SessionStore(workspace / "sessions")
-    store = MemoryStore(workspace, max_history_entries=agent.memory.max_history_entries,
-                        timezone=agent.timezone)
-    git = GitStore(workspace)
-    usage = UsageLedger(workspace / "usage", daily_budget=config.usage.daily_token_budget,
-                        role_budgets={"guest": config.usage.guest_daily_token_budget,
-                                      "owner": config.usage.owner_daily_token_budget})
-    chain = ModelChain(config, metrics=metrics, sessions=SessionModels(workspace / "state" / "models.json"))
-    calibration = TokenCalibration(workspace / "state" / "token_calibration.json")
+    sessions, store, git, usage = stores.sessions, stores.memory, stores.git, stores.usage
+    chain = ModelChain(config, metrics=metrics, sessions=stores.session_models)
+    calibration = stores.calibration
     model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain, calibration=calibration)
-    owner_sessions = OwnerSessions(workspace / "state" / "owner_sessions.json")
+    owner_sessions = stores.owner_sessions
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
                              channel_hints=channel_hints(),
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))
@@ -152,7 +146,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)
-    scheduler = SchedulerService(config, bus=bus, dream=dream, usage=usage, background_jobs=background_jobs)
+    scheduler = SchedulerService(config, bus=bus, dream=dream, state=stores.job_state,
+                                 reminder_store=stores.reminders, usage=usage, background_jobs=background_jobs)
     scheduler.reminders.on_sent = agent_loop.record_reminder
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
@@ -167,9 +162,30 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
                          owner_sessions=owner_sessions, scheduler=scheduler, committer=committer, recall=recall,
                          mcp=mcp)
-    register_builtin_commands(parts)
-    register_model_command(commands, chain)
+    _register_commands(parts, flush=flush, chain=chain)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
+
+
+def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain) -> None:
+    """Every built-in command, in the order ``/help`` and platform menus list them, each
+    handed only the parts it reads."""
+    agent, workspace, index = p.config.agent, p.config.workspace, p.recall.index if p.recall else None
+    add = p.commands.register
+    add(Help(p.commands))
+    add(New(p.sessions, p.store, p.consolidator, workspace=workspace,
+            session_notes=agent.memory.session_notes))
+    p.commands.listed(STOP)
+    add(Status(agent, sessions=p.sessions, model=p.model, usage=p.usage, consolidator=p.consolidator,
+               store=p.store, dream=p.dream, scheduler=p.scheduler, bus=p.bus, flush=flush, mcp=p.mcp,
+               recall=p.recall))
+    add(Compact(p.sessions, p.consolidator))
+    add(Context(agent, sessions=p.sessions, builder=p.builder, tools=p.tools))
+    add(DreamNow(p.dream))
+    add(DreamLog(p.git))
+    add(DreamRestore(p.git))
+    add(ShowMemory(p.store, workspace=workspace))
+    add(Forget(p.dream, p.store, p.git, index=index))
+    add(SwitchModel(chain))
 
 
 def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *,
@@ -184,9 +200,9 @@ def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *
     return recall
 
 
-def _outbox(config: Config) -> Outbox:
+def _outbox(config: Config, stores: WorkspaceParts) -> Outbox:
     """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded)."""
-    return Outbox(config.workspace / "state" / "outbox.sqlite", deadlines_s=delivery_deadlines(config))
+    return Outbox(stores.outbox_path, deadlines_s=delivery_deadlines(config))
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,

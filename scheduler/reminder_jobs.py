@@ -69,7 +69,7 @@ def upcoming(reminder: Reminder, tz: tzinfo, now: datetime | None = None) -> dat
 class ReminderJobs:
     def __init__(self, store: ReminderStore, bus: MessageBus, tz: tzinfo, *,
                  grace_s: float, min_every_s: int, task_token_budget: int,
-                 guest_max_active: int = 20,
+                 guest_max_active: int,
                  owners_of: Callable[[str], frozenset[str]] = lambda channel: frozenset()) -> None:
         self.store = store
         # The configured owners of a channel: a task runs with owner tools only while its

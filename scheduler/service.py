@@ -55,9 +55,11 @@ STOP_TIMEOUT_S = 10.0
 
 
 class SchedulerService:
-    def __init__(self, config: Config, *, bus: MessageBus, dream: Dream,
-                 usage: TokenLedger | None = None, background_jobs: bool = True,
-                 reminder_grace_s: float = 3600, min_every_s: int = 60) -> None:
+    def __init__(self, config: Config, *, bus: MessageBus, dream: Dream, state: JobState,
+                 reminder_store: ReminderStore, usage: TokenLedger | None = None,
+                 background_jobs: bool = True) -> None:
+        """``state`` and ``reminder_store`` are the workspace's (``state/scheduler.json`` and
+        ``state/reminders.sqlite``), handed in by the composition root."""
         self.config = config
         self.bus = bus
         self.dream = dream
@@ -67,12 +69,11 @@ class SchedulerService:
         except (ZoneInfoNotFoundError, ValueError):
             raise SchedulerError(f"unknown timezone {config.agent.timezone!r} (agents.defaults.timezone); "
                                  "use an IANA name such as 'Europe/Berlin'") from None
-        state_dir = config.workspace / "state"
-        self.state = JobState(state_dir / "scheduler.json")
-        self.reminders = ReminderJobs(ReminderStore(state_dir / "reminders.sqlite"), bus, self.tz,
-                                      grace_s=reminder_grace_s, min_every_s=min_every_s,
-                                      task_token_budget=config.agent.tasks.token_budget,
-                                      guest_max_active=config.agent.tasks.guest_max_active,
+        self.state = state
+        tasks = config.agent.tasks
+        self.reminders = ReminderJobs(reminder_store, bus, self.tz, grace_s=tasks.missed_grace_s,
+                                      min_every_s=tasks.min_every_s, task_token_budget=tasks.token_budget,
+                                      guest_max_active=tasks.guest_max_active,
                                       owners_of=config.channels.owners_of)
         self.heartbeat = Heartbeat(config.agent.heartbeat, workspace=config.workspace, bus=bus,
                                    usage=usage, tz=self.tz, state=self.state)

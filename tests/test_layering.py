@@ -29,8 +29,8 @@ SCHEDULER_CHANNELS = frozenset({"channels.bus", "channels.messages"})
 # Inside gateway, each part (a sub-package or a loose module) may import only parts on its own
 # tier or below: observability and errors at the bottom, then the model client and the skill
 # catalog, the tools, MCP, the agent's turn machinery, the runtime that holds the parts, the
-# surfaces that act on a running gateway, the composition root, the HTTP daemon, operations,
-# and the CLI on top.
+# surfaces that act on a running gateway, the composition root (with its workspace-store factory),
+# the HTTP daemon, operations, and the CLI on top.
 GATEWAY_TIERS: tuple[frozenset[str], ...] = tuple(frozenset(tier) for tier in (
     {"errors", "_offline", "metrics", "logs"},
     {"model", "skills"},
@@ -39,7 +39,7 @@ GATEWAY_TIERS: tuple[frozenset[str], ...] = tuple(frozenset(tier) for tier in (
     {"agent"},
     {"runtime"},
     {"commands", "console", "migrate"},
-    {"app"},
+    {"app", "parts"},
     {"daemon"},
     {"ops"},
     {"cli"},

@@ -3,6 +3,10 @@
 Every command answers to its ``_`` spelling too (``/dream_log``), since Telegram's menu
 allows only ``[a-z0-9_]``. Commands that reveal or change the owner's memory are
 owner-only and private-only. Handlers get the frozen ``TurnContext`` and return the reply.
+
+A built-in command is a small unit (gateway/commands/): an object holding only the parts it
+reads, with its listing in ``about`` and ``async __call__(ctx, args) -> str``; the composition
+root builds each one and ``register``s it, the way a listener is registered.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 from channels.base import CommandSpec
 from gateway.tools.turn import TurnContext
@@ -31,6 +36,25 @@ class Command:
     usage: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class About:
+    """How a command is listed (``/help``, platform menus) and who may use it."""
+
+    name: str
+    summary: str
+    owner_only: bool = False
+    private_only: bool = False
+    usage: str = ""
+
+
+class CommandUnit(Protocol):
+    """One built-in command: its listing, and the handler itself."""
+
+    about: ClassVar[About]
+
+    async def __call__(self, ctx: TurnContext, args: str) -> str: ...
+
+
 def parse_command(text: str) -> tuple[str, str] | None:
     """``"/dream_log abc"`` -> ``("dream-log", "abc")``; None when ``text`` is not a command."""
     match = _COMMAND.match(text.strip())
@@ -45,6 +69,17 @@ class CommandRegistry:
 
     def add(self, command: Command) -> None:
         self._commands[command.name] = command
+
+    def register(self, unit: CommandUnit) -> None:
+        """Add a command unit under its ``about``."""
+        a = unit.about
+        self.add(Command(a.name, a.summary, unit, owner_only=a.owner_only, private_only=a.private_only,
+                         usage=a.usage))
+
+    def listed(self, about: About) -> None:
+        """List a command that the agent loop handles itself, ahead of the queue (``/stop``)."""
+        self.add(Command(about.name, about.summary, None, owner_only=about.owner_only,
+                         private_only=about.private_only, usage=about.usage))
 
     def names(self) -> list[str]:
         return list(self._commands)

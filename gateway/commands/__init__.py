@@ -1,2 +1,2 @@
-"""Slash commands: the registry the agent loop dispatches to, and the built-in commands
-(each acts on the running gateway's parts, never through a model turn of its own)."""
+"""The built-in slash commands, one small unit each (a class holding only the parts it reads),
+built and registered by the composition root; none runs a model turn of the chat's own."""

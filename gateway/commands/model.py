@@ -8,14 +8,24 @@ fallback models still follow whichever model the session uses.
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
-from gateway.agent.commands import Command, CommandRegistry
+from gateway.agent.commands import About
 from gateway.model.fallback import ModelChain
 from gateway.tools.turn import TurnContext
 
 
-def register_model_command(commands: CommandRegistry, chain: ModelChain) -> None:
-    async def model(ctx: TurnContext, args: str) -> str:
+class SwitchModel:
+    """``/model [preset|default]``: show the session's models, or pin or unpin a preset."""
+
+    about: ClassVar[About] = About("model", "list model presets, or switch this conversation to one",
+                                   owner_only=True, usage="[preset|default]")
+
+    def __init__(self, chain: ModelChain) -> None:
+        self.chain = chain
+
+    async def __call__(self, ctx: TurnContext, args: str) -> str:
+        chain = self.chain
         presets = chain.presets
         choice = args.strip()
         if not choice:
@@ -30,9 +40,6 @@ def register_model_command(commands: CommandRegistry, chain: ModelChain) -> None
             return f"There is no preset {choice!r}. Presets: {known}."
         await asyncio.to_thread(chain.sessions.set, ctx.session_key, choice)
         return f"This conversation now uses {choice} ({presets[choice]})."
-
-    commands.add(Command("model", "list model presets, or switch this conversation to one", model,
-                         owner_only=True, usage="[preset|default]"))
 
 
 def describe(chain: ModelChain, session_key: str) -> str:

@@ -1,37 +1,143 @@
-"""``/context``: what the next prompt of this chat holds, in tokens per section.
+"""``/status`` and ``/context``: what this chat and the gateway look like right now.
 
-The same builder and the same token counter as a real turn, so what it says is what the
-model would be sent; it makes no LLM call.
+Neither makes a model call. ``/context`` uses the same builder and token counter as a real
+turn, so what it says is what the model would be sent.
 """
 
 from __future__ import annotations
 
-from gateway.runtime import GatewayParts
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from config.schema import AgentDefaults
+from gateway.agent.commands import About
 from gateway.tools.turn import TurnContext
 from memory import tokens
-from memory.sessions import Session
+from memory.sessions import SessionStore
+
+if TYPE_CHECKING:
+    from channels.bus import MessageBus
+    from gateway.agent.context import ContextBuilder
+    from gateway.agent.memory_flush import MemoryFlush
+    from gateway.mcp import McpManager
+    from gateway.model.client import LiteLLMChatModel
+    from gateway.model.usage import UsageLedger
+    from gateway.tools.base import ToolRegistry
+    from memory.consolidator import Consolidator
+    from memory.dream import Dream
+    from memory.search.service import RecallService
+    from memory.store import MemoryStore
+    from scheduler import SchedulerService
 
 
-async def context_report(parts: GatewayParts, session: Session, ctx: TurnContext) -> str:
-    builder = parts.builder
-    await builder.refresh()
-    rows: list[tuple[str, int]] = []
-    for label, text in builder.stable_sections(ctx):
-        rows.append((label, tokens.count_text(text)))
-    memory = builder.memory_section(ctx)
-    rows.append(("memory (USER.md, MEMORY.md)", tokens.count_text(memory) if memory else 0))
-    history = await builder.history_section(ctx)
-    rows.append(("recent history", tokens.count_text(history) if history else 0))
-    schemas = parts.tools.schemas(ctx)
-    rows.append((f"tools ({len(schemas)})", tokens.count_tools(schemas) if schemas else 0))
-    active = session.active()
-    rows.append((f"messages ({len(active)} in context, {session.last_consolidated} archived)",
-                 sum(tokens.count_message(m) for m in active)))
-    total = sum(n for _, n in rows)
-    budget = parts.config.agent.prompt_budget
-    width = max(len(label) for label, _ in rows)
-    lines = [f"{label.ljust(width)}  {n:>7,}" for label, n in rows]
-    lines.append(f"{'total'.ljust(width)}  {total:>7,} of {budget:,} tokens ({100 * total // max(budget, 1)}%)")
-    lines.append(f"working set: the conversation is kept under {parts.config.agent.working_set:,} tokens; "
-                 "older turns move to history (memory_search finds them)")
-    return "Next prompt, in tokens:\n" + "\n".join(lines)
+class Status:
+    """One line per part a user may wonder about: model, session size, tokens, memory, jobs,
+    cost, MCP, recall and the outbox."""
+
+    about: ClassVar[About] = About("status", "model, session size, tokens, memory state")
+
+    def __init__(self, agent: AgentDefaults, *, sessions: SessionStore, model: LiteLLMChatModel,
+                 usage: UsageLedger, consolidator: Consolidator, store: MemoryStore, dream: Dream,
+                 scheduler: SchedulerService, bus: MessageBus, flush: MemoryFlush | None = None,
+                 mcp: McpManager | None = None, recall: RecallService | None = None) -> None:
+        self.agent = agent
+        self.sessions = sessions
+        self.model = model
+        self.usage = usage
+        self.consolidator = consolidator
+        self.store = store
+        self.dream = dream
+        self.scheduler = scheduler
+        self.bus = bus
+        self.flush = flush
+        self.mcp = mcp
+        self.recall = recall
+
+    async def __call__(self, ctx: TurnContext, args: str) -> str:
+        session = await self.sessions.get(ctx.session_key)
+        ok, why = self.model.configured()
+        totals = self.usage.session_totals.get(ctx.session_key)
+        conversation = await asyncio.to_thread(self.consolidator.conversation_tokens, session)
+        agent = self.agent
+        lines = [
+            f"model: {agent.model} ({'ready' if ok else 'not configured: ' + why})",
+            f"session: {ctx.session_key}, {len(session.messages)} messages "
+            f"({len(session.active())} in context, {session.last_consolidated} archived)",
+            f"prompt budget: {agent.prompt_budget:,} tokens; working set "
+            f"{conversation:,} of {agent.working_set:,} tokens",
+        ]
+        if totals is not None:
+            lines.append(f"tokens this session (since start): {totals.prompt:,} prompt, "
+                         f"{totals.completion:,} completion, {totals.cached:,} cached")
+        await self.store.refresh()
+        lines.append(f"memory: {self.store.unprocessed_count()} history entries waiting for Dream"
+                     + (" (Dream running)" if self.dream.running else ""))
+        if self.flush is not None:
+            lines.append(f"memory flushes before compaction (since start): {self.flush.count}")
+        lines.append(self.scheduler.status_line())
+        lines.append(await cost_line(self.usage.folder, ctx.session_key))
+        if self.mcp is not None and (mcp_line := self.mcp.status_line()):
+            lines.append(mcp_line)
+        if self.recall is not None:
+            lines.append(await asyncio.to_thread(self.recall.status_line))
+        if (outbox := await self.bus.outbox_counts()) is not None:
+            lines.append(f"outbox: {outbox['pending']} pending, {outbox['dead']} dead-lettered")
+        return "\n".join(lines)
+
+
+async def cost_line(folder: Path, session_key: str) -> str:
+    """Today's cost, and this conversation's share, from the usage journal in ``folder``."""
+    from gateway.model.costs import daily_costs
+
+    today = await asyncio.to_thread(daily_costs, folder, 1)
+    mine = await asyncio.to_thread(daily_costs, folder, 1, session=session_key)
+    total = next(iter(today.values()), None)
+    session = next(iter(mine.values()), None)
+    if total is None:
+        return "cost today: $0 (no model calls yet)"
+    line = f"cost today: {total.describe()}"
+    if session is not None:
+        line += f"; this conversation today {session.describe()}"
+        if session.per_turn is not None:
+            line += f", about ${session.per_turn:.4f} a turn"
+    return line
+
+
+class Context:
+    """What the next prompt of this chat holds, in tokens per section."""
+
+    about: ClassVar[About] = About("context", "what the next prompt holds, in tokens per section")
+
+    def __init__(self, agent: AgentDefaults, *, sessions: SessionStore, builder: ContextBuilder,
+                 tools: ToolRegistry) -> None:
+        self.agent = agent
+        self.sessions = sessions
+        self.builder = builder
+        self.tools = tools
+
+    async def __call__(self, ctx: TurnContext, args: str) -> str:
+        session = await self.sessions.get(ctx.session_key)
+        builder = self.builder
+        await builder.refresh()
+        rows: list[tuple[str, int]] = []
+        for label, text in builder.stable_sections(ctx):
+            rows.append((label, tokens.count_text(text)))
+        memory = builder.memory_section(ctx)
+        rows.append(("memory (USER.md, MEMORY.md)", tokens.count_text(memory) if memory else 0))
+        history = await builder.history_section(ctx)
+        rows.append(("recent history", tokens.count_text(history) if history else 0))
+        schemas = self.tools.schemas(ctx)
+        rows.append((f"tools ({len(schemas)})", tokens.count_tools(schemas) if schemas else 0))
+        active = session.active()
+        rows.append((f"messages ({len(active)} in context, {session.last_consolidated} archived)",
+                     sum(tokens.count_message(m) for m in active)))
+        total = sum(n for _, n in rows)
+        budget = self.agent.prompt_budget
+        width = max(len(label) for label, _ in rows)
+        lines = [f"{label.ljust(width)}  {n:>7,}" for label, n in rows]
+        lines.append(f"{'total'.ljust(width)}  {total:>7,} of {budget:,} tokens "
+                     f"({100 * total // max(budget, 1)}%)")
+        lines.append(f"working set: the conversation is kept under {self.agent.working_set:,} tokens; "
+                     "older turns move to history (memory_search finds them)")
+        return "Next prompt, in tokens:\n" + "\n".join(lines)

@@ -1,0 +1,123 @@
+"""The workspace's stores, each built on first use: one factory for the daemon and the CLI.
+
+``build_gateway`` (gateway/app.py) takes every store it wires from here, and so does each
+``lucid`` command that reads or changes one (``lucid memory log``, ``lucid pairing approve``,
+``lucid jobs`` …). So where a store lives under the workspace, and how it is configured, is
+written once. A store is built when first asked for, and its module imported then, so a
+CLI command pays only for what it touches (none of them import litellm).
+
+    sessions/                    SessionStore          the transcripts
+    memory/, SOUL.md, USER.md …  MemoryStore, GitStore the memory files and their history
+    usage/                       UsageLedger           the token journal
+    state/pairing.json           PairingStore          approved strangers (path: channels.pairing)
+    state/owner_sessions.json    OwnerSessions         chats that are the owner's own
+    state/models.json            SessionModels         per-session model presets
+    state/token_calibration.json TokenCalibration      measured token scale per model
+    state/scheduler.json         JobState              the scheduler's last and next runs
+    state/reminders.sqlite       ReminderStore         reminders and tasks
+    state/outbox.sqlite          Outbox                the daemon's undelivered replies
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from config.schema import Config
+
+if TYPE_CHECKING:
+    from channels.pairing import PairingStore
+    from gateway.agent.roles import OwnerSessions
+    from gateway.model.fallback import SessionModels
+    from gateway.model.usage import UsageLedger
+    from memory.calibration import TokenCalibration
+    from memory.gitstore import GitStore
+    from memory.sessions import SessionStore
+    from memory.store import MemoryStore
+    from scheduler.reminders import ReminderStore
+    from scheduler.state import JobState
+
+__all__ = ["WorkspaceParts"]
+
+
+class WorkspaceParts:
+    """The stores of ``config.workspace``; each property builds its store once, on first use."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.workspace = config.workspace
+        self.state_dir = config.workspace / "state"
+
+    @property
+    def outbox_path(self) -> Path:
+        return self.state_dir / "outbox.sqlite"
+
+    @property
+    def reminders_path(self) -> Path:
+        return self.state_dir / "reminders.sqlite"
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        from memory.sessions import SessionStore
+
+        return SessionStore(self.workspace / "sessions")
+
+    @cached_property
+    def memory(self) -> MemoryStore:
+        from memory.store import MemoryStore
+
+        agent = self.config.agent
+        return MemoryStore(self.workspace, max_history_entries=agent.memory.max_history_entries,
+                           timezone=agent.timezone)
+
+    @cached_property
+    def git(self) -> GitStore:
+        from memory.gitstore import GitStore
+
+        return GitStore(self.workspace)
+
+    @cached_property
+    def usage(self) -> UsageLedger:
+        from gateway.model.usage import UsageLedger
+
+        budgets = self.config.usage
+        return UsageLedger(self.workspace / "usage", daily_budget=budgets.daily_token_budget,
+                           role_budgets={"guest": budgets.guest_daily_token_budget,
+                                         "owner": budgets.owner_daily_token_budget})
+
+    @cached_property
+    def pairing(self) -> PairingStore:
+        from channels.pairing import PairingStore, default_path
+
+        return PairingStore(default_path(self.workspace))
+
+    @cached_property
+    def owner_sessions(self) -> OwnerSessions:
+        from gateway.agent.roles import OwnerSessions
+
+        return OwnerSessions(self.state_dir / "owner_sessions.json")
+
+    @cached_property
+    def session_models(self) -> SessionModels:
+        from gateway.model.fallback import SessionModels
+
+        return SessionModels(self.state_dir / "models.json")
+
+    @cached_property
+    def calibration(self) -> TokenCalibration:
+        from memory.calibration import TokenCalibration
+
+        return TokenCalibration(self.state_dir / "token_calibration.json")
+
+    @cached_property
+    def job_state(self) -> JobState:
+        from scheduler.state import JobState
+
+        return JobState(self.state_dir / "scheduler.json")
+
+    @cached_property
+    def reminders(self) -> ReminderStore:
+        from scheduler.reminders import ReminderStore
+
+        return ReminderStore(self.reminders_path)
