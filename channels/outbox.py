@@ -218,9 +218,9 @@ def is_durable(msg: OutboundMessage) -> bool:
     return msg.kind in DURABLE_KINDS
 
 
-def read_counts(workspace: Path) -> dict[str, int] | None:
-    """``lucid status``: the outbox's counts without opening it for writing (None: no outbox yet)."""
-    path = workspace / "state" / "outbox.sqlite"
+def read_counts(path: Path) -> dict[str, int] | None:
+    """``lucid status``: the counts of the outbox at ``path`` without opening it for writing
+    (None: no outbox yet)."""
     if not path.exists():
         return None
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)

@@ -13,6 +13,7 @@ import httpx
 
 from config import Config
 from gateway.console.context import ConsoleContext
+from gateway.runtime import GatewayParts
 from gateway.daemon.serve import GatewayServer
 
 CONSOLE_TOKEN = "console-token-0123456789abcdef"
@@ -45,6 +46,11 @@ class Console:
         ctx = self.server.app.state.console
         assert isinstance(ctx, ConsoleContext)
         return ctx
+
+    @property
+    def parts(self) -> GatewayParts:
+        """The parts of the gateway behind the console (for arranging and checking state)."""
+        return self.server.app.state.lucid.gateway.parts
 
     @property
     def origin(self) -> dict[str, str]:

@@ -242,7 +242,7 @@ async def test_run_dream_now_reports_progress_and_its_commit(config: Any, fake_l
         Reply("Done."),
     )
     async with running_console(config) as c:
-        await c.ctx.parts.store.append_history("- Ana said she prefers green tea", session_key="web:tab-1")
+        await c.parts.store.append_history("- Ana said she prefers green tea", session_key="web:tab-1")
         started = await c.client.post("/api/console/dream/run", headers=c.unsafe)
         assert started.status_code == 202 and started.json()["running"] is True
         again = await c.client.post("/api/console/dream/run", headers=c.unsafe)
@@ -297,7 +297,7 @@ async def test_chat_streams_the_reply_with_tool_calls_and_resumes_without_loss(
     assert roles[:4] == ["user", "assistant", "tool", "assistant"]
     assert transcript["messages"][1]["tool_calls"][0]["name"] == "read_file"
     # The console user is the owner in a private chat.
-    assert "web:tab-1" in c.ctx.parts.owner_sessions
+    assert "web:tab-1" in c.parts.owner_sessions
 
 
 async def test_slash_commands_and_new_from_the_sessions_view(config: Any, fake_llm: FakeLLMServer) -> None:
@@ -330,7 +330,7 @@ async def test_slash_commands_and_new_from_the_sessions_view(config: Any, fake_l
 
 async def test_history_timeline_marks_the_dream_cursor_and_filters(config: Any) -> None:
     async with running_console(config) as c:
-        store = c.ctx.parts.store
+        store = c.parts.store
         for text, key in [("one", "web:a"), ("two", "telegram:9"), ("three", "web:a")]:
             await store.append_history(text, session_key=key)
         await store.set_dream_cursor(1)
@@ -354,7 +354,7 @@ async def test_jobs_list_a_reminder_and_cancel_it(config: Any) -> None:
     from channels.messages import Target
 
     async with running_console(config) as c:
-        sched = c.ctx.scheduler()
+        sched = c.parts.scheduler
         assert sched is not None
         reminder, _ = await sched.add_reminder(session_key="web:tab-1", target=Target("web", "tab-1"),
                                                text="water the plants", every=3600)

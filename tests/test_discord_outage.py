@@ -64,8 +64,8 @@ async def test_a_reply_during_a_discord_outage_survives_kill_9_and_arrives_once(
             await until(lambda: len(dc.calls_to("POST /messages")) > tried_before_restart, 60,
                         what="the restarted gateway retrying from its outbox")
             dc.set_outage(None)
-            await until(lambda: (read_counts(workspace) or {}).get("delivered", 0) >= 1 and
-                        (read_counts(workspace) or {}).get("pending", 1) == 0, 60, what="the delivered mark")
+            await until(lambda: (read_counts(workspace / "state" / "outbox.sqlite") or {}).get("delivered", 0) >= 1 and
+                        (read_counts(workspace / "state" / "outbox.sqlite") or {}).get("pending", 1) == 0, 60, what="the delivered mark")
         finally:
             code = await second.stop(signal.SIGTERM)
         assert code == 0, second.output

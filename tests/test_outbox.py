@@ -73,7 +73,7 @@ class Rig:
         await self.bus.stop()
 
     def counts(self) -> dict[str, int]:
-        counts = read_counts(self.workspace)
+        counts = read_counts(self.workspace / "state" / "outbox.sqlite")
         assert counts is not None
         return counts
 

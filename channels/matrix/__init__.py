@@ -6,7 +6,7 @@ needs). ``build`` is the registry's factory: it refuses early, with the setting 
 the section cannot work, and otherwise returns a ``MatrixChannel``.
 
 Modules: ``channel`` (lifecycle, intake, media in), ``sync`` (``/sync`` long polling and the
-persisted token), ``login`` (access token or password), ``state`` (``state/matrix.json``),
+persisted token), ``settings`` (the frozen settings the channel runs with), ``login`` (access token or password), ``state`` (``state/matrix.json``),
 ``events`` (room events to turns), ``format`` (replies as Matrix HTML, edits), ``send``
 (outbound, streaming edits, typing, files out), ``calls`` (nio errors and their retries).
 """
@@ -50,5 +50,6 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
     if reason is not None:
         raise ChannelUnavailable(reason)
     from channels.matrix.channel import MatrixChannel
+    from channels.matrix.settings import MatrixSettings
 
-    return MatrixChannel(section, bus, workspace=workspace)
+    return MatrixChannel(MatrixSettings.from_section(section), bus, workspace=workspace)

@@ -43,7 +43,7 @@ from config.errors import ConfigError, LucidError
 from config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from config.schema import MatrixConfig
+    from channels.matrix.settings import MatrixSettings
 
 logger = logging.getLogger(__name__)
 
@@ -54,34 +54,29 @@ MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 class MatrixChannel:
     name = NAME
 
-    def __init__(self, cfg: MatrixConfig, bus: MessageBus, *, workspace: Path,
-                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None,
-                 retry_base_s: float = 1.0,
-                 retry_max_s: float = 30.0, request_timeout_s: float = 30.0, send_wait_s: float = 30.0,
-                 typing_refresh_s: float = 25.0) -> None:
-        self._cfg = cfg
+    def __init__(self, settings: MatrixSettings, bus: MessageBus, *, workspace: Path,
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
+        self.settings = settings
         self.bus = bus
         self.workspace = Path(workspace)
-        self.homeserver = cfg.homeserver.rstrip("/")
-        self.gate = gate or AccessGate.for_section(NAME, cfg, bus, workspace=self.workspace)
+        self.homeserver = settings.homeserver
+        self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10)
         self._state_path = self.workspace / "state" / "matrix.json"
-        self._retry = (retry_base_s, retry_max_s)
-        self._request_timeout_s = request_timeout_s
-        self._send_wait_s = send_wait_s
+        self._retry = (settings.retry_base_s, settings.retry_max_s)
         self._client: AsyncClient | None = None
         self._ready = asyncio.Event()
         self._stopping = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._seen_rooms: set[str] = set()
-        self.state = load_state(self._state_path, self.homeserver, cfg.user_id)
-        self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=cfg.msgtype,
-                                   streaming=cfg.streaming, is_encrypted=self.is_encrypted,
-                                   workspace=self.workspace,
-                                   preview_interval_s=cfg.preview_interval_s, typing_refresh_s=typing_refresh_s)
+        self.state = load_state(self._state_path, self.homeserver, settings.user_id)
+        self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=settings.msgtype,
+                                   streaming=settings.streaming, is_encrypted=self.is_encrypted,
+                                   workspace=self.workspace, preview_interval_s=settings.preview_interval_s,
+                                   typing_refresh_s=settings.typing_refresh_s)
         self.syncer = MatrixSyncer(lambda: self.client, self.handle_sync, state=self.state,
-                                   state_path=self._state_path, timeout_s=cfg.sync_timeout_s,
-                                   retry_base_s=retry_base_s, retry_max_s=retry_max_s)
+                                   state_path=self._state_path, timeout_s=settings.sync_timeout_s,
+                                   retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s)
 
     # -- lifecycle -----------------------------------------------------------------------
     @property
@@ -99,9 +94,10 @@ class MatrixChannel:
 
     def describe(self) -> str:
         """The registry's one-line summary (never a credential)."""
-        how = "access token" if self._cfg.access_token.get_secret_value() else "password login"
-        return (f"{self._cfg.user_id or 'bot'} on {self.homeserver} ({how}), "
-                f"{len(self._cfg.allow_from)} allowed, pairing {self._cfg.pairing}, encryption not supported")
+        s = self.settings
+        how = "access token" if s.access_token else "password login"
+        return (f"{s.user_id or 'bot'} on {self.homeserver} ({how}), "
+                f"{len(s.access.allow_from)} allowed, pairing {s.access.pairing}, encryption not supported")
 
     def is_encrypted(self, room_id: str) -> bool:
         room = self._client.rooms.get(room_id) if self._client is not None else None
@@ -110,8 +106,8 @@ class MatrixChannel:
     async def start(self) -> None:
         self._stopping = False
         config = AsyncClientConfig(max_limit_exceeded=0, max_timeouts=0,
-                                   request_timeout=self._request_timeout_s)
-        self._client = AsyncClient(self.homeserver, self._cfg.user_id, config=config)
+                                   request_timeout=self.settings.request_timeout_s)
+        self._client = AsyncClient(self.homeserver, self.settings.user_id, config=config)
         self.bus.subscribe(NAME, self.send)
         try:
             await self._connect()
@@ -126,8 +122,8 @@ class MatrixChannel:
 
     async def _connect(self) -> None:
         try:
-            fresh = await sign_in(self.client, self.state, access_token=self._cfg.access_token.get_secret_value(),
-                                  password=self._cfg.password.get_secret_value(), device_name=self._cfg.device_name)
+            fresh = await sign_in(self.client, self.state, access_token=self.settings.access_token,
+                                  password=self.settings.password, device_name=self.settings.device_name)
         except Exception as exc:
             if isinstance(exc, ConfigError | MatrixCallError):
                 raise
@@ -224,7 +220,7 @@ class MatrixChannel:
             return
         logger.warning("Matrix room %s is end-to-end encrypted: not supported, the bot will not "
                        "read or answer there", room_id)
-        await self.sender.send_notice(room_id, self._cfg.encrypted_room_notice)
+        await self.sender.send_notice(room_id, self.settings.encrypted_room_notice)
         self.state.encrypted_notified.append(room_id)
         await self.syncer.save()
 
@@ -277,7 +273,7 @@ class MatrixChannel:
     async def send(self, msg: OutboundMessage) -> None:
         if not self._ready.is_set():
             try:  # still connecting: hold the reply a while, then leave it to the outbox
-                await asyncio.wait_for(self._ready.wait(), self._send_wait_s)
+                await asyncio.wait_for(self._ready.wait(), self.settings.send_wait_s)
             except TimeoutError:
                 if msg.kind in ("text", "error"):
                     raise DeliveryRetry("Matrix is not connected yet") from None

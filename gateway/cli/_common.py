@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
 
 from config import Config, ConfigError, load_config, resolve_config_path
+
+if TYPE_CHECKING:
+    from gateway.parts import WorkspaceParts
 
 # soft_wrap: never wrap at 80 columns when the output is not a terminal (one journal line
 # per message, not a sentence cut over three).
@@ -33,6 +36,13 @@ def load_or_exit(config_path: Path | None) -> Config:
     except ConfigError as exc:
         err_console.print(f"[red]config error[/red]: {exc}")
         raise typer.Exit(2) from None
+
+
+def workspace_parts(config_path: Path | None) -> WorkspaceParts:
+    """The workspace's stores for a one-off command (each built when first used)."""
+    from gateway.parts import WorkspaceParts
+
+    return WorkspaceParts(load_or_exit(config_path))
 
 
 def missing_explicit_config(config_path: Path | None) -> str:

@@ -22,8 +22,9 @@ CHANNEL = "cli"
 
 
 class TerminalSessions:
-    def __init__(self, workspace: Path, current: str) -> None:
-        self.folder = workspace / "sessions"
+    def __init__(self, folder: Path, current: str) -> None:
+        """``folder``: the workspace's transcripts (``WorkspaceParts.sessions.dir``)."""
+        self.folder = folder
         self.current = current
 
     async def handle(self, line: str) -> str | None:

@@ -77,7 +77,7 @@ async def _agent_main(config: Config, message: str | None, session: str) -> int:
         cli = gw.channel("cli")
         assert isinstance(cli, CliChannel)
 
-        sessions = TerminalSessions(config.workspace, session)
+        sessions = TerminalSessions(gw.parts.sessions.dir, session)
 
         async def ask(text: str) -> tuple[bool, str]:
             return await cli.ask(text, sessions.current)
@@ -124,7 +124,9 @@ async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message:
 
     url, token = endpoint
     timeout = config.agent.llm_timeout_s * (config.agent.llm_retries + 1) + 60
-    sessions = TerminalSessions(config.workspace, session)
+    from gateway.parts import WorkspaceParts
+
+    sessions = TerminalSessions(WorkspaceParts(config).sessions.dir, session)
 
     async def ask(text: str) -> tuple[bool, str]:
         result = await asyncio.to_thread(ask_running, url, token, text, timeout_s=timeout,

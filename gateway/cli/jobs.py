@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+from gateway.cli._common import ConfigOption, console, err_console, workspace_parts
 
 
 def _when(value: Any, tz: tzinfo) -> str:
@@ -40,19 +40,16 @@ def jobs(
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     from scheduler.reminder_jobs import upcoming
-    from scheduler.reminders import ReminderStore
-    from scheduler.state import JobState
     from scheduler.triggers import describe
 
-    config = load_or_exit(config_path)
-    agent = config.agent
+    parts = workspace_parts(config_path)
+    agent = parts.config.agent
     try:
         tz: tzinfo = ZoneInfo(agent.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         err_console.print(f"unknown timezone {agent.timezone!r} (agents.defaults.timezone); showing UTC")
         tz = ZoneInfo("UTC")
-    state_dir = config.workspace / "state"
-    state = JobState(state_dir / "scheduler.json").load()
+    state = parts.job_state.load()
 
     table = Table("job", "schedule", "next run", "last run", "last result",
                   title=f"scheduled jobs (times in {tz})")
@@ -70,8 +67,8 @@ def jobs(
                   _when(beat.get("last_run"), tz), last)
     console.print(table)
 
-    db = state_dir / "reminders.sqlite"
-    reminders = ReminderStore(db).all() if db.exists() else []
+    # A look must not create the database: read it only when the scheduler made one.
+    reminders = parts.reminders.all() if parts.reminders_path.exists() else []
     if not show_all:
         reminders = [r for r in reminders if r.status in ("active", "paused")]
     if not reminders:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from gateway.cli import recall
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, workspace_parts
+
+if TYPE_CHECKING:
+    from memory.gitstore import GitStore
 
 
 def register(app: typer.Typer) -> None:
@@ -26,11 +29,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(memory_app, name="memory")
 
 
-def _git(config_path: Path | None):
-    from memory.gitstore import GitStore
-
-    config = load_or_exit(config_path)
-    git = GitStore(config.workspace)
+def _git(config_path: Path | None) -> GitStore:
+    git = workspace_parts(config_path).git
     git.init()
     return git
 
@@ -98,10 +98,7 @@ def memory_restore(sha: str, config_path: ConfigOption = None) -> None:
 
 def memory_show(config_path: ConfigOption = None) -> None:
     """Print SOUL.md, USER.md, MEMORY.md and how much history awaits Dream."""
-    from memory.store import MemoryStore
-
-    config = load_or_exit(config_path)
-    store = MemoryStore(config.workspace)
+    store = workspace_parts(config_path).memory
     for label, path in (("SOUL.md", store.soul_path), ("USER.md", store.user_path),
                         ("memory/MEMORY.md", store.memory_path)):
         text = path.read_text(encoding="utf-8") if path.exists() else "(missing)"
@@ -114,10 +111,8 @@ def memory_show(config_path: ConfigOption = None) -> None:
 def usage(days: Annotated[int, typer.Option("--days", help="How many days back.")] = 7,
           config_path: ConfigOption = None) -> None:
     """Token usage per day, job and session."""
-    from gateway.model.usage import UsageLedger
-
-    config = load_or_exit(config_path)
-    summary = UsageLedger(config.workspace / "usage").summarise(days)
+    ledger = workspace_parts(config_path).usage
+    summary = ledger.summarise(days)
     for title, rows in (("day", summary.by_day), ("job", summary.by_job), ("session", summary.by_session)):
         table = Table(title, "calls", "prompt", "completion", "cached", title=f"by {title}")
         for name in sorted(rows):
@@ -127,7 +122,7 @@ def usage(days: Annotated[int, typer.Option("--days", help="How many days back."
     from gateway.model.costs import daily_costs
 
     table = Table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
-    for day, cost in sorted(daily_costs(config.workspace / "usage", days).items()):
+    for day, cost in sorted(daily_costs(ledger.folder, days).items()):
         per_turn = f"${cost.per_turn:.4f}" if cost.per_turn is not None else "—"
         table.add_row(day, str(cost.calls), cost.describe(), per_turn)
     console.print(table)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+from gateway.cli._common import ConfigOption, console, err_console, workspace_parts
 
 
 def register(app: typer.Typer) -> None:
@@ -15,10 +15,7 @@ def register(app: typer.Typer) -> None:
 
 def pairing_approve(code: str, config_path: ConfigOption = None) -> None:
     """Allow the person who was given CODE to talk to the assistant."""
-    from channels.pairing import PairingStore
-
-    config = load_or_exit(config_path)
-    result = PairingStore(config.workspace / "state" / "pairing.json").approve(code)
+    result = workspace_parts(config_path).pairing.approve(code)
     if result is None:
         err_console.print("unknown, used or expired code (codes last one hour)")
         raise typer.Exit(1)

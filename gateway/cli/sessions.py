@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gateway.cli._common import ConfigOption, console, load_or_exit
+from gateway.cli._common import ConfigOption, console, workspace_parts
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +28,7 @@ def sessions(
     """List conversations (channel, chat, last activity, size); `lucid agent -s NAME` resumes a terminal one."""
     from memory.sessions import read_header
 
-    config = load_or_exit(config_path)
-    folder = config.workspace / "sessions"
+    folder = workspace_parts(config_path).sessions.dir
     rows: list[tuple[float, str, Path]] = []
     for path in folder.glob("*.jsonl") if folder.exists() else []:
         header = read_header(path)

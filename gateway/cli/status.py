@@ -7,7 +7,7 @@ import typer
 from channels.outbox import read_counts
 from config import Config, resolve_config_path
 from gateway.cli import recall
-from gateway.cli._common import ConfigOption, console, load_or_exit, provider_help
+from gateway.cli._common import ConfigOption, console, provider_help, workspace_parts
 
 
 def register(app: typer.Typer) -> None:
@@ -16,9 +16,10 @@ def register(app: typer.Typer) -> None:
 
 def status(config_path: ConfigOption = None) -> None:
     """Show config path, workspace, model, provider reachability and session count."""
-    config = load_or_exit(config_path)
+    parts = workspace_parts(config_path)
+    config = parts.config
     path = resolve_config_path(config_path)
-    sessions_dir = config.workspace / "sessions"
+    sessions_dir = parts.sessions.dir
     count = len(list(sessions_dir.glob("*.jsonl"))) if sessions_dir.exists() else 0
     console.print(f"config:    {path} ({'found' if path.exists() else 'missing — run lucid onboard'})")
     console.print(f"workspace: {config.workspace}")
@@ -28,7 +29,7 @@ def status(config_path: ConfigOption = None) -> None:
     console.print(f"exec:      sandbox {_sandbox_line(config)}")
     console.print(f"recall:    {recall.status_line(config)}", markup=False, highlight=False)
     console.print(f"gateway:   {_gateway_state(config)}")
-    outbox = read_counts(config.workspace)
+    outbox = read_counts(parts.outbox_path)
     console.print("outbox:    " + ("empty" if outbox is None else
                                    f"{outbox['pending']} pending, {outbox['dead']} dead-lettered"))
     if provider_help(config):  # scripts: non-zero until a model is configured

@@ -29,27 +29,40 @@ def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleCon
     from gateway.console.security import ConsoleBodyCap, ConsoleHeaders
     from gateway.console.static import add_static_routes
 
-    config = gateway.parts.config
+    p = gateway.parts
+    config = p.config
     if not config.console.enabled:
         return None
 
     async def tool_lookup(session_key: str) -> list[dict[str, Any]]:
-        session = await gateway.parts.sessions.get(session_key)
+        session = await p.sessions.get(session_key)
         return last_turn_tools(session.messages)
 
     web = gateway.channel("web")
     if not isinstance(web, WebChannel):
-        web = WebChannel(gateway.parts.bus, workspace=config.workspace)
+        web = WebChannel(p.bus, workspace=config.workspace)
         if config.channels.web.enabled:
             gateway.add_channel("web", web)
     web.tool_lookup = tool_lookup
     auth = ConsoleAuth(token=config.console.token.get_secret_value(), links=LoginLinks(config.workspace),
                        ttl_s=config.console.session_ttl_h * 3600)
-    ctx = ConsoleContext(gateway=gateway, auth=auth, web=web, version=version)
+    ctx = ConsoleContext(auth=auth, web=web, version=version)
     app.state.console = ctx
     app.add_middleware(ConsoleHeaders)
     app.add_middleware(ConsoleBodyCap)
-    for module in (api_auth, api_chat, api_memory, api_history, api_dream, api_sessions, api_ops):
-        app.include_router(module.router(ctx))
+    workspace = config.workspace
+    # Each route module gets the owner check and only the parts it reads.
+    for api in (
+        api_auth.router(auth),
+        api_chat.router(auth, web, p.commands),
+        api_memory.router(auth, workspace=workspace, git=p.git, recall=p.recall),
+        api_history.router(auth, workspace=workspace),
+        api_dream.router(auth, git=p.git, dream=p.dream, store=p.store),
+        api_sessions.router(auth, config=config, web=web, store=p.sessions, usage=p.usage, bus=p.bus),
+        api_ops.router(auth, agent=config.agent, scheduler=p.scheduler, dream=p.dream, ledger=p.usage, bus=p.bus,
+                       model=p.model, store=p.store, turns=p.agent, gateway=gateway, version=version,
+                       started=ctx.started),
+    ):
+        app.include_router(api)
     add_static_routes(app)
     return ctx

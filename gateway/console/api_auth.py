@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
-from gateway.console.auth import COOKIE, check_origin, cookie_secure
-from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from gateway.console.auth import COOKIE, ConsoleAuth, check_origin, cookie_secure
+from gateway.console.context import REFUSALS, TAG, owner_dependency
 
 
 class LoginRequest(BaseModel):
@@ -19,9 +19,9 @@ class SessionInfo(BaseModel):
     expires_in_s: float
 
 
-def router(ctx: ConsoleContext) -> APIRouter:
+def router(auth: ConsoleAuth) -> APIRouter:
     api = APIRouter(prefix="/api/console", tags=[TAG])
-    owner = owner_dependency(ctx)
+    owner = owner_dependency(auth)
 
     @api.post("/login", response_model=SessionInfo, summary="Open a console session",
               responses={401: {"description": "Wrong token or an unknown/used/expired code."},
@@ -31,17 +31,17 @@ def router(ctx: ConsoleContext) -> APIRouter:
     async def login(body: LoginRequest, request: Request, response: Response) -> SessionInfo:
         check_origin(request)
         client = request.client.host if request.client is not None else ""
-        if not await ctx.auth.check_credential(token=body.token, code=body.code, client=client):
+        if not await auth.check_credential(token=body.token, code=body.code, client=client):
             raise HTTPException(401, "that token or login link is not valid (links work once, for minutes)")
-        sid, session = ctx.auth.open_session()
-        response.set_cookie(COOKIE, sid, max_age=int(ctx.auth.ttl_s), httponly=True, samesite="strict",
+        sid, session = auth.open_session()
+        response.set_cookie(COOKIE, sid, max_age=int(auth.ttl_s), httponly=True, samesite="strict",
                             secure=cookie_secure(request), path="/")
-        return SessionInfo(csrf=session.csrf, expires_in_s=session.expires_at - ctx.auth.clock())
+        return SessionInfo(csrf=session.csrf, expires_in_s=session.expires_at - auth.clock())
 
     @api.post("/logout", status_code=204, summary="Close this console session", responses=REFUSALS,
               dependencies=[owner])
     async def logout(request: Request) -> Response:
-        ctx.auth.close_session(request.cookies.get(COOKIE))
+        auth.close_session(request.cookies.get(COOKIE))
         response = Response(status_code=204)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=cookie_secure(request))
         return response
@@ -49,7 +49,7 @@ def router(ctx: ConsoleContext) -> APIRouter:
     @api.get("/me", response_model=SessionInfo, summary="This session's CSRF token and lifetime",
              responses=REFUSALS)
     async def me(request: Request) -> SessionInfo:
-        session = ctx.auth.require(request)
-        return SessionInfo(csrf=session.csrf, expires_in_s=session.expires_at - ctx.auth.clock())
+        session = auth.require(request)
+        return SessionInfo(csrf=session.csrf, expires_in_s=session.expires_at - auth.clock())
 
     return api

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Header, HTTPException, Query
 from fastapi.responses import StreamingResponse
@@ -17,7 +18,12 @@ from pydantic import BaseModel, Field
 
 from channels.bus import BusClosed, BusFull
 from channels.web.channel import CHAT_ID, Live, Subscription
-from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from gateway.console.context import REFUSALS, TAG, owner_dependency
+
+if TYPE_CHECKING:
+    from channels.web import WebChannel
+    from gateway.agent.commands import CommandRegistry
+    from gateway.console.auth import ConsoleAuth
 
 KEEPALIVE_S = 15.0
 
@@ -73,12 +79,12 @@ async def _stream(sub: Subscription) -> AsyncIterator[str]:
         sub.close()
 
 
-def router(ctx: ConsoleContext) -> APIRouter:
-    api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(ctx)], responses=REFUSALS)
+def router(auth: ConsoleAuth, web: WebChannel, registry: CommandRegistry) -> APIRouter:
+    api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(auth)], responses=REFUSALS)
 
     @api.get("/chats", response_model=list[ChatInfo], summary="The web chats kept so far")
     async def chats() -> list[ChatInfo]:
-        return [ChatInfo(**c) for c in await ctx.web.chats()]
+        return [ChatInfo(**c) for c in await web.chats()]
 
     @api.post("/chats/{chat_id}/messages", response_model=Posted, status_code=202,
               summary="Send a message (or a /command) to the assistant in this chat",
@@ -86,10 +92,10 @@ def router(ctx: ConsoleContext) -> APIRouter:
                          503: {"description": "The assistant is busy or shutting down; retry."}})
     async def post(chat_id: str, body: PostMessage) -> Posted:
         _check(chat_id)
-        if not ctx.web.running:
+        if not web.running:
             raise HTTPException(503, "the web chat is not running")
         try:
-            event = await ctx.web.post(chat_id, body.text)
+            event = await web.post(chat_id, body.text)
         except (BusFull, BusClosed) as exc:
             raise HTTPException(503, str(exc)) from None
         return Posted(id=event.id, message_id=event.message_id or "")
@@ -106,13 +112,12 @@ def router(ctx: ConsoleContext) -> APIRouter:
         seen = after
         if last_event_id and last_event_id.isdigit():
             seen = max(seen, int(last_event_id))
-        sub = await ctx.web.subscribe(chat_id, seen)
+        sub = await web.subscribe(chat_id, seen)
         return StreamingResponse(_stream(sub), media_type="text/event-stream",
                                  headers={"X-Accel-Buffering": "no"})
 
     @api.get("/commands", response_model=list[CommandInfo], summary="The slash commands the chat knows")
     async def commands() -> list[CommandInfo]:
-        registry = ctx.parts.commands
         found = [registry.get(n) for n in registry.names()]
         return [CommandInfo(name=c.name, summary=c.summary, usage=c.usage) for c in found if c is not None]
 

@@ -11,13 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from gateway.console.context import REFUSALS, TAG, owner_dependency
 from gateway.console.diff import FileDiff, parse_patch
 from memory.errors import DreamBusy, GitStoreError
+
+if TYPE_CHECKING:
+    from gateway.console.auth import ConsoleAuth
+    from memory.dream import Dream
+    from memory.gitstore import GitStore
+    from memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +76,15 @@ class _Progress(logging.Handler):
 
 
 class DreamRunner:
-    def __init__(self, ctx: ConsoleContext) -> None:
-        self.ctx = ctx
+    def __init__(self, dream: Dream, store: MemoryStore) -> None:
+        self.dream = dream
+        self.store = store
         self.state = DreamRun(running=False)
         self._task: asyncio.Task[None] | None = None
         self._started = 0.0
 
     def start(self) -> DreamRun:
-        dream = self.ctx.parts.dream
-        if dream.running or (self._task is not None and not self._task.done()):
+        if self.dream.running or (self._task is not None and not self._task.done()):
             raise HTTPException(409, "a Dream is already running; watch its progress here")
         self.state = DreamRun(running=True, progress=["starting Dream"])
         self._started = time.monotonic()
@@ -99,11 +106,11 @@ class DreamRunner:
             if log.getEffectiveLevel() > logging.INFO:
                 log.setLevel(logging.INFO)  # only while this run lasts; restored below
         try:
-            store = self.ctx.parts.store
+            store = self.store
             await store.refresh()
             self.state.progress.append(f"{store.unprocessed_count()} history entries waiting; "
                                        f"asking the model what is worth keeping")
-            report = await self.ctx.parts.dream.run()
+            report = await self.dream.run()
             self.state.summary = report.summary()
             self.state.error = report.error
             self.state.commit = report.commit
@@ -133,11 +140,10 @@ def _item(info: object) -> CommitItem:
                       when=info.when.isoformat(), files=list(info.files))
 
 
-def router(ctx: ConsoleContext) -> APIRouter:
-    api = APIRouter(prefix="/api/console/dream", tags=[TAG], dependencies=[owner_dependency(ctx)],
+def router(auth: ConsoleAuth, *, git: GitStore, dream: Dream, store: MemoryStore) -> APIRouter:
+    api = APIRouter(prefix="/api/console/dream", tags=[TAG], dependencies=[owner_dependency(auth)],
                     responses=REFUSALS)
-    git = ctx.parts.git
-    runner = DreamRunner(ctx)
+    runner = DreamRunner(dream, store)
 
     @api.get("/commits", response_model=list[CommitItem], summary="Every memory commit, newest first")
     async def commits(limit: int = Query(100, ge=1, le=1000)) -> list[CommitItem]:
@@ -163,7 +169,7 @@ def router(ctx: ConsoleContext) -> APIRouter:
         if not body.confirm:
             raise HTTPException(400, "restoring needs confirm: true")
         try:
-            async with ctx.parts.dream.exclusive():
+            async with dream.exclusive():
                 new = await git.arestore(sha)
         except DreamBusy as exc:
             raise HTTPException(409, str(exc) or "a Dream is running; try again when it is done") from None
@@ -179,7 +185,7 @@ def router(ctx: ConsoleContext) -> APIRouter:
     @api.get("/run", response_model=DreamRun, summary="The console-started Dream's progress and result")
     async def run_state() -> DreamRun:
         view = runner.view()
-        if not view.running and ctx.parts.dream.running:
+        if not view.running and dream.running:
             view.running = True
             view.progress = [*view.progress, "a scheduled Dream is running"]
         return view

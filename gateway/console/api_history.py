@@ -14,7 +14,8 @@ from pathlib import Path
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from gateway.console.auth import ConsoleAuth
+from gateway.console.context import REFUSALS, TAG, owner_dependency
 from config.fileio import read_int_file
 
 
@@ -90,9 +91,8 @@ def read_history(workspace: Path, *, session: str | None, channel: str | None,
                        more=len(items) > limit, sessions=keys)
 
 
-def router(ctx: ConsoleContext) -> APIRouter:
-    api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(ctx)], responses=REFUSALS)
-    workspace = ctx.parts.config.workspace
+def router(auth: ConsoleAuth, *, workspace: Path) -> APIRouter:
+    api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(auth)], responses=REFUSALS)
 
     @api.get("/history", response_model=HistoryPage, summary="The history timeline, newest first")
     async def history(session: str | None = Query(None, max_length=300),

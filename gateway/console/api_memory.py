@@ -16,15 +16,21 @@ import hashlib
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from config.fileio import atomic_write_text
-from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from gateway.console.context import REFUSALS, TAG, owner_dependency
 from memory.errors import GitStoreError
 from memory.search.opening import OpenError, open_lines
+
+if TYPE_CHECKING:
+    from gateway.console.auth import ConsoleAuth
+    from memory.gitstore import GitStore
+    from memory.search.service import RecallService
 
 logger = logging.getLogger(__name__)
 
@@ -126,10 +132,9 @@ def grep(workspace: Path, query: str, limit: int = 100) -> list[SearchHit]:
     return hits
 
 
-def router(ctx: ConsoleContext) -> APIRouter:
-    api = APIRouter(prefix="/api/console/memory", tags=[TAG], dependencies=[owner_dependency(ctx)],
+def router(auth: ConsoleAuth, *, workspace: Path, git: GitStore, recall: RecallService | None) -> APIRouter:
+    api = APIRouter(prefix="/api/console/memory", tags=[TAG], dependencies=[owner_dependency(auth)],
                     responses=REFUSALS)
-    workspace = ctx.parts.config.workspace
     write_lock = asyncio.Lock()
 
     def check(path: str) -> str:
@@ -162,14 +167,13 @@ def router(ctx: ConsoleContext) -> APIRouter:
             text = body.text if body.text.endswith("\n") or not body.text else body.text + "\n"
             await asyncio.to_thread(atomic_write_text, workspace / path, text)
             try:  # the memory files and the daily notes are all versioned
-                commit = await ctx.parts.git.acommit_manual_edits()
+                commit = await git.acommit_manual_edits()
             except GitStoreError as exc:
                 raise HTTPException(503, f"saved, but not committed: {exc}") from None
             return Saved(path=path, etag=etag_of(text.encode("utf-8")), commit=commit)
 
     @api.get("/search", response_model=SearchResult, summary="Search memory and history")
     async def search(q: str = Query(..., min_length=1, max_length=200)) -> SearchResult:
-        recall = getattr(ctx.parts, "recall", None)
         if recall is not None:
             try:
                 found = await recall.search(q, k=50)

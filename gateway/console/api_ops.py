@@ -12,13 +12,25 @@ import json
 import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
-from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from gateway.console.context import REFUSALS, TAG, owner_dependency
 from scheduler.errors import ReminderError
+
+if TYPE_CHECKING:
+    from channels.bus import MessageBus
+    from config.schema import AgentDefaults
+    from gateway.console.auth import ConsoleAuth
+    from gateway.model.client import LiteLLMChatModel
+    from gateway.model.usage import UsageLedger
+    from memory.dream import Dream
+    from memory.store import MemoryStore
+    from scheduler import SchedulerService
 
 
 class ReminderItem(BaseModel):
@@ -105,14 +117,34 @@ def read_usage(folder: Path, days: int) -> list[UsageDay]:
     return out
 
 
-def router(ctx: ConsoleContext) -> APIRouter:
-    api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(ctx)], responses=REFUSALS)
-    gw = ctx.parts
-    agent = gw.config.agent
+class ChannelView(Protocol):
+    """The running channels, and those that refused to start (the gateway)."""
+
+    @property
+    def channels(self) -> Mapping[str, object]: ...
+
+    @property
+    def failed_channels(self) -> Mapping[str, str]: ...
+
+
+class TurnCounts(Protocol):
+    """How many turns run and wait (the agent loop)."""
+
+    @property
+    def queued(self) -> int: ...
+
+    @property
+    def active_turns(self) -> int: ...
+
+
+def router(auth: ConsoleAuth, *, agent: AgentDefaults, scheduler: SchedulerService | None, dream: Dream,
+           ledger: UsageLedger, bus: MessageBus, model: LiteLLMChatModel, store: MemoryStore, turns: TurnCounts,
+           gateway: ChannelView, version: str, started: float) -> APIRouter:
+    api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(auth)], responses=REFUSALS)
 
     @api.get("/jobs", response_model=Jobs, summary="Reminders, Dream and heartbeat with their next runs")
     async def jobs() -> Jobs:
-        sched = ctx.scheduler()
+        sched = scheduler
         if sched is None:
             return Jobs(scheduler_running=False, reminders=[], jobs=[])
         active = await asyncio.to_thread(sched.reminders.store.active)
@@ -122,7 +154,7 @@ def router(ctx: ConsoleContext) -> APIRouter:
         state = sched.state
         dream = JobItem(name="dream", enabled=agent.dream.enabled, next_run=_iso(sched.next_dream()),
                         last_run=_iso(state.time("dream", "last_run")),
-                        last_result=state.get("dream", "last_result"), running=gw.dream.running)
+                        last_result=state.get("dream", "last_result"), running=dream.running)
         beat = JobItem(name="heartbeat", enabled=agent.heartbeat.enabled,
                        next_run=_iso(state.time("heartbeat", "next_run")) if agent.heartbeat.enabled else None,
                        last_run=_iso(state.time("heartbeat", "last_run")),
@@ -132,7 +164,7 @@ def router(ctx: ConsoleContext) -> APIRouter:
     @api.delete("/jobs/reminders/{reminder_id}", status_code=204, summary="Cancel a reminder",
                 responses={404: {"description": "No active reminder with that id."}})
     async def cancel(reminder_id: int) -> None:
-        sched = ctx.scheduler()
+        sched = scheduler
         if sched is None:
             raise HTTPException(404, "the scheduler is not running in this process")
         reminder = await asyncio.to_thread(sched.reminders.store.get, reminder_id)
@@ -145,32 +177,32 @@ def router(ctx: ConsoleContext) -> APIRouter:
 
     @api.get("/usage", response_model=Usage, summary="Tokens per day and per job, with the budgets")
     async def usage(days: int = Query(14, ge=1, le=90)) -> Usage:
-        table = await asyncio.to_thread(read_usage, gw.usage.folder, days)
+        table = await asyncio.to_thread(read_usage, ledger.folder, days)
         totals: dict[str, int] = defaultdict(int)
         for day in table:
             for job, n in day.by_job.items():
                 totals[job] += n
-        return Usage(days=table, by_job=dict(totals), daily_budget=gw.usage.daily_budget,
+        return Usage(days=table, by_job=dict(totals), daily_budget=ledger.daily_budget,
                      dream_budget=agent.dream.token_budget, heartbeat_budget=agent.heartbeat.token_budget)
 
     @api.get("/status", response_model=Status, summary="Channels, outbox, model, version, uptime")
     async def status() -> Status:
         channels = []
         try:
-            outboxes: dict[str, dict[str, int]] | None = await gw.bus.outbox_counts_by_channel()
+            outboxes: dict[str, dict[str, int]] | None = await bus.outbox_counts_by_channel()
         except Exception as exc:  # noqa: BLE001 - status must still answer
             outboxes = None
             channels.append(ChannelState(name="outbox", up=False, reason=str(exc)))
-        for name in sorted(ctx.gateway.channels):
+        for name in sorted(gateway.channels):
             outbox = None if outboxes is None else outboxes.get(name, {"pending": 0, "delivered": 0, "dead": 0})
             channels.append(ChannelState(name=name, up=True, outbox=outbox))
-        for name, why in sorted(ctx.gateway.failed_channels.items()):
+        for name, why in sorted(gateway.failed_channels.items()):
             channels.append(ChannelState(name=name, up=False, reason=why))
-        ok, why = gw.model.configured()
-        await gw.store.refresh()
-        return Status(version=ctx.version, uptime_s=round(time.monotonic() - ctx.started, 1), model=agent.model,
+        ok, why = model.configured()
+        await store.refresh()
+        return Status(version=version, uptime_s=round(time.monotonic() - started, 1), model=agent.model,
                       model_ready=ok, model_detail="ready" if ok else why, channels=channels,
-                      queued_turns=gw.agent.queued + gw.bus.inbound_depth, active_turns=gw.agent.active_turns,
-                      unprocessed_history=gw.store.unprocessed_count(), dream_running=gw.dream.running)
+                      queued_turns=turns.queued + bus.inbound_depth, active_turns=turns.active_turns,
+                      unprocessed_history=store.unprocessed_count(), dream_running=dream.running)
 
     return api

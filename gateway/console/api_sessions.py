@@ -12,7 +12,7 @@ import json
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
@@ -20,8 +20,16 @@ from pydantic import BaseModel
 from channels.bus import BusClosed, BusFull
 from channels.messages import InboundMessage, SessionRef
 from gateway.agent.roles import line_role
-from gateway.console.context import REFUSALS, TAG, ConsoleContext, owner_dependency
+from gateway.console.context import REFUSALS, TAG, owner_dependency
 from memory.sessions import load_session_file, read_header
+
+if TYPE_CHECKING:
+    from channels.bus import MessageBus
+    from config.schema import Config
+    from channels.web import WebChannel
+    from gateway.console.auth import ConsoleAuth
+    from gateway.model.usage import UsageLedger
+    from memory.sessions import SessionStore
 
 
 class SessionItem(BaseModel):
@@ -124,13 +132,14 @@ def last_turn_tools(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return tools
 
 
-def router(ctx: ConsoleContext) -> APIRouter:
-    api = APIRouter(prefix="/api/console/sessions", tags=[TAG], dependencies=[owner_dependency(ctx)],
+def router(auth: ConsoleAuth, *, config: Config, web: WebChannel, store: SessionStore, usage: UsageLedger,
+           bus: MessageBus) -> APIRouter:
+    """``config`` answers the role of a chat's sender whose line predates stamped roles."""
+    api = APIRouter(prefix="/api/console/sessions", tags=[TAG], dependencies=[owner_dependency(auth)],
                     responses=REFUSALS)
-    gw = ctx.parts
 
     async def transcript_path(key: str) -> Path:
-        path = gw.sessions.path_for(key)
+        path = store.path_for(key)
         if not await asyncio.to_thread(path.exists):
             raise HTTPException(404, f"no session {key!r}")
         return path
@@ -138,8 +147,8 @@ def router(ctx: ConsoleContext) -> APIRouter:
     @api.get("", response_model=list[SessionItem], summary="Every session: channel, chat, activity, size")
     async def sessions() -> list[SessionItem]:
         def scan() -> list[SessionItem]:
-            summary = gw.usage.summarise(days=30)
-            return _scan(gw.sessions.dir, {k: t.total for k, t in summary.by_session.items()})
+            summary = usage.summarise(days=30)
+            return _scan(store.dir, {k: t.total for k, t in summary.by_session.items()})
 
         return await asyncio.to_thread(scan)
 
@@ -161,18 +170,18 @@ def router(ctx: ConsoleContext) -> APIRouter:
         channel, _, chat_id = key.partition(":")
         origin = SessionRef.from_stored(session.metadata) or SessionRef(channel, chat_id)
         try:
-            if origin.channel == ctx.web.name:
-                await ctx.web.post(origin.chat_id, "/new")
+            if origin.channel == web.name:
+                await web.post(origin.chat_id, "/new")
             else:
                 # Sent as the chat's latest sender, in the role they were admitted in: the
                 # console acts on the chat, it does not make a guest's chat the owner's.
                 last = next((m for m in reversed(session.messages)
                              if m.get("role") == "user" and m.get("sender_id")), {"sender_id": "console"})
-                await gw.bus.publish_inbound(InboundMessage(
+                await bus.publish_inbound(InboundMessage(
                     channel=origin.channel, chat_id=origin.chat_id, sender_id=str(last["sender_id"]),
                     text="/new", chat_type=origin.chat_type, thread_id=origin.thread_id,
                     message_id=f"console-new-{uuid.uuid4().hex}",
-                    role=line_role(gw.config, origin.channel, last)), timeout=10)
+                    role=line_role(config, origin.channel, last)), timeout=10)
         except (BusFull, BusClosed) as exc:
             raise HTTPException(503, str(exc)) from None
         return NewSession(key=key, sent=True)

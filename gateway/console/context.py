@@ -1,19 +1,19 @@
-"""What the console's routes share: the gateway, the auth book, the web chat, the clock."""
+"""What the console's routes share: the auth book, the web chat, the version and start time.
+
+Each route module's ``router(...)`` takes the owner dependency and only the gateway parts it
+uses, handed in by ``mount_console``; none reaches into the gateway for more.
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import Depends, Request
 
 from channels.web import WebChannel
 from gateway.console.auth import ConsoleAuth, ConsoleSession
-
-if TYPE_CHECKING:
-    from gateway.runtime import Gateway, GatewayParts
-    from scheduler import SchedulerService
 
 TAG = "console"
 # Every console route documents its refusals the same way.
@@ -25,23 +25,15 @@ REFUSALS: dict[int | str, dict[str, Any]] = {
 
 @dataclass
 class ConsoleContext:
-    gateway: Gateway
     auth: ConsoleAuth
     web: WebChannel
     version: str
     started: float = field(default_factory=time.monotonic)
 
-    @property
-    def parts(self) -> GatewayParts:
-        return self.gateway.parts
 
-    def scheduler(self) -> SchedulerService | None:
-        return self.gateway.parts.scheduler
-
-
-def owner_dependency(ctx: ConsoleContext) -> Any:
+def owner_dependency(auth: ConsoleAuth) -> Any:
     """``Depends(...)`` for routes: the owner's session, Origin/CSRF-checked when unsafe."""
     def require(request: Request) -> ConsoleSession:
-        return ctx.auth.require(request)
+        return auth.require(request)
 
     return Depends(require)

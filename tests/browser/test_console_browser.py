@@ -135,7 +135,7 @@ async def test_run_dream_now_and_see_its_diff(browser: Any, shots: Shots, config
         Reply("Done."),
     )
     async with running_console(config, login=False) as c:
-        await c.ctx.parts.store.append_history("- Ana said she prefers green tea", session_key="web:tab-1")
+        await c.parts.store.append_history("- Ana said she prefers green tea", session_key="web:tab-1")
         page = await open_page(browser, shots, c)
         await log_in(page, shots)
         await page.click("#nav a[data-view=history]")
@@ -154,7 +154,7 @@ async def test_run_dream_now_and_see_its_diff(browser: Any, shots: Shots, config
 
 async def test_see_a_reminder_and_cancel_it(browser: Any, shots: Shots, config: Any) -> None:
     async with running_console(config, login=False) as c:
-        sched = c.ctx.scheduler()
+        sched = c.parts.scheduler
         assert sched is not None
         reminder, _ = await sched.add_reminder(session_key="web:tab-1", target=Target("web", "tab-1"),
                                                text="Water the plants 🌱", every=3600)
@@ -177,7 +177,7 @@ async def test_phone_width_has_no_horizontal_scroll_in_any_view(browser: Any, sh
     async with running_console(config, login=False) as c:
         links = LoginLinks(config.workspace)
         code = links.issue(600)
-        await c.ctx.parts.store.append_history("- 一个很长的中文历史记录条目，用来检查换行是否正常工作" * 3,
+        await c.parts.store.append_history("- 一个很长的中文历史记录条目，用来检查换行是否正常工作" * 3,
                                                  session_key="web:tab-1")
         page = await open_page(browser, shots, c, width=375, height=740, dark=dark)
         await page.goto(f"/#login={code}")  # the one-time link `lucid console` prints

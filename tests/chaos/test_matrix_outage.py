@@ -66,8 +66,8 @@ async def test_a_reply_during_a_matrix_outage_survives_kill_9_and_arrives_once(
             await until(lambda: proxy.sends > tried_before_restart, 120,
                         what="the restarted gateway retrying from its outbox")
             proxy.outage = None
-            await until(lambda: (read_counts(workspace) or {}).get("delivered", 0) >= 1
-                        and (read_counts(workspace) or {}).get("pending", 1) == 0, 120, what="the delivered mark")
+            await until(lambda: (read_counts(workspace / "state" / "outbox.sqlite") or {}).get("delivered", 0) >= 1
+                        and (read_counts(workspace / "state" / "outbox.sqlite") or {}).get("pending", 1) == 0, 120, what="the delivered mark")
         finally:
             code = await second.stop(signal.SIGTERM)
         assert code == 0, second.output

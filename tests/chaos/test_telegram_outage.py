@@ -76,8 +76,8 @@ async def test_a_reply_during_a_telegram_outage_survives_kill_9_and_arrives_once
             await until(lambda: time.monotonic() - outage_started >= OUTAGE_S, "the outage's length",
                         timeout=OUTAGE_S + 60)
             tg.set_outage(None)
-            await until(lambda: (read_counts(workspace) or {}).get("delivered", 0) >= 1 and
-                        (read_counts(workspace) or {}).get("pending", 1) == 0, "the delivered mark")
+            await until(lambda: (read_counts(workspace / "state" / "outbox.sqlite") or {}).get("delivered", 0) >= 1 and
+                        (read_counts(workspace / "state" / "outbox.sqlite") or {}).get("pending", 1) == 0, "the delivered mark")
         finally:
             code = await second.stop(signal.SIGTERM)
         assert code == 0, second.output
