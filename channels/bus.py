@@ -27,6 +27,7 @@ from channels.inbox import InboxJournal
 from channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
 from channels.outbox import Outbox, is_durable
 from config.errors import LucidError
+from config.schema import GatewayConfig
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +54,9 @@ class Delivery:
 
 
 class MessageBus:
-    def __init__(self, *, maxsize: int = 1000, inbox: InboxJournal | None = None,
-                 outbox: Outbox | None = None, retry_backoff_s: float = 1.0,
-                 lane_idle_s: float = 60.0) -> None:
+    def __init__(self, *, maxsize: int = GatewayConfig.default_of("inbound_queue_size"),
+                 inbox: InboxJournal | None = None, outbox: Outbox | None = None, retry_backoff_s: float = 1.0,
+                 lane_idle_s: float = GatewayConfig.default_of("worker_idle_s")) -> None:
         self._inbound: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=maxsize)
         self._routes: dict[str, ChannelRoute] = {}
         self._cancelled: set[asyncio.Task[None]] = set()

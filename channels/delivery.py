@@ -59,7 +59,7 @@ class ChannelRoute:
 
     def __init__(self, channel: str, handler: OutboundHandler, outbox: Outbox | None,
                  stats: DeliveryStats, *, backoff_s: float = 1.0, max_backoff_s: float = 300.0,
-                 lane_idle_s: float = 60.0, max_lanes: int = 4096) -> None:
+                 lane_idle_s: float, max_lanes: int = 4096) -> None:
         self.channel = channel
         self._handler = handler
         self._outbox = outbox

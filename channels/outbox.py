@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS outbox (
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox(state, channel, id);
 """
 
-# Delivered rows are kept this long (for `lucid status` and debugging), then purged.
+# Delivered rows are kept this long (for `lucid status` and debugging), then purged: housekeeping,
+# not a setting (no behaviour a user sees depends on it).
 KEEP_DELIVERED_S = 7 * 86400.0
 
 

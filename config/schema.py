@@ -312,6 +312,11 @@ class GatewayConfig(Section):
     # A session worker or a delivery lane with nothing to do for this long retires (its state
     # goes with it); the next message for that chat starts a new one.
     worker_idle_s: float = Field(60, gt=0)
+    # Back-pressure: messages accepted but not yet taken by the agent (the bus's queue), and
+    # messages waiting in the chats' queues. Past either, channels see it (503, no ack)
+    # instead of memory growing.
+    inbound_queue_size: int = Field(1000, ge=1)
+    max_queued_messages: int = Field(1000, ge=1)
 
 
 class ConsoleConfig(Section):

@@ -22,9 +22,7 @@ from typing import Literal
 from channels.base import Channel, CommandSpec
 from channels.bus import MessageBus
 from channels.cli import CliChannel
-from channels.inbox import InboxJournal
-from channels.outbox import Outbox
-from channels.registry import build_channels, channel_hints, delivery_deadlines, streaming_channels
+from channels.registry import build_channels, channel_hints, streaming_channels
 from channels.messages import OutboundProgress, SessionRef
 from gateway.agent.memory_flush import MemoryFlush
 from config.schema import Config
@@ -67,10 +65,6 @@ logger = logging.getLogger(__name__)
 
 Mode = Literal["daemon", "embedded", "agent", "tool"]
 
-DAEMON_INBOX = "inbox.jsonl"
-# `lucid agent` and one-off commands journal into their own inbox, so they can run beside a
-# daemon (which replays only its own journal at start).
-CLI_INBOX = "inbox.cli.jsonl"
 
 
 def build_gateway(config: Config, mode: Mode = "embedded", *,
@@ -81,8 +75,9 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     background_jobs = mode in ("daemon", "embedded")
     metrics = Metrics()
     stores = WorkspaceParts(config)
-    bus = MessageBus(inbox=InboxJournal(workspace / (DAEMON_INBOX if background_jobs else CLI_INBOX)),
-                     outbox=_outbox(config, stores) if background_jobs else None,
+    bus = MessageBus(maxsize=config.gateway.inbound_queue_size, inbox=stores.inbox(daemon=background_jobs),
+                     # `lucid agent` prints its own replies: only the daemon records them.
+                     outbox=stores.outbox if background_jobs else None,
                      lane_idle_s=config.gateway.worker_idle_s)
     bus.delivery.on_dead.append(metrics.dead_letter)
     sessions, store, git, usage = stores.sessions, stores.memory, stores.git, stores.usage
@@ -198,11 +193,6 @@ def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *
         tools.register(MemorySearch(recall, on_untrusted=on_untrusted))
         tools.register(MemoryGet(config.workspace))
     return recall
-
-
-def _outbox(config: Config, stores: WorkspaceParts) -> Outbox:
-    """The durable outbox of the daemon's replies (`lucid agent` prints its own, not recorded)."""
-    return Outbox(stores.outbox_path, deadlines_s=delivery_deadlines(config))
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,

@@ -6,6 +6,7 @@
 written once. A store is built when first asked for, and its module imported then, so a
 CLI command pays only for what it touches (none of them import litellm).
 
+    inbox.jsonl, inbox.cli.jsonl InboxJournal          accepted messages (daemon, one-off runs)
     sessions/                    SessionStore          the transcripts
     memory/, SOUL.md, USER.md …  MemoryStore, GitStore the memory files and their history
     usage/                       UsageLedger           the token journal
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING
 from config.schema import Config
 
 if TYPE_CHECKING:
+    from channels.inbox import InboxJournal
+    from channels.outbox import Outbox
     from channels.pairing import PairingStore
     from gateway.agent.roles import OwnerSessions
     from gateway.model.fallback import SessionModels
@@ -56,6 +59,13 @@ class WorkspaceParts:
     @property
     def reminders_path(self) -> Path:
         return self.state_dir / "reminders.sqlite"
+
+    def inbox(self, *, daemon: bool) -> InboxJournal:
+        """The journal of accepted messages. ``lucid agent`` and one-off commands keep their own,
+        so they can run beside a daemon (which replays only its own journal at start)."""
+        from channels.inbox import InboxJournal
+
+        return InboxJournal(self.workspace / ("inbox.jsonl" if daemon else "inbox.cli.jsonl"))
 
     @cached_property
     def sessions(self) -> SessionStore:
@@ -115,6 +125,14 @@ class WorkspaceParts:
         from scheduler.state import JobState
 
         return JobState(self.state_dir / "scheduler.json")
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        """The daemon's durable outbox, with each channel's delivery deadline from its section."""
+        from channels.outbox import Outbox
+        from channels.registry import delivery_deadlines
+
+        return Outbox(self.outbox_path, deadlines_s=delivery_deadlines(self.config))
 
     @cached_property
     def reminders(self) -> ReminderStore:

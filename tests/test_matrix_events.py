@@ -162,11 +162,11 @@ def test_a_missing_homeserver_skips_or_fails_when_a_real_one_is_required(
 
 
 def test_every_channel_sections_delivery_deadline_reaches_the_outbox(tmp_path: Path) -> None:
-    from gateway.app import _outbox
+    from gateway.parts import WorkspaceParts
 
     config = Config.model_validate({
         "agents": {"defaults": {"workspace": str(tmp_path)}},
         "channels": {"matrix": {"deliveryDeadlineH": 2}, "slack": {"deliveryDeadlineH": 3}}})
-    outbox = _outbox(config)
+    outbox = WorkspaceParts(config).outbox
     assert (outbox.deadline_s("matrix"), outbox.deadline_s("slack"), outbox.deadline_s("telegram")) == (
         7200.0, 10800.0, 86400.0)

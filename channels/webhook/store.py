@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The webhook API's promise to clients ("the same key within 24 h"): a protocol fact, not a setting.
 IDEMPOTENCY_TTL_S = 24 * 3600
+# Housekeeping bound on rows whose callback never completed (the answer itself is in the outbox).
 PENDING_TTL_S = 7 * 24 * 3600
 
 _SCHEMA = """

@@ -84,7 +84,7 @@ class AgentLoop:
         self._notes: dict[str, list[dict[str, Any]]] = {}  # reminder lines waiting for a turn's end
         # Back-pressure: stop taking from the bus while this many messages wait in sessions,
         # so the bus fills and channels see it (503 / no ack) instead of memory growing.
-        self.max_queued = 1000
+        self.max_queued = config.gateway.max_queued_messages
         self._room = asyncio.Event()
         self.recovery = TurnResumer(config=config, bus=bus, sessions=sessions,
                                    context_for=self.context_for, run_turn=self._run_resumed)
