@@ -12,7 +12,8 @@ re-raises. A channel is the one exception: one platform refusing (a bad token, a
 error) is logged, that channel is stopped and marked failed, and the others keep serving.
 
 Callers use the few methods below (start/stop, drain, readiness, routers, channel look-up);
-the parts themselves are in ``parts`` for the built-in commands and for tests.
+the parts themselves are in ``parts`` for the wiring (``build_gateway`` hands each command and
+``mount_console`` each route only the parts it uses) and for tests.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class Drainable(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class GatewayParts:
-    """Everything ``build_gateway`` wired, by name. Read by built-in commands and tests."""
+    """Everything ``build_gateway`` wired, by name. Read by the wiring and by tests; never handed
+    whole to a command or a route."""
 
     config: Config
     bus: MessageBus

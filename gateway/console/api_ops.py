@@ -152,14 +152,14 @@ def router(auth: ConsoleAuth, *, agent: AgentDefaults, scheduler: SchedulerServi
                                   next_run=_iso(sched.reminders.next_run(r)), fire_count=r.fire_count)
                      for r in active]
         state = sched.state
-        dream = JobItem(name="dream", enabled=agent.dream.enabled, next_run=_iso(sched.next_dream()),
-                        last_run=_iso(state.time("dream", "last_run")),
-                        last_result=state.get("dream", "last_result"), running=dream.running)
+        dream_job = JobItem(name="dream", enabled=agent.dream.enabled, next_run=_iso(sched.next_dream()),
+                            last_run=_iso(state.time("dream", "last_run")),
+                            last_result=state.get("dream", "last_result"), running=dream.running)
         beat = JobItem(name="heartbeat", enabled=agent.heartbeat.enabled,
                        next_run=_iso(state.time("heartbeat", "next_run")) if agent.heartbeat.enabled else None,
                        last_run=_iso(state.time("heartbeat", "last_run")),
                        last_result=state.get("heartbeat", "last_result"))
-        return Jobs(scheduler_running=sched.running, reminders=reminders, jobs=[dream, beat])
+        return Jobs(scheduler_running=sched.running, reminders=reminders, jobs=[dream_job, beat])
 
     @api.delete("/jobs/reminders/{reminder_id}", status_code=204, summary="Cancel a reminder",
                 responses={404: {"description": "No active reminder with that id."}})
