@@ -35,7 +35,7 @@ from channels.matrix.calls import MatrixCallError, checked, classify
 from channels.matrix.events import Parsed, file_name, parse_message, safe_component
 from channels.matrix.login import sign_in
 from channels.matrix.send import MatrixSender
-from channels.matrix.state import load_state
+from channels.matrix.state import load_state, state_path
 from channels.matrix.sync import MatrixSyncer
 from channels.messages import ChatType, InboundMessage, OutboundMessage, Target
 from config.backoff import backoff_delay
@@ -62,7 +62,7 @@ class MatrixChannel:
         self.homeserver = settings.homeserver
         self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10)
-        self._state_path = self.workspace / "state" / "matrix.json"
+        self._state_path = state_path(self.workspace)
         self._retry = (settings.retry_base_s, settings.retry_max_s)
         self._client: AsyncClient | None = None
         self._ready = asyncio.Event()

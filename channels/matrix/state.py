@@ -24,6 +24,11 @@ from config.fileio import atomic_write_bytes
 logger = logging.getLogger(__name__)
 
 
+def state_path(workspace: Path) -> Path:
+    """Where the channel and ``lucid doctor`` find the state of a workspace."""
+    return Path(workspace) / "state" / "matrix.json"
+
+
 @dataclass(slots=True)
 class MatrixState:
     homeserver: str

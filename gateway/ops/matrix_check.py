@@ -24,7 +24,7 @@ def matrix_checks(config: Config) -> list[Result]:
     if not section.enabled:
         return []
     from channels.matrix import preflight
-    from channels.matrix.state import load_state
+    from channels.matrix.state import load_state, state_path
 
     reason = preflight(section)
     if reason is not None:
@@ -32,7 +32,7 @@ def matrix_checks(config: Config) -> list[Result]:
     base = section.homeserver.rstrip("/")
     token = section.access_token.get_secret_value()
     if not token:
-        token = load_state(config.workspace / "state" / "matrix.json", base, section.user_id).access_token or ""
+        token = load_state(state_path(config.workspace), base, section.user_id).access_token or ""
     try:
         with httpx.Client(base_url=base, timeout=HTTP_TIMEOUT_S) as http:
             versions = http.get("/_matrix/client/versions")
