@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from config.schema import ExecConfig
 from gateway.errors import ToolError
 from gateway.tools._deny import dangerous_reason  # noqa: F401  (re-exported)
 from gateway.tools._sandbox import Sandbox, SandboxUnavailable, choose_sandbox, exec_env
@@ -58,8 +59,10 @@ class ExecTool:
         command: str
         timeout_s: int = Field(0, ge=0, description="at most the default")
 
-    def __init__(self, *, timeout_s: float = 60, max_output_chars: int = 10_000,
-                 term_grace_s: float = _TERM_GRACE_S, sandbox: str = "auto", network: bool = True,
+    def __init__(self, *, timeout_s: float = ExecConfig.default_of("timeout_s"),
+                 max_output_chars: int = ExecConfig.default_of("max_output_chars"),
+                 term_grace_s: float = _TERM_GRACE_S, sandbox: str = ExecConfig.default_of("sandbox"),
+                 network: bool = ExecConfig.default_of("network"),
                  pass_env: Sequence[str] = (), hide: Sequence[Path] = ()) -> None:
         self.timeout_s = timeout_s
         self.hide = tuple(hide)  # folders a sandboxed command must not see (the config's)

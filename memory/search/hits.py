@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from config.schema import MemorySearchConfig
 from memory.search.origin import TRUSTED, label
 
 
@@ -39,11 +40,11 @@ class Scope:
 class SearchSettings:
     # Both sides are relative to the query's best match (``rank.fuse``), so they are on one
     # scale; meaning leads a little because it also finds what is said in other words.
-    vector_weight: float = 0.6
-    text_weight: float = 0.4
-    half_life_days: float = 30.0
-    mmr_lambda: float = 0.7
-    decay_floor: float = 0.5
+    vector_weight: float = MemorySearchConfig.default_of("vector_weight")
+    text_weight: float = MemorySearchConfig.default_of("text_weight")
+    half_life_days: float = MemorySearchConfig.default_of("half_life_days")
+    mmr_lambda: float = MemorySearchConfig.default_of("mmr_lambda")
+    decay_floor: float = MemorySearchConfig.default_of("decay_floor")
 
 
 @dataclass(frozen=True, slots=True)
