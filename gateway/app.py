@@ -48,18 +48,18 @@ from gateway.tools.base import ToolRegistry
 from gateway.tools.builtin import builtin_tools
 from gateway.tools.cron import CronTool
 from gateway.tools.memory_forget import MemoryForget, MemoryList
-from gateway.tools.memory_search import MemoryGet, MemorySearch, UntrustedRead
+from gateway.tools.memory_search import MemoryGet, MemorySearch
 from gateway.tools.message import MessageTool
 from gateway.agent.toolloop import ModelToolLoop
 from gateway.tools.web import web_tools
 from gateway.tools.turn import TurnContext
 from memory.consolidator import Consolidator
 from memory.dream import Dream
-from memory.search.service import RecallService, make_recall_service
+from memory.search.service import make_recall_service
 from memory.sessions import Session
 from scheduler import SchedulerService
 
-__all__ = ["Gateway", "Mode", "build_gateway"]
+__all__ = ["Gateway", "Mode", "add_http_surfaces", "build_gateway"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,8 +85,10 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     calibration = stores.calibration
     model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain, calibration=calibration)
     owner_sessions = stores.owner_sessions
+    # The recall index (background sync + watcher; `lucid agent` is short-lived: no watcher).
+    recall = make_recall_service(config, watch=mode != "agent")
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
-                             channel_hints=channel_hints(),
+                             channel_hints=channel_hints(), recall=recall,
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))
     tools = ToolRegistry(builtin_tools(config), max_result_chars=agent.max_tool_result_chars,
                          guest_tools=config.tools.guest_tools)
@@ -142,14 +144,16 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)
     scheduler = SchedulerService(config, bus=bus, dream=dream, state=stores.job_state,
-                                 reminder_store=stores.reminders, usage=usage, background_jobs=background_jobs)
-    scheduler.reminders.on_sent = agent_loop.record_reminder
+                                 reminder_store=stores.reminders, usage=usage, background_jobs=background_jobs,
+                                 on_reminder_sent=agent_loop.record_reminder)
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
     metrics.track_workers(lambda: agent_loop.session_workers, lambda: bus.delivery_lanes)
     bus.observe(metrics.outbound)
-    recall = _wire_recall(config, builder, tools, watch=mode != "agent", on_untrusted=committer.read_untrusted)
+    if recall is not None:  # its two tools; memory_search tells the committer of words that are not the owner's
+        tools.register(MemorySearch(recall, on_untrusted=committer.read_untrusted))
+        tools.register(MemoryGet(config.workspace))
     tools.register(MemoryForget(store, git, dream, index=recall.index if recall else None))
     tools.register(MemoryList())
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
@@ -183,16 +187,20 @@ def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain
     add(SwitchModel(chain))
 
 
-def _wire_recall(config: Config, builder: ContextBuilder, tools: ToolRegistry, *,
-                 watch: bool, on_untrusted: UntrustedRead) -> RecallService | None:
-    """The recall index (issue 10): background sync + watcher, two tools, auto-recall.
-    ``on_untrusted`` hears of searches that hand a turn words that are not the owner's."""
-    recall = make_recall_service(config, watch=watch)
-    if recall is not None:
-        builder.recall = recall
-        tools.register(MemorySearch(recall, on_untrusted=on_untrusted))
-        tools.register(MemoryGet(config.workspace))
-    return recall
+def add_http_surfaces(gateway: Gateway) -> CliChannel:
+    """The channels the daemon's HTTP app serves, on a gateway built without them (a test's
+    embedded gateway): the terminal channel behind the local API, and the web console's chat
+    when both are on. A daemon-mode gateway already has both. Returns the terminal channel."""
+    from channels.web import WebChannel
+
+    config = gateway.parts.config
+    if config.console.enabled and config.channels.web.enabled and gateway.channel("web") is None:
+        gateway.add_channel("web", WebChannel(gateway.parts.bus, workspace=config.workspace))
+    cli = gateway.channel("cli")
+    if not isinstance(cli, CliChannel):
+        cli = CliChannel(gateway.parts.bus)
+        gateway.add_channel("cli", cli)
+    return cli
 
 
 def _channels_for(mode: Mode, config: Config, bus: MessageBus,

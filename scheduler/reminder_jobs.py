@@ -70,7 +70,8 @@ class ReminderJobs:
     def __init__(self, store: ReminderStore, bus: MessageBus, tz: tzinfo, *,
                  grace_s: float, min_every_s: int, task_token_budget: int,
                  guest_max_active: int,
-                 owners_of: Callable[[str], frozenset[str]] = lambda channel: frozenset()) -> None:
+                 owners_of: Callable[[str], frozenset[str]] = lambda channel: frozenset(),
+                 on_sent: Callable[[str, str], Awaitable[None]] | None = None) -> None:
         self.store = store
         # The configured owners of a channel: a task runs with owner tools only while its
         # creator is still one (by default nobody is, the safe reading).
@@ -85,9 +86,9 @@ class ReminderJobs:
         self._wrap: Callable[[JobFn], JobFn] = lambda fn: fn
         self._spawn: Callable[[Coroutine[Any, Any, None], str], object] = (
             lambda coro, name: asyncio.create_task(coro, name=name))
-        # Set by the gateway: records a sent reminder in its chat's transcript, so the model
-        # knows it reminded the user (session key, text).
-        self.on_sent: Callable[[str, str], Awaitable[None]] | None = None
+        # Records a sent reminder in its chat's transcript (session key, text), so the model
+        # knows it reminded the user; the composition root hands in the agent loop's.
+        self.on_sent = on_sent
 
     def attach(self, scheduler: AsyncIOScheduler | None, *,
                wrap: Callable[[JobFn], JobFn] | None = None,

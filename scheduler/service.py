@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -57,7 +57,8 @@ STOP_TIMEOUT_S = 10.0
 class SchedulerService:
     def __init__(self, config: Config, *, bus: MessageBus, dream: Dream, state: JobState,
                  reminder_store: ReminderStore, usage: TokenLedger | None = None,
-                 background_jobs: bool = True) -> None:
+                 background_jobs: bool = True,
+                 on_reminder_sent: Callable[[str, str], Awaitable[None]] | None = None) -> None:
         """``state`` and ``reminder_store`` are the workspace's (``state/scheduler.json`` and
         ``state/reminders.sqlite``), handed in by the composition root."""
         self.config = config
@@ -74,7 +75,7 @@ class SchedulerService:
         self.reminders = ReminderJobs(reminder_store, bus, self.tz, grace_s=tasks.missed_grace_s,
                                       min_every_s=tasks.min_every_s, task_token_budget=tasks.token_budget,
                                       guest_max_active=tasks.guest_max_active,
-                                      owners_of=config.channels.owners_of)
+                                      owners_of=config.channels.owners_of, on_sent=on_reminder_sent)
         self.heartbeat = Heartbeat(config.agent.heartbeat, workspace=config.workspace, bus=bus,
                                    usage=usage, tz=self.tz, state=self.state)
         self._scheduler: AsyncIOScheduler | None = None

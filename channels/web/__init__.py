@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 from channels.base import ChannelUnavailable, CommandSpec
 from channels.bus import MessageBus
-from channels.web.channel import ToolLookup, WebChannel
+from channels.web.channel import TurnTools, WebChannel
 from channels.web.log import ChatEvent, ChatLog
 
 if TYPE_CHECKING:
     from config.schema import Config
 
-__all__ = ["ChatEvent", "ChatLog", "ToolLookup", "WebChannel", "build"]
+__all__ = ["ChatEvent", "ChatLog", "TurnTools", "WebChannel", "build"]
 
 
 def build(config: Config, bus: MessageBus, *, workspace: Path,

@@ -7,7 +7,7 @@ previews go only to the tabs listening right now. A tab subscribes with the last
 id it saw and gets the missed events, then live ones — never one twice.
 
 The channel knows nothing about HTTP or authentication (``gateway/console`` does that) and
-nothing about the agent: tool calls of a turn come from an injected ``ToolLookup``.
+nothing about the agent: tool calls of a turn come from a bound ``TurnTools`` view.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from channels._ratelimit import DeliveryRetry
 from channels.bus import MessageBus
@@ -34,8 +33,12 @@ SENDER = "console"
 CHAT_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 PUBLISH_TIMEOUT_S = 10.0
 
-# (session key) -> the tool calls of that session's latest turn, for the reply event.
-ToolLookup = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+
+class TurnTools(Protocol):
+    """Where the tool calls of a session's latest turn are read, for the reply event."""
+
+    async def turn_tools(self, key: str) -> list[dict[str, Any]]: ...
 
 
 class ChatIdInvalid(ValueError):
@@ -76,15 +79,19 @@ class Subscription:
 class WebChannel:
     name = NAME
 
-    def __init__(self, bus: MessageBus, *, workspace: Path, tool_lookup: ToolLookup | None = None) -> None:
+    def __init__(self, bus: MessageBus, *, workspace: Path) -> None:
         self.bus = bus
         self.log = ChatLog(workspace / "state" / "web")
-        self.tool_lookup = tool_lookup
+        self._turns: TurnTools | None = None
         self._subs: dict[str, set[Subscription]] = {}
         self._running = False
 
     def describe(self) -> str:
         return "the web console's chat"
+
+    def bind_sessions(self, view: TurnTools) -> None:
+        """The daemon's read-only view of transcripts: each reply shows its turn's tool calls."""
+        self._turns = view
 
     def is_owner(self, sender_id: str) -> bool:
         return sender_id == SENDER
@@ -149,9 +156,9 @@ class WebChannel:
             return
         await self.log.load(chat_id)
         tools: list[dict[str, Any]] = []
-        if msg.kind == "text" and self.tool_lookup is not None:
+        if msg.kind == "text" and self._turns is not None:
             try:
-                tools = await self.tool_lookup(self.session_key(chat_id))
+                tools = await self._turns.turn_tools(self.session_key(chat_id))
             except Exception:  # the reply matters more than its tool details
                 logger.exception("could not read the tool calls of web:%s", chat_id)
         kind: EventType = "reply" if msg.kind == "text" else "error"

@@ -115,7 +115,8 @@ class ContextBuilder:
     def __init__(self, agent: AgentDefaults, workspace: Path, *, history: HistorySource | None = None,
                  skills: SkillsLoader | None = None,
                  owner_sessions: Collection[str] | None = None,
-                 channel_hints: Mapping[str, str] | None = None) -> None:
+                 channel_hints: Mapping[str, str] | None = None,
+                 recall: RecallSource | None = None) -> None:
         self.agent = agent
         # How replies render, per channel: the channel descriptors' hints (channels.registry).
         self.channel_hints: Mapping[str, str] = dict(channel_hints or {})
@@ -131,9 +132,9 @@ class ContextBuilder:
         self._skills: list[Skill] = []
         self._stable_cache: dict[tuple, str] = {}
         self._history_tokens: dict[int, int] = {}
-        # Set by build_gateway when the recall index runs: enables memory_search guidance
-        # in the system prompt and auto-recall in the runtime block.
-        self.recall: RecallSource | None = None
+        # The recall index when it runs: enables memory_search guidance in the system prompt
+        # and auto-recall in the runtime block.
+        self.recall = recall
         self._recalled: dict[tuple[str, int, str], str] = {}
 
     async def refresh(self) -> None:

@@ -1,13 +1,14 @@
 """The web console: static pages at ``/``, an owner-only JSON API under ``/api/console``.
 
 ``mount_console(app, gateway, version=...)`` is all the composition root calls: it adds
-the web chat channel to the gateway (started with the others by the lifespan), the
-routers, the security headers and the static files. Nothing here runs at import time.
+the routers, the security headers and the static files. The web chat channel is the
+gateway's (built with the others by the composition root); without it (``channels.web``
+off) the console has no chat. Nothing here runs at import time.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -25,7 +26,6 @@ __all__ = ["ConsoleContext", "mount_console"]
 def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleContext | None:
     """Mount the console unless ``console.enabled`` is false; returns its context."""
     from gateway.console import api_auth, api_chat, api_dream, api_history, api_memory, api_ops, api_sessions
-    from gateway.console.api_sessions import last_turn_tools
     from gateway.console.security import ConsoleBodyCap, ConsoleHeaders
     from gateway.console.static import add_static_routes
 
@@ -34,31 +34,26 @@ def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleCon
     if not config.console.enabled:
         return None
 
-    async def tool_lookup(session_key: str) -> list[dict[str, Any]]:
-        session = await p.sessions.get(session_key)
-        return last_turn_tools(session.messages)
-
     web = gateway.channel("web")
-    if not isinstance(web, WebChannel):
-        web = WebChannel(p.bus, workspace=config.workspace)
-        if config.channels.web.enabled:
-            gateway.add_channel("web", web)
-    web.tool_lookup = tool_lookup
+    chat = web if isinstance(web, WebChannel) else None
     auth = ConsoleAuth(token=config.console.token.get_secret_value(), links=LoginLinks(config.workspace),
                        ttl_s=config.console.session_ttl_h * 3600)
-    ctx = ConsoleContext(auth=auth, web=web, version=version)
+    ctx = ConsoleContext(auth=auth, web=chat, version=version)
     app.state.console = ctx
     app.add_middleware(ConsoleHeaders)
     app.add_middleware(ConsoleBodyCap)
     workspace = config.workspace
     # Each route module gets the owner check and only the parts it reads.
+    chat_routes = () if chat is None else (
+        api_chat.router(auth, chat, p.commands),
+        api_sessions.router(auth, config=config, web=chat, store=p.sessions, usage=p.usage, bus=p.bus),
+    )
     for api in (
         api_auth.router(auth),
-        api_chat.router(auth, web, p.commands),
+        *chat_routes,
         api_memory.router(auth, workspace=workspace, git=p.git, recall=p.recall),
         api_history.router(auth, workspace=workspace),
         api_dream.router(auth, git=p.git, dream=p.dream, store=p.store),
-        api_sessions.router(auth, config=config, web=web, store=p.sessions, usage=p.usage, bus=p.bus),
         api_ops.router(auth, agent=config.agent, scheduler=p.scheduler, dream=p.dream, ledger=p.usage, bus=p.bus,
                        model=p.model, store=p.store, turns=p.agent, gateway=gateway, version=version,
                        started=ctx.started),

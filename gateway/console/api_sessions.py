@@ -120,18 +120,6 @@ def line_view(msg: dict[str, Any]) -> TranscriptLine:
                           tool_calls=calls, attachments=names)
 
 
-def last_turn_tools(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tool calls (with results) since the last user message: the web chat shows them."""
-    start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1) + 1
-    results = {m.get("tool_call_id"): str(m.get("content", "")) for m in messages[start:] if m.get("role") == "tool"}
-    tools = []
-    for msg in messages[start:]:
-        for call in line_view(msg).tool_calls if msg.get("role") == "assistant" else []:
-            tools.append({"name": call.name, "arguments": call.arguments[:2000],
-                          "result": results.get(call.id, "")[:2000]})
-    return tools
-
-
 def router(auth: ConsoleAuth, *, config: Config, web: WebChannel, store: SessionStore, usage: UsageLedger,
            bus: MessageBus) -> APIRouter:
     """``config`` answers the role of a chat's sender whose line predates stamped roles."""

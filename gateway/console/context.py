@@ -26,7 +26,7 @@ REFUSALS: dict[int | str, dict[str, Any]] = {
 @dataclass
 class ConsoleContext:
     auth: ConsoleAuth
-    web: WebChannel
+    web: WebChannel | None  # None: channels.web is off, the console has no chat
     version: str
     started: float = field(default_factory=time.monotonic)
 

@@ -15,13 +15,11 @@ lifespan calls it (a no-op the second time) so every way out drains the same way
 from __future__ import annotations
 
 import asyncio
-import builtins
 import json
 import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -30,16 +28,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from channels.cli import CliChannel
 from config.schema import Config
-from gateway.app import build_gateway
+from gateway.app import add_http_surfaces, build_gateway
 from gateway.console import mount_console
 from gateway.daemon.local_api import add_local_route, new_token
 from gateway.daemon.health import StorageWatch, probe_workspace
 from gateway.daemon.provider_watch import ProviderWatch
 from gateway.daemon.webdocs import SecurityHeaders, add_offline_docs
+from gateway.daemon.sessions_view import SessionsOnDisk
 from gateway.runtime import Gateway
-from memory.sessions import SessionStore, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -88,63 +85,6 @@ class GatewayState:
         self.gateway.skip_grace()
 
 
-class SessionsOnDisk:
-    """The read-only view of transcripts the webhook's sessions API uses."""
-
-    def __init__(self, sessions: SessionStore) -> None:
-        self.sessions = sessions
-
-    async def list(self, prefix: str, limit: int) -> list[dict[str, Any]]:
-        def scan() -> list[dict[str, Any]]:
-            found: list[dict[str, Any]] = []
-            if not self.sessions.dir.exists():
-                return found
-            for path in self.sessions.dir.glob("*.jsonl"):
-                header = read_header(path)
-                if header is None or not str(header["key"]).startswith(prefix):
-                    continue
-                key = str(header["key"])
-                # The header is rewritten rarely (append-only log); the file's mtime is the
-                # time of the last message.
-                updated = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="milliseconds")
-                found.append({"key": key, "chat_id": key[len(prefix):],
-                              "created_at": header.get("created_at"), "updated_at": updated})
-            found.sort(key=lambda s: s.get("updated_at") or "", reverse=True)
-            return found[:limit]
-
-        return await asyncio.to_thread(scan)
-
-    async def said(self, key: str, after: int, limit: int) -> builtins.list[dict[str, Any]] | None:
-        """What the assistant said in ``key`` after position ``after`` (answers, reminders,
-        error notes), oldest first; positions are indexes into the append-only transcript."""
-        if self.sessions.cached(key) is None and not await asyncio.to_thread(self.sessions.path_for(key).exists):
-            return None
-        session = await self.sessions.get(key)
-        out: list[dict[str, Any]] = []
-        for i in range(max(0, after), len(session.messages)):
-            m = session.messages[i]
-            if m.get("role") != "assistant" or m.get("tool_calls") or not isinstance(m.get("content"), str):
-                continue
-            kind = "reminder" if m.get("kind") == "reminder" else "error" if m.get("status") == "error" else "reply"
-            out.append({"id": i + 1, "kind": kind, "text": m["content"], "timestamp": m.get("timestamp")})
-            if len(out) >= limit:
-                break
-        return out
-
-    async def recent(self, key: str, limit: int) -> dict[str, Any] | None:
-        if self.sessions.cached(key) is None:
-            exists = await asyncio.to_thread(self.sessions.path_for(key).exists)
-            if not exists:
-                return None
-        session = await self.sessions.get(key)
-        shown = [m for m in session.messages
-                 if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
-                 and m.get("content")]
-        return {"key": key, "pending": session.pending_state() is not None,
-                "messages": [{"role": m["role"], "content": m["content"], "timestamp": m.get("timestamp")}
-                             for m in shown[-limit:]]}
-
-
 def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     """Compose the app around a daemon-mode gateway. Nothing is started until the lifespan runs."""
     if gateway is None:
@@ -177,11 +117,8 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)  # a strict CSP on every HTML page that sets none
     add_offline_docs(app, title="lucidgate")  # Swagger UI and ReDoc from a package, no CDN
     _add_health_routes(app, state)
+    cli = add_http_surfaces(gateway)
     mount_console(app, gateway, version=VERSION)
-    cli = gateway.channel("cli")
-    if not isinstance(cli, CliChannel):
-        cli = CliChannel(gateway.parts.bus)
-        gateway.add_channel("cli", cli)
     add_local_route(app, cli, state.local_token)
     view = SessionsOnDisk(gateway.parts.sessions)
     for channel in gateway.channels.values():
