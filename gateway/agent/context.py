@@ -231,6 +231,10 @@ class ContextBuilder:
         entries = await self.history.recent(limit=self.agent.memory.recent_history_limit,
                                             session_keys=self.history_scope(ctx))
         budget = self.history_token_cap()
+        lines = [f"[{entry.timestamp}] {entry.content.strip()}" for entry in entries]
+        if tokens.fits(lines, budget):
+            return "# Recent History\n\n" + "\n".join(lines) if lines else None
+        await tokens.ready()
         kept: list[str] = []
         for entry in reversed(entries):  # newest first until the token cap
             line = f"[{entry.timestamp}] {entry.content.strip()}"
@@ -299,15 +303,28 @@ class ContextBuilder:
         hits = await self.recall.recall(query, scope=scope, k=conf.recall_max_results + 3,
                                         min_score=conf.recall_min_score)
         seen = system + "\n".join(str(m.get("content") or "") for m in messages)
-        budget = conf.recall_max_tokens
-        lines: list[str] = []
+        candidates: list[str] = []
         for hit in hits:
-            if len(lines) >= conf.recall_max_results:
+            if len(candidates) >= conf.recall_max_results:
                 break
             if _already_in(hit.text, seen):
                 continue  # already in the prompt (MEMORY.md, recent history, this chat)
             when = f", {hit.date}" if hit.date else ""
-            line = f"> [{hit.where()}{when}] " + " ".join(hit.snippet.split())
+            candidates.append(f"> [{hit.where()}{when}] " + " ".join(hit.snippet.split()))
+        lines = candidates if tokens.fits(candidates, conf.recall_max_tokens) else \
+            await self._within(candidates, conf.recall_max_tokens)
+        block = f"{RECALL_HEADER}\n" + "\n".join(lines) if lines else ""
+        if len(self._recalled) > 256:
+            self._recalled.clear()
+        self._recalled[key] = block
+        return block
+
+    @staticmethod
+    async def _within(candidates: list[str], budget: int) -> list[str]:
+        """The recall lines that fit ``budget`` tokens, the last one cut to fit."""
+        await tokens.ready()
+        lines: list[str] = []
+        for line in candidates:
             cost = tokens.count_text(line)
             if cost > budget:
                 line = line[: max(0, budget * 3)] + "…"
@@ -316,11 +333,7 @@ class ContextBuilder:
                     break
             budget -= cost
             lines.append(line)
-        block = f"{RECALL_HEADER}\n" + "\n".join(lines) if lines else ""
-        if len(self._recalled) > 256:
-            self._recalled.clear()
-        self._recalled[key] = block
-        return block
+        return lines
 
     async def build(self, session: Session, ctx: TurnContext, *,
                     tool_result_limit: int | None = None) -> list[dict[str, Any]]:

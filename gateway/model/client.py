@@ -25,6 +25,7 @@ from gateway.model.reasoning import strip_thinking, visible_so_far
 from gateway.metrics import Metrics
 from gateway.model.usage import UsageLedger
 from memory.calibration import TokenCalibration
+from memory import tokens
 from gateway.model.errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
 from memory.protocols import ChatResult, ToolCall, Usage
 
@@ -275,7 +276,9 @@ class LiteLLMChatModel:
     def _calibrate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                    usage: Usage) -> None:
         """Teach the token calibration what the provider counted for this request."""
-        if self.calibration is not None and usage.prompt_tokens > 0:
+        # Only where the tokenizer is loaded: a short-lived process whose prompts were too small
+        # to count does not load it (~40 MB) for one sample; the daemon samples every call.
+        if self.calibration is not None and usage.prompt_tokens > 0 and tokens.loaded():
             self.calibration.observe_request(self.model, list(messages), tools, usage.prompt_tokens)
 
     def _record_failure(self, job: str) -> None:
