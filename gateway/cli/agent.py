@@ -104,18 +104,10 @@ def _print_unsolicited(text: str) -> None:
 
 def _running_gateway(config: Config) -> tuple[str, str] | None:
     """The local endpoint of a gateway serving this workspace, if one answers its health check."""
-    from gateway.daemon.local_client import find_running
+    from gateway.daemon.local_client import find_running, healthy
 
     endpoint = find_running(config.workspace)
-    if endpoint is None:
-        return None
-    import httpx
-
-    try:
-        alive = httpx.get(f"{endpoint[0]}/healthz", timeout=1.5).status_code == 200
-    except httpx.HTTPError:
-        alive = False
-    return endpoint if alive else None
+    return endpoint if endpoint is not None and healthy(endpoint[0]) else None
 
 
 async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message: str | None,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -20,6 +19,7 @@ from config.backoff import backoff_delay
 from config.schema import Config, ProviderConfig
 from gateway._offline import import_litellm
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
+from gateway.model.configured import provider_configured
 from gateway.model.fallback import ModelChain
 from gateway.model.reasoning import strip_thinking, visible_so_far
 from gateway.metrics import Metrics
@@ -104,19 +104,7 @@ class LiteLLMChatModel:
 
     def configured(self) -> tuple[bool, str]:
         """Whether a provider is usable, and if not, what the user should do."""
-        name, provider = self._config.provider_for(self.model)
-        if provider is None:
-            return False, f"no providers.{name} entry in the config for model {self.model!r}"
-        if provider.api_base or provider.api_key.get_secret_value():
-            return True, "ok"
-        env_key = f"{name.upper()}_API_KEY"
-        if os.environ.get(env_key):
-            return True, "ok"
-        return False, (
-            f"no API key for {name}: set providers.{name}.apiKey in the config (or {env_key}), "
-            f"or point providers.{name}.apiBase at a local OpenAI-compatible server "
-            "(e.g. http://127.0.0.1:11434/v1 for Ollama)"
-        )
+        return provider_configured(self._config, self.model)
 
     def _client(self) -> Any:
         if self._litellm is None:
