@@ -44,7 +44,7 @@ _LLM_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 # when recall is on, which is when memory_search exists.
 RECALL_GUIDANCE = (
     "\nBefore answering about past conversations, decisions, dates, people, preferences or "
-    "todos, search your memory with memory_search (memory_get reads exact lines) instead of guessing."
+    "todos, search your memory with memory_search instead of guessing."
 )
 
 
@@ -158,11 +158,11 @@ class ContextBuilder:
         hint = self.channel_hints.get(ctx.channel, "")
         return (
             "# lucidgate\n"
-            "You are a personal assistant with tools and a long-term memory kept in files.\n"
+            "You are an assistant with tools and a long-term memory kept in files.\n"
             f"Runtime: {platform.system()} {platform.machine()}, Python "
             f"{sys.version_info.major}.{sys.version_info.minor}. Workspace: {self.workspace} "
-            "(file tools resolve paths relative to it).\n"
-            f"Channel: {ctx.channel}. {hint}".rstrip()
+            "(file tools resolve paths relative to it).\n"  # the channel's name is in the runtime block
+            f"{hint}".rstrip()
             + (RECALL_GUIDANCE if self.recall is not None else "")
         )
 
@@ -177,7 +177,7 @@ class ContextBuilder:
             for s in listed:
                 status = "" if s.available else f" (unavailable: needs {', '.join(s.missing)})"
                 lines.append(f"- {s.name}: {s.description} [{s.virtual_path}]{status}")
-            sections.append("# Skills\nRead a skill's file (read_file with the path shown) before "
+            sections.append("# Skills\nRead a skill's file (path shown) before "
                             "using it.\n" + "\n".join(lines))
         return sections
 
