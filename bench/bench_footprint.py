@@ -11,10 +11,11 @@ with the floor beside it and its target:
 - the "hello" request: characters of its messages and tool schemas, read from the fake
   model's ``/stats`` (target: 8,000).
 
-Medians of ``--runs`` runs (default 3), with each process's CPU time (user + system) beside
-its wall time: on a loaded machine wall time drifts, CPU time much less. The fake model runs
-in its own process. The load average is printed with the table, since other work on the
-machine moves every wall figure. Run: ``.venv/bin/python bench/bench_footprint.py``.
+Medians of ``--runs`` runs (default 3), each with the process's CPU time (user + system)
+beside its wall time: on a loaded machine wall time drifts, CPU time less. The floor and the
+one-shot alternate, so both see the same load, and "floor +" is the median of the pairs'
+differences. The load average is printed with the table. The fake model runs in its own
+process. Run: ``.venv/bin/python bench/bench_footprint.py``.
 """
 
 from __future__ import annotations
@@ -52,8 +53,12 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
 
 
 def median_of(runs: int, cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
-    results = [measure(cmd, env) for _ in range(runs)]
-    return tuple(statistics.median(r[i] for r in results) for i in range(3))  # type: ignore[return-value]
+    return _medians([measure(cmd, env) for _ in range(runs)])
+
+
+def _medians(results: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    return (statistics.median(r[0] for r in results), statistics.median(r[1] for r in results),
+            statistics.median(r[2] for r in results))
 
 
 def stats(base: str) -> dict[str, object]:
@@ -94,11 +99,16 @@ def main() -> None:
         env.update(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=str(ROOT))
         measure([*LUCID, "onboard", "-c", str(config)], env)  # templates in place before timing
 
-        floor = median_of(args.runs, [sys.executable, "-c", "import litellm"], env)
         before = int(stats(base)["requests"])  # type: ignore[call-overload]
         measure([*LUCID, "agent", "-c", str(config), "-s", "hello", "-m", "hello"], env)
         hello = stats(base)["sizes"][before]  # type: ignore[index]
-        one_shot = median_of(args.runs, [*LUCID, "agent", "-c", str(config), "-m", "hello"], env)
+        # Floor and one-shot alternate, so both see the same load; the difference is taken
+        # per pair, then its median.
+        pairs = [(measure([sys.executable, "-c", "import litellm"], env),
+                  measure([*LUCID, "agent", "-c", str(config), "-m", "hello"], env)) for _ in range(args.runs)]
+        floor = _medians([f for f, _ in pairs])
+        one_shot = _medians([o for _, o in pairs])
+        over = _medians([(o[0] - f[0], o[1] - f[1], o[2] - f[2]) for f, o in pairs])
         quiet = {" ".join(c): median_of(args.runs, [*LUCID, *c, *(["-c", str(config)] if c[0][0] != "-" else [])],
                                         env) for c in NO_MODEL}
         gateway = start_gateway(env, config, workspace)
@@ -116,7 +126,7 @@ def main() -> None:
     print(f"{'measure':36} {'wall':>7} {'CPU':>6} {'peak RSS':>8}   target")
     print(f"{'agent -m hello, no gateway':36} {one_shot[0]:6.2f}s {one_shot[2]:5.2f}s {one_shot[1]:6.0f}MB   "
           f"<= {fw + 0.4:.2f}s / {fr + 30:.0f}MB (floor + 0.4 s / + 30 MB): "
-          f"floor {one_shot[0] - fw:+.2f}s ({one_shot[2] - fc:+.2f}s CPU) {one_shot[1] - fr:+.0f}MB")
+          f"floor {over[0]:+.2f}s ({over[2]:+.2f}s CPU) {over[1]:+.0f}MB")
     print(f"{'agent -m hello, gateway running':36} {via_gateway[0]:6.2f}s {via_gateway[2]:5.2f}s "
           f"{via_gateway[1]:6.0f}MB   <= 0.60s / 70MB  (floor {fw:.2f}s / {fr:.0f}MB)")
     for name, (wall, _, cpu) in quiet.items():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from channels.outbox import read_counts
 from config import Config, resolve_config_path
 from gateway.cli import recall
 from gateway.cli._common import ConfigOption, console, provider_help, workspace_parts
@@ -29,6 +28,8 @@ def status(config_path: ConfigOption = None) -> None:
     console.print(f"exec:      sandbox {_sandbox_line(config)}")
     console.print(f"recall:    {recall.status_line(config)}", markup=False, highlight=False)
     console.print(f"gateway:   {_gateway_state(config)}")
+    from channels.outbox import read_counts  # the bus's modules: only for this command
+
     outbox = read_counts(parts.outbox_path)
     console.print("outbox:    " + ("empty" if outbox is None else
                                    f"{outbox['pending']} pending, {outbox['dead']} dead-lettered"))
