@@ -122,3 +122,17 @@ def test_commands_that_call_no_model_never_import_litellm(tmp_path: Path) -> Non
         assert "gateway" in modules and "typer" in modules, args  # the command really ran
         assert "litellm" not in modules and "openai" not in modules, args
 
+
+
+def test_litellms_tokenizer_stand_in_counts_like_ours() -> None:
+    """litellm's hosted_vllm route takes its tokenizer on every call; the stand-in it gets
+    (gateway._offline) must count as the real one would once something uses it."""
+    import sys
+
+    from gateway._offline import _DeferredEncoding, import_litellm
+    from memory import tokens
+
+    import_litellm()
+    assert "encoding" in vars(sys.modules["litellm.main"])  # the stand-in (or a real one) is in place
+    text = "Drinks tea, lives in Porto — 42 km from the sea"
+    assert _DeferredEncoding().encode(text, disallowed_special=()) == tokens.encoding().encode(text)
