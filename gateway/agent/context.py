@@ -236,15 +236,12 @@ class ContextBuilder:
             return "# Recent History\n\n" + "\n".join(lines) if lines else None
         await tokens.ready()
         kept: list[str] = []
-        for entry in reversed(entries):  # newest first until the token cap
-            line = f"[{entry.timestamp}] {entry.content.strip()}"
+        for entry, line in zip(reversed(entries), reversed(lines)):  # newest first until the cap
             budget -= self._line_tokens(entry.cursor, line)
             if budget < 0:
                 break
             kept.append(line)
-        if not kept:
-            return None
-        return "# Recent History\n\n" + "\n".join(reversed(kept))
+        return "# Recent History\n\n" + "\n".join(reversed(kept)) if kept else None
 
     def history_token_cap(self) -> int:
         """~8,000 tokens by default, but never more than a quarter of the prompt budget:
@@ -312,28 +309,12 @@ class ContextBuilder:
             when = f", {hit.date}" if hit.date else ""
             candidates.append(f"> [{hit.where()}{when}] " + " ".join(hit.snippet.split()))
         lines = candidates if tokens.fits(candidates, conf.recall_max_tokens) else \
-            await self._within(candidates, conf.recall_max_tokens)
+            await _within(candidates, conf.recall_max_tokens)
         block = f"{RECALL_HEADER}\n" + "\n".join(lines) if lines else ""
         if len(self._recalled) > 256:
             self._recalled.clear()
         self._recalled[key] = block
         return block
-
-    @staticmethod
-    async def _within(candidates: list[str], budget: int) -> list[str]:
-        """The recall lines that fit ``budget`` tokens, the last one cut to fit."""
-        await tokens.ready()
-        lines: list[str] = []
-        for line in candidates:
-            cost = tokens.count_text(line)
-            if cost > budget:
-                line = line[: max(0, budget * 3)] + "…"
-                cost = tokens.count_text(line)
-                if cost > budget or budget < 20:
-                    break
-            budget -= cost
-            lines.append(line)
-        return lines
 
     async def build(self, session: Session, ctx: TurnContext, *,
                     tool_result_limit: int | None = None) -> list[dict[str, Any]]:
@@ -348,6 +329,22 @@ class ContextBuilder:
             msg["content"] = "\n\n".join([*blocks, str(msg.get("content") or "")])
             history[last_user] = msg
         return [{"role": "system", "content": system}, *history]
+
+
+async def _within(candidates: list[str], budget: int) -> list[str]:
+    """The recall lines that fit ``budget`` tokens, the last one cut to fit."""
+    await tokens.ready()
+    lines: list[str] = []
+    for line in candidates:
+        cost = tokens.count_text(line)
+        if cost > budget:
+            line = line[: max(0, budget * 3)] + "…"
+            cost = tokens.count_text(line)
+            if cost > budget or budget < 20:
+                break
+        budget -= cost
+        lines.append(line)
+    return lines
 
 
 def _already_in(text: str, prompt: str) -> bool:
