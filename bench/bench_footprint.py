@@ -11,8 +11,11 @@ with the floor beside it and its target:
 - the "hello" request: characters of its messages and tool schemas, read from the fake
   model's ``/stats`` (target: 8,000).
 
-Medians of ``--runs`` runs (default 3). The fake model runs in its own process. Run:
-``.venv/bin/python bench/bench_footprint.py``.
+Medians of ``--runs`` runs (default 3), each with the process's CPU time (user + system)
+beside its wall time: on a loaded machine wall time drifts, CPU time less. The floor and the
+one-shot alternate, so both see the same load, and "floor +" is the median of the pairs'
+differences. The load average is printed with the table. The fake model runs in its own
+process. Run: ``.venv/bin/python bench/bench_footprint.py``.
 """
 
 from __future__ import annotations
@@ -35,8 +38,8 @@ NO_MODEL = [["--help"], ["--version"], ["status"], ["sessions"], ["memory", "sea
             ["skills", "list"]]
 
 
-def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one run of ``cmd`` (its own rusage, via wait4)."""
+def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall seconds, peak RSS in MB, CPU seconds) of one run of ``cmd`` (its own rusage, via wait4)."""
     started = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -46,12 +49,16 @@ def measure(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[3:]) or cmd}: exit {proc.returncode}\n{err}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
-def median_of(runs: int, cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    results = [measure(cmd, env) for _ in range(runs)]
-    return statistics.median(r[0] for r in results), statistics.median(r[1] for r in results)
+def median_of(runs: int, cmd: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    return _medians([measure(cmd, env) for _ in range(runs)])
+
+
+def _medians(results: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    return (statistics.median(r[0] for r in results), statistics.median(r[1] for r in results),
+            statistics.median(r[2] for r in results))
 
 
 def stats(base: str) -> dict[str, object]:
@@ -92,13 +99,18 @@ def main() -> None:
         env.update(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=str(ROOT))
         measure([*LUCID, "onboard", "-c", str(config)], env)  # templates in place before timing
 
-        floor = median_of(args.runs, [sys.executable, "-c", "import litellm"], env)
         before = int(stats(base)["requests"])  # type: ignore[call-overload]
         measure([*LUCID, "agent", "-c", str(config), "-s", "hello", "-m", "hello"], env)
         hello = stats(base)["sizes"][before]  # type: ignore[index]
-        one_shot = median_of(args.runs, [*LUCID, "agent", "-c", str(config), "-m", "hello"], env)
+        # Floor and one-shot alternate, so both see the same load; the difference is taken
+        # per pair, then its median.
+        pairs = [(measure([sys.executable, "-c", "import litellm"], env),
+                  measure([*LUCID, "agent", "-c", str(config), "-m", "hello"], env)) for _ in range(args.runs)]
+        floor = _medians([f for f, _ in pairs])
+        one_shot = _medians([o for _, o in pairs])
+        over = _medians([(o[0] - f[0], o[1] - f[1], o[2] - f[2]) for f, o in pairs])
         quiet = {" ".join(c): median_of(args.runs, [*LUCID, *c, *(["-c", str(config)] if c[0][0] != "-" else [])],
-                                        env)[0] for c in NO_MODEL}
+                                        env) for c in NO_MODEL}
         gateway = start_gateway(env, config, workspace)
         via_gateway = median_of(args.runs, [*LUCID, "agent", "-c", str(config), "-m", "hello"], env)
     finally:
@@ -108,20 +120,20 @@ def main() -> None:
                 proc.wait(60)
         shutil.rmtree(home, ignore_errors=True)
 
-    fw, fr = floor
-    print(f"floor: import litellm {fw:.2f} s, {fr:.0f} MB peak RSS (median of {args.runs})\n")
-    print(f"{'measure':44} {'wall':>8} {'peak RSS':>9}   target")
-    print(f"{'agent -m hello, no gateway':44} {one_shot[0]:7.2f}s {one_shot[1]:7.0f}MB   "
+    fw, fr, fc = floor
+    print(f"floor: import litellm {fw:.2f} s ({fc:.2f} s CPU), {fr:.0f} MB peak RSS (median of {args.runs}); "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    print(f"{'measure':36} {'wall':>7} {'CPU':>6} {'peak RSS':>8}   target")
+    print(f"{'agent -m hello, no gateway':36} {one_shot[0]:6.2f}s {one_shot[2]:5.2f}s {one_shot[1]:6.0f}MB   "
           f"<= {fw + 0.4:.2f}s / {fr + 30:.0f}MB (floor + 0.4 s / + 30 MB): "
-          f"floor {one_shot[0] - fw:+.2f}s {one_shot[1] - fr:+.0f}MB")
-    print(f"{'agent -m hello, gateway running':44} {via_gateway[0]:7.2f}s {via_gateway[1]:7.0f}MB   "
-          f"<= 0.60s / 70MB  (floor {fw:.2f}s / {fr:.0f}MB)")
-    for name, wall in quiet.items():
-        print(f"{'lucid ' + name:44} {wall:7.2f}s {'':9}   <= 0.60s  (floor {fw:.2f}s)")
+          f"floor {over[0]:+.2f}s ({over[2]:+.2f}s CPU) {over[1]:+.0f}MB")
+    print(f"{'agent -m hello, gateway running':36} {via_gateway[0]:6.2f}s {via_gateway[2]:5.2f}s "
+          f"{via_gateway[1]:6.0f}MB   <= 0.60s / 70MB  (floor {fw:.2f}s / {fr:.0f}MB)")
+    for name, (wall, _, cpu) in quiet.items():
+        print(f"{'lucid ' + name:36} {wall:6.2f}s {cpu:5.2f}s {'':8}   <= 0.60s  (floor {fw:.2f}s)")
     total = int(hello["message_chars"]) + int(hello["tools_chars"])
     print(f"\n\"hello\" request: {total:,} characters (messages {hello['message_chars']:,}, "
           f"{hello['tools']} tool schemas {hello['tools_chars']:,}); target <= 8,000")
-
 
 if __name__ == "__main__":
     main()

@@ -44,4 +44,27 @@ def import_litellm() -> Any:
     litellm.telemetry = False
     litellm.suppress_debug_info = True
     litellm.drop_params = True
+    _defer_litellm_tokenizer()
     return litellm
+
+
+class _DeferredEncoding:
+    """Stands in for litellm's tokenizer until something really uses it.
+
+    litellm fetches its ``cl100k_base`` (~40 MB, ~0.2 s) for every call on some routes
+    (``hosted_vllm``) only to hand it along, and counts with it only when a response lacks
+    usage. This loads the same encoding (``memory.tokens``) on first attribute access, so
+    a process whose calls report usage never pays for it."""
+
+    def __getattr__(self, name: str) -> Any:
+        from memory.tokens import encoding
+
+        return getattr(encoding(), name)
+
+
+def _defer_litellm_tokenizer() -> None:
+    import sys
+
+    module = sys.modules.get("litellm.main")
+    if module is not None and "encoding" not in vars(module):  # loaded for real already: keep it
+        module.encoding = _DeferredEncoding()  # type: ignore[attr-defined]

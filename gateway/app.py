@@ -162,7 +162,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                          owner_sessions=owner_sessions, scheduler=scheduler, committer=committer, recall=recall,
                          mcp=mcp)
     _register_commands(parts, flush=flush, chain=chain)
-    return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()))
+    return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()),
+                   short_lived=mode == "agent")
 
 
 def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain) -> None:

@@ -100,8 +100,12 @@ class Check:
 class Gateway:
     """An async context manager around the wired parts: started in order, stopped in reverse."""
 
-    def __init__(self, parts: GatewayParts, channels: Mapping[str, Channel] | None = None) -> None:
+    def __init__(self, parts: GatewayParts, channels: Mapping[str, Channel] | None = None, *,
+                 short_lived: bool = False) -> None:
         self.parts = parts
+        # A short-lived process (``lucid agent``) loads the tokenizer when a count needs it,
+        # not at start: most of its turns never count (``memory.tokens.fits``).
+        self._short_lived = short_lived
         self._channels: dict[str, Channel] = dict(channels or {})
         self._failed: dict[str, str] = {}
         self._stack: AsyncExitStack | None = None
@@ -157,7 +161,8 @@ class Gateway:
             # before ready, so no turn loads them on the event loop.
             await p.usage.start()
             stack.push_async_callback(p.usage.aclose)  # after the last turn and settle
-            await asyncio.to_thread(tokens.encoding)
+            if not self._short_lived:
+                await tokens.ready()
             await p.model.start()
             stack.callback(p.model.close)
             stack.push_async_callback(p.model.settle)  # token calibration still counting

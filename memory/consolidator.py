@@ -48,6 +48,7 @@ from memory._history_index import Provenance
 from memory.errors import PromptTooLong
 from memory.protocols import ChatModel, PromptSizer
 from memory.sessions import Session, SessionStore
+from memory import tokens
 from memory.tokens import cached_message_bytes, cached_message_tokens
 
 if TYPE_CHECKING:
@@ -229,6 +230,12 @@ class Consolidator:
             return False  # bytes bound tokens: no need to load the tokenizer
         return self.conversation_tokens(session) > bound
 
+    async def _trim_due(self, session: Session, bound: int | None) -> bool:
+        """``_over_working_set``, with the tokenizer loaded off the loop if it must count."""
+        if bound is not None and sum(cached_message_bytes(m) for m in session.active()) > bound:
+            await tokens.ready()
+        return self._over_working_set(session, bound)
+
     async def _run(self, session: Session, *, fail_fast: bool = False, working_set: bool = False) -> int:
         """Rounds while over budget (call with the session's lock held); chunks archived.
 
@@ -238,7 +245,7 @@ class Consolidator:
         """
         archived = 0
         estimate = await self._estimate(session)
-        trim = working_set and self._over_working_set(session, self.working_set)
+        trim = working_set and await self._trim_due(session, self.working_set)
         if estimate >= self.budget or trim:
             for _ in range(self.max_rounds):
                 self._failed.discard(session.key)
@@ -253,7 +260,8 @@ class Consolidator:
                                    "the turn", session.key)
                     break
                 estimate = await self._estimate(session)
-                if estimate <= self.target and not (trim and self._over_working_set(session, self.working_set_low)):
+                if estimate <= self.target and not (
+                        trim and await self._trim_due(session, self.working_set_low)):
                     break
             else:
                 if estimate >= self.budget and not trim:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
+from memory import _git_stamp
 from memory.errors import GitStoreError
 from memory.gitsafe import run_git, safe_env, sanitize_repository
 
@@ -86,14 +87,27 @@ class GitStore:
 
     # ------------------------------------------------------------------ mutating operations
     def init(self) -> None:
-        """Create the repository (first commit ``init: memory files``) unless it exists."""
+        """Create the repository (first commit ``init: memory files``) unless it exists.
+        Costs a few stat() calls when nothing changed since the last full commit (``_git_stamp``)."""
+        if self._stamp_holds()[0]:
+            return
         with self._locked(), self._repo():
             pass
 
     def commit_manual_edits(self) -> str | None:
-        """Commit edits made outside lucid (``manual: <files>``); None when there are none."""
+        """Commit edits made outside lucid (``manual: <files>``); None when there are none.
+        Without a git process (or GitPython's import) when the stamp says nothing changed."""
+        holds, files = self._stamp_holds()
+        if holds:
+            return None
         with self._locked(), self._repo() as repo:
-            return self._commit(repo, None)
+            sha = self._commit(repo, None)
+            _git_stamp.write(self.workspace, files)
+            return sha
+
+    def _stamp_holds(self) -> tuple[bool, dict[str, list[int] | None]]:
+        files = _git_stamp.files_part(self.workspace, [*TRACKED, *sorted(self._daily_notes())])
+        return _git_stamp.read(self.workspace) == _git_stamp.current(self.workspace, files), files
 
     def commit(self, message: str, paths: list[str] | None = None) -> str | None:
         """Commit the tracked files as they are now (only ``paths`` of them when given, so a

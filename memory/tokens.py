@@ -5,12 +5,15 @@ litellm ships ``cl100k_base`` in its package (``bundled_tokenizer_dir``); the pr
 point (``gateway._offline``) points the variable there once, at start, before any thread
 runs — this module only reads the environment, so loading never touches the network and
 nothing edits ``os.environ`` under running threads. ``cl100k_base`` is an estimate for
-non-OpenAI models, which is what a budget needs. ``encoding`` takes a moment the first time:
-the gateway calls it in a thread before it reports ready.
+non-OpenAI models, which is what a budget needs. ``encoding`` takes a moment and ~40 MB the
+first time: the daemon calls it in a thread before it reports ready; a short-lived process
+(``lucid agent``) loads it only when a count is needed, through ``ready`` (off the loop), and
+``fits`` tells first whether a byte count already settles the question.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -51,6 +54,29 @@ def encoding() -> Any:
         import tiktoken
 
         return tiktoken.get_encoding("cl100k_base")
+
+
+def loaded() -> bool:
+    """Whether ``encoding`` has been loaded in this process (counting is then cheap)."""
+    return encoding.cache_info().currsize > 0
+
+
+async def ready() -> None:
+    """Load the encoding in a worker thread unless it is loaded: call before counting on the
+    event loop in a process that did not load it at start."""
+    if not loaded():
+        await asyncio.to_thread(encoding)
+
+
+def fits(texts: list[str], budget: int) -> bool:
+    """True when ``texts`` certainly fit ``budget`` tokens: a BPE token covers at least one
+    byte, so their UTF-8 size bounds their count and the tokenizer need not run."""
+    total = 0
+    for text in texts:
+        total += len(text.encode("utf-8"))
+        if total > budget:
+            return False
+    return True
 
 
 def count_text(text: str) -> int:

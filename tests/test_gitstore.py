@@ -273,3 +273,35 @@ async def test_forget_keeps_headings_and_refuses_empty_text(ws: Path) -> None:
     assert [c.message for c in repo.log()] == ["init: memory files"]
     with pytest.raises(ValueError):
         await forget(store, repo, "   ")
+
+
+def test_a_start_with_unchanged_memory_files_runs_no_git(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = GitStore(ws)
+    store.init()
+    memory = ws / "memory" / "MEMORY.md"
+    past = time.time() - 60
+    for path in (ws / "SOUL.md", ws / "USER.md", memory):  # not "racy": older than the clock's tick
+        os.utime(path, (past, past))
+    assert store.commit_manual_edits() is None  # the full check, which leaves the stamp
+
+    def no_git(*args: object, **kwargs: object) -> None:
+        raise AssertionError("git was opened although no memory file changed")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(GitStore, "_repo", no_git)
+        store.init()
+        assert store.commit_manual_edits() is None
+    # A same-size hand edit (only its time differs) is still seen and committed.
+    memory.write_text(memory.read_text().replace("Python", "Pythan"))
+    os.utime(memory, (past - 60, past - 60))
+    sha = store.commit_manual_edits()
+    assert sha is not None and "Pythan" in git(ws, "show", "HEAD:memory/MEMORY.md")
+    # A commit made by someone else (the refs move: e.g. a history taken from a backup) also
+    # ends the shortcut, though the files look the same.
+    os.utime(memory, (past, past))
+    assert store.commit_manual_edits() is None
+    git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "by hand")
+    with monkeypatch.context() as patched:
+        patched.setattr(GitStore, "_repo", no_git)
+        with pytest.raises(AssertionError, match="git was opened"):
+            store.commit_manual_edits()

@@ -44,7 +44,7 @@ _LLM_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 # when recall is on, which is when memory_search exists.
 RECALL_GUIDANCE = (
     "\nBefore answering about past conversations, decisions, dates, people, preferences or "
-    "todos, search your memory with memory_search (memory_get reads exact lines) instead of guessing."
+    "todos, search your memory with memory_search instead of guessing."
 )
 
 
@@ -159,11 +159,11 @@ class ContextBuilder:
         hint = self.channel_hints.get(ctx.channel, "")
         return (
             "# lucidgate\n"
-            "You are a personal assistant with tools and a long-term memory kept in files.\n"
+            "You are an assistant with tools and a long-term memory kept in files.\n"
             f"Runtime: {platform.system()} {platform.machine()}, Python "
             f"{sys.version_info.major}.{sys.version_info.minor}. Workspace: {self.workspace} "
-            "(file tools resolve paths relative to it).\n"
-            f"Channel: {ctx.channel}. {hint}".rstrip()
+            "(file tools resolve paths relative to it).\n"  # the channel's name is in the runtime block
+            f"{hint}".rstrip()
             + (RECALL_GUIDANCE if self.recall is not None else "")
         )
 
@@ -178,7 +178,7 @@ class ContextBuilder:
             for s in listed:
                 status = "" if s.available else f" (unavailable: needs {', '.join(s.missing)})"
                 lines.append(f"- {s.name}: {s.description} [{s.virtual_path}]{status}")
-            sections.append("# Skills\nRead a skill's file (read_file with the path shown) before "
+            sections.append("# Skills\nRead a skill's file (path shown) before "
                             "using it.\n" + "\n".join(lines))
         return sections
 
@@ -232,16 +232,17 @@ class ContextBuilder:
         entries = await self.history.recent(limit=self.agent.memory.recent_history_limit,
                                             session_keys=self.history_scope(ctx))
         budget = self.history_token_cap()
+        lines = [f"[{entry.timestamp}] {entry.content.strip()}" for entry in entries]
+        if tokens.fits(lines, budget):
+            return "# Recent History\n\n" + "\n".join(lines) if lines else None
+        await tokens.ready()
         kept: list[str] = []
-        for entry in reversed(entries):  # newest first until the token cap
-            line = f"[{entry.timestamp}] {entry.content.strip()}"
+        for entry, line in zip(reversed(entries), reversed(lines)):  # newest first until the cap
             budget -= self._line_tokens(entry.cursor, line)
             if budget < 0:
                 break
             kept.append(line)
-        if not kept:
-            return None
-        return "# Recent History\n\n" + "\n".join(reversed(kept))
+        return "# Recent History\n\n" + "\n".join(reversed(kept)) if kept else None
 
     def history_token_cap(self) -> int:
         """~8,000 tokens by default, but never more than a quarter of the prompt budget:
@@ -300,23 +301,16 @@ class ContextBuilder:
         hits = await self.recall.recall(query, scope=scope, k=conf.recall_max_results + 3,
                                         min_score=conf.recall_min_score)
         seen = system + "\n".join(str(m.get("content") or "") for m in messages)
-        budget = conf.recall_max_tokens
-        lines: list[str] = []
+        candidates: list[str] = []
         for hit in hits:
-            if len(lines) >= conf.recall_max_results:
+            if len(candidates) >= conf.recall_max_results:
                 break
             if _already_in(hit.text, seen):
                 continue  # already in the prompt (MEMORY.md, recent history, this chat)
             when = f", {hit.date}" if hit.date else ""
-            line = f"> [{hit.where()}{when}] " + " ".join(hit.snippet.split())
-            cost = tokens.count_text(line)
-            if cost > budget:
-                line = line[: max(0, budget * 3)] + "…"
-                cost = tokens.count_text(line)
-                if cost > budget or budget < 20:
-                    break
-            budget -= cost
-            lines.append(line)
+            candidates.append(f"> [{hit.where()}{when}] " + " ".join(hit.snippet.split()))
+        lines = candidates if tokens.fits(candidates, conf.recall_max_tokens) else \
+            await _within(candidates, conf.recall_max_tokens)
         block = f"{RECALL_HEADER}\n" + "\n".join(lines) if lines else ""
         if len(self._recalled) > 256:
             self._recalled.clear()
@@ -336,6 +330,22 @@ class ContextBuilder:
             msg["content"] = "\n\n".join([*blocks, str(msg.get("content") or "")])
             history[last_user] = msg
         return [{"role": "system", "content": system}, *history]
+
+
+async def _within(candidates: list[str], budget: int) -> list[str]:
+    """The recall lines that fit ``budget`` tokens, the last one cut to fit."""
+    await tokens.ready()
+    lines: list[str] = []
+    for line in candidates:
+        cost = tokens.count_text(line)
+        if cost > budget:
+            line = line[: max(0, budget * 3)] + "…"
+            cost = tokens.count_text(line)
+            if cost > budget or budget < 20:
+                break
+        budget -= cost
+        lines.append(line)
+    return lines
 
 
 def _already_in(text: str, prompt: str) -> bool:

@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 from config.errors import LucidError
 from gateway.tools.turn import TurnContext
 from memory.sessions import Session, SessionStore
+from memory import tokens
 from memory.tokens import cached_message_bytes
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,12 @@ class MemoryFlush:
         self._cycle: dict[str, int] = {}  # session -> last_consolidated when it last flushed
 
     def due(self, session: Session, ctx: TurnContext) -> bool:
+        """Whether the flush may be due, without loading the tokenizer on the event loop: where
+        it is not loaded (a short-lived process) and the bytes do not settle it, True here,
+        and ``run`` counts exactly (the tokenizer loaded in a thread) before it flushes."""
+        return self._due(session, ctx, exact=tokens.loaded())
+
+    def _due(self, session: Session, ctx: TurnContext, *, exact: bool) -> bool:
         if self.threshold is None or not ctx.is_owner_private or ctx.silent:
             return False
         if self.transcript_bytes is not None and _bytes_since_flush(session, self.transcript_bytes) >= self.transcript_bytes:
@@ -89,10 +96,15 @@ class MemoryFlush:
             return False  # already flushed in this cycle
         if sum(cached_message_bytes(m) for m in session.active()) < self.threshold:
             return False  # bytes bound tokens: most turns end here without counting
-        return self.conversation_tokens(session) >= self.threshold
+        return self.conversation_tokens(session) >= self.threshold if exact else True
 
     async def run(self, session: Session, ctx: TurnContext) -> None:
-        """The silent turn; failures are logged, never shown (the chat goes on regardless)."""
+        """The silent turn, if ``due`` holds by an exact count; failures are logged, never
+        shown (the chat goes on regardless)."""
+        if not tokens.loaded():
+            await tokens.ready()
+            if not self._due(session, ctx, exact=True):
+                return
         self._cycle[session.key] = session.last_consolidated
         self.count += 1
         note = f"memory/{datetime.now(self._tz()).date().isoformat()}.md"

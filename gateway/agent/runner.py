@@ -253,6 +253,7 @@ class PromptEstimator:
             bound = self.scale(self._byte_bound(system, session, ctx))
             if bound < self.budget:
                 return bound
+        await tokens.ready()  # a short-lived process loads the tokenizer only now, off the loop
         key = hash(system)
         system_tokens = self._system_counts.get(key)
         if system_tokens is None:

@@ -91,9 +91,9 @@ def preload_litellm() -> None:
 
 def provider_help(config: Config, config_path: Path | None = None) -> str:
     """How to configure a model, or "" when one is configured."""
-    from gateway.model.client import LiteLLMChatModel
+    from gateway.model.configured import provider_configured
 
-    ok, why = LiteLLMChatModel(config).configured()
+    ok, why = provider_configured(config)
     if ok:
         return ""
     path = resolve_config_path(config_path)

@@ -23,8 +23,6 @@ from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.live import Live
-from markdown_it import MarkdownIt
-from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.text import Text
 
@@ -116,25 +114,12 @@ async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
         show_answer(*answer)
 
 
-class ChatMarkdown(Markdown):
-    """rich's Markdown read the way chat apps read a message: every newline breaks the line
-    (``/help`` is one command per line) and inline HTML is shown as text, never dropped
-    (``/dream-restore <sha>`` keeps its ``<sha>``)."""
-
-    def __init__(self, markup: str) -> None:
-        super().__init__(markup)
-        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-        self.parsed = parser.parse(markup)
-        for token in self.parsed:
-            for child in token.children or ():
-                if child.type == "softbreak":
-                    child.type = "hardbreak"
-
-
 def show_answer(ok: bool, text: str) -> None:
     if not ok:
         err_console.print(Text(text, style="red"))
         return
+    from gateway.cli._chat_markdown import ChatMarkdown  # markdown-it: ~0.2 s, chat only
+
     console.print(Text(LABEL, style="bold cyan"))
     console.print(ChatMarkdown(text))
 

@@ -12,8 +12,6 @@ import typer
 
 from config import Config
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
-from gateway.cli._switch import TerminalSessions
-from gateway.cli._terminal import LiveAnswer, converse, one_shot
 
 
 def register(app: typer.Typer) -> None:
@@ -63,6 +61,8 @@ def _log_to_file(path: Path, verbose: bool) -> None:
 
 async def _agent_main(config: Config, message: str | None, session: str) -> int:
     from channels.cli import CliChannel
+    from gateway.cli._switch import TerminalSessions
+    from gateway.cli._terminal import LiveAnswer, converse, one_shot
     from gateway.app import build_gateway
     from gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
 
@@ -104,22 +104,16 @@ def _print_unsolicited(text: str) -> None:
 
 def _running_gateway(config: Config) -> tuple[str, str] | None:
     """The local endpoint of a gateway serving this workspace, if one answers its health check."""
-    from gateway.daemon.local_client import find_running
+    from gateway.daemon.local_client import find_running, healthy
 
     endpoint = find_running(config.workspace)
-    if endpoint is None:
-        return None
-    import httpx
-
-    try:
-        alive = httpx.get(f"{endpoint[0]}/healthz", timeout=1.5).status_code == 200
-    except httpx.HTTPError:
-        alive = False
-    return endpoint if alive else None
+    return endpoint if endpoint is not None and healthy(endpoint[0]) else None
 
 
 async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message: str | None,
                              session: str) -> int:
+    from gateway.cli._switch import TerminalSessions
+    from gateway.cli._terminal import converse, one_shot
     from gateway.daemon.local_client import ask_running
 
     url, token = endpoint

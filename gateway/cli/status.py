@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from channels.outbox import read_counts
 from config import Config, resolve_config_path
 from gateway.cli import recall
 from gateway.cli._common import ConfigOption, console, provider_help, workspace_parts
@@ -29,6 +28,8 @@ def status(config_path: ConfigOption = None) -> None:
     console.print(f"exec:      sandbox {_sandbox_line(config)}")
     console.print(f"recall:    {recall.status_line(config)}", markup=False, highlight=False)
     console.print(f"gateway:   {_gateway_state(config)}")
+    from channels.outbox import read_counts  # the bus's modules: only for this command
+
     outbox = read_counts(parts.outbox_path)
     console.print("outbox:    " + ("empty" if outbox is None else
                                    f"{outbox['pending']} pending, {outbox['dead']} dead-lettered"))
@@ -36,9 +37,32 @@ def status(config_path: ConfigOption = None) -> None:
         raise typer.Exit(1)
 
 
+def _http_status(url: str, *, timeout: float, headers: dict[str, str] | None = None,
+                 direct: bool = False) -> int:
+    """The HTTP status of a GET, through the standard library: httpx's client builds an SSL
+    context at start (~0.2 s) that a status line on plain http does not need. ``direct``
+    ignores proxy settings (loopback). Raises ``OSError`` (``URLError`` is one) or
+    ``http.client.HTTPException`` when nothing answers."""
+    import urllib.error
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({})) if direct else \
+        urllib.request.build_opener()
+    try:
+        with opener.open(urllib.request.Request(url, headers=headers or {}), timeout=timeout) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:  # an answer all the same
+        return int(exc.code)
+
+
+def _why(exc: Exception) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason) if reason else type(exc).__name__
+
+
 def _gateway_state(config: Config) -> str:
     """Whether a gateway runs on this workspace (its state/local.json and /healthz)."""
-    import httpx
+    from http.client import HTTPException
 
     from gateway.daemon.local_client import find_running
 
@@ -46,14 +70,14 @@ def _gateway_state(config: Config) -> str:
     if running is None:
         return "not running (start it with `lucid gateway` or the service)"
     try:
-        alive = httpx.get(f"{running[0]}/healthz", timeout=3).status_code == 200
-    except httpx.HTTPError:
+        alive = _http_status(f"{running[0]}/healthz", timeout=3, direct=True) == 200
+    except (OSError, HTTPException, ValueError):
         alive = False
     return f"running at {running[0]}" if alive else f"not answering at {running[0]} (hung? see `lucid doctor`)"
 
 
 def _reachability(config: Config) -> str:
-    import httpx
+    from http.client import HTTPException
 
     hint = provider_help(config)
     if hint:
@@ -62,15 +86,14 @@ def _reachability(config: Config) -> str:
     base = provider.api_base if provider else None
     if not base:
         return f"{name}: API key set"
+    headers = {}
+    key = provider.api_key.get_secret_value() if provider else ""
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     try:
-        headers = {}
-        key = provider.api_key.get_secret_value() if provider else ""
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        response = httpx.get(base.rstrip("/") + "/models", timeout=3, headers=headers)
-        return f"{base} answered HTTP {response.status_code}"
-    except httpx.HTTPError as exc:
-        return f"{base} unreachable ({type(exc).__name__})"
+        return f"{base} answered HTTP {_http_status(base.rstrip('/') + '/models', timeout=3, headers=headers)}"
+    except (OSError, HTTPException, ValueError) as exc:
+        return f"{base} unreachable ({_why(exc)})"
 
 
 def _sandbox_line(config: Config) -> str:

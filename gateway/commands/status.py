@@ -120,6 +120,7 @@ class Context:
         session = await self.sessions.get(ctx.session_key)
         builder = self.builder
         await builder.refresh()
+        await tokens.ready()  # a short-lived process loads the tokenizer only now, off the loop
         rows: list[tuple[str, int]] = []
         for label, text in builder.stable_sections(ctx):
             rows.append((label, tokens.count_text(text)))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from http.client import HTTPConnection, HTTPException
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from config.fileio import atomic_write_text
 
@@ -40,25 +42,61 @@ def find_running(workspace: Path) -> tuple[str, str] | None:
         return None
 
 
+def healthy(url: str, *, timeout_s: float = 1.5) -> bool:
+    """Whether the gateway at ``url`` answers its health check."""
+    try:
+        status, _ = _loopback("GET", f"{url}/healthz", connect_s=timeout_s, read_s=timeout_s)
+    except (OSError, HTTPException, ValueError):
+        return False
+    return status == 200
+
+
 def ask_running(url: str, token: str, text: str, *, timeout_s: float,
                 session: str | None = None) -> tuple[bool, str] | None:
     """Send ``text`` to the running gateway; None when it cannot be reached (fall back)."""
-    import httpx
-
+    body = json.dumps({"text": text, "session": session}).encode("utf-8")
     try:
-        response = httpx.post(f"{url}/v1/local/messages", json={"text": text, "session": session},
-                              headers={"Authorization": f"Bearer {token}"},
-                              timeout=httpx.Timeout(timeout_s, connect=2.0))
-    except (httpx.ConnectError, httpx.ConnectTimeout):
+        status, raw = _loopback("POST", f"{url}/v1/local/messages", body=body, token=token,
+                                connect_s=2.0, read_s=timeout_s)
+    except _Unreachable:
         return None
-    except httpx.HTTPError as exc:
+    except (OSError, HTTPException, ValueError) as exc:
         return False, f"the gateway did not answer ({type(exc).__name__})"
-    if response.status_code == 401:
+    if status == 401:
         return None  # a stale file from an earlier run: not our gateway
     try:
-        data = response.json()
+        data = json.loads(raw)
     except ValueError:
-        return False, f"the gateway answered HTTP {response.status_code}"
-    if response.status_code != 200:
-        return False, str(data.get("detail", f"HTTP {response.status_code}"))
+        return False, f"the gateway answered HTTP {status}"
+    if status != 200:
+        return False, str(data.get("detail", f"HTTP {status}"))
     return bool(data["ok"]), str(data["reply"])
+
+
+class _Unreachable(OSError):
+    """The connection itself failed: no gateway listens there (any more)."""
+
+
+def _loopback(method: str, url: str, *, connect_s: float, read_s: float, body: bytes | None = None,
+              token: str | None = None) -> tuple[int, bytes]:
+    """One plain-HTTP request to the local API with the standard library: a terminal command
+    that only talks to loopback needs neither httpx's import nor its SSL context (~0.3 s)."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"not a local http URL: {url}")
+    conn = HTTPConnection(parts.hostname, parts.port or 80, timeout=connect_s)
+    try:
+        try:
+            conn.connect()
+        except OSError as exc:
+            raise _Unreachable(str(exc)) from exc
+        if conn.sock is not None:
+            conn.sock.settimeout(read_s)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        conn.request(method, parts.path or "/", body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()

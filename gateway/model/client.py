@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -20,11 +19,13 @@ from config.backoff import backoff_delay
 from config.schema import Config, ProviderConfig
 from gateway._offline import import_litellm
 from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
+from gateway.model.configured import provider_configured
 from gateway.model.fallback import ModelChain
 from gateway.model.reasoning import strip_thinking, visible_so_far
 from gateway.metrics import Metrics
 from gateway.model.usage import UsageLedger
 from memory.calibration import TokenCalibration
+from memory import tokens
 from gateway.model.errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
 from memory.protocols import ChatResult, ToolCall, Usage
 
@@ -103,19 +104,7 @@ class LiteLLMChatModel:
 
     def configured(self) -> tuple[bool, str]:
         """Whether a provider is usable, and if not, what the user should do."""
-        name, provider = self._config.provider_for(self.model)
-        if provider is None:
-            return False, f"no providers.{name} entry in the config for model {self.model!r}"
-        if provider.api_base or provider.api_key.get_secret_value():
-            return True, "ok"
-        env_key = f"{name.upper()}_API_KEY"
-        if os.environ.get(env_key):
-            return True, "ok"
-        return False, (
-            f"no API key for {name}: set providers.{name}.apiKey in the config (or {env_key}), "
-            f"or point providers.{name}.apiBase at a local OpenAI-compatible server "
-            "(e.g. http://127.0.0.1:11434/v1 for Ollama)"
-        )
+        return provider_configured(self._config, self.model)
 
     def _client(self) -> Any:
         if self._litellm is None:
@@ -275,7 +264,9 @@ class LiteLLMChatModel:
     def _calibrate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                    usage: Usage) -> None:
         """Teach the token calibration what the provider counted for this request."""
-        if self.calibration is not None and usage.prompt_tokens > 0:
+        # Only where the tokenizer is loaded: a short-lived process whose prompts were too small
+        # to count does not load it (~40 MB) for one sample; the daemon samples every call.
+        if self.calibration is not None and usage.prompt_tokens > 0 and tokens.loaded():
             self.calibration.observe_request(self.model, list(messages), tools, usage.prompt_tokens)
 
     def _record_failure(self, job: str) -> None:

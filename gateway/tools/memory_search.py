@@ -57,8 +57,7 @@ def format_hits(hits: list[Hit]) -> str:
 
 class MemorySearch:
     name = "memory_search"
-    description = ("Search your memory (MEMORY.md, USER.md, daily notes, history, past "
-                   "conversations) by words or meaning.")
+    description = "Search your memory (files, daily notes, history, past conversations) by words or meaning."
     owner_only = False
 
     class Params(ToolParams):
@@ -84,8 +83,8 @@ class MemorySearch:
 
 class MemoryGet:
     name = "memory_get"
-    description = ("Read the lines a memory_search result shows, of a memory file or past "
-                   "conversation (x.jsonl:12-15 → start_line 12, lines 4).")
+    description = ("Read the lines memory_search cited, of a memory file or past conversation "
+                   "(x.jsonl:12-15 → start_line 12, lines 4).")
     owner_only = True
 
     class Params(ToolParams):

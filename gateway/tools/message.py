@@ -36,7 +36,7 @@ class MessageParams(ToolParams):
 class MessageTool:
     name: ClassVar[str] = "message"
     description: ClassVar[str] = (
-        "Send a message (and files) to this chat, or to another chat on any channel."
+        "Send text and files to this chat or to another chat on any channel."
     )
     Params: ClassVar[type[MessageParams]] = MessageParams
     owner_only: ClassVar[bool] = True

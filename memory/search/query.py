@@ -9,7 +9,9 @@ leak in through either path.
 
 Vectors for the current model are held in memory as one float32 matrix, kept current from
 the index's change log (``vector_cache``; 10,000 × 384 floats is 15 MB; a query is one
-matrix-vector product).
+matrix-vector product). numpy loads with the first vector query: a keyword-only search
+(auto-recall while the embedder is not loaded, as in a one-shot ``lucid agent -m``) never
+needs it.
 """
 
 from __future__ import annotations
@@ -17,17 +19,19 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Collection
 from datetime import date
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memory.search.hits import Hit, Scope, SearchError, SearchSettings
 from memory.search.fts_text import fts_query
 from memory.search.index import MemoryIndex
 from memory.search.origin import TRUSTED
 from memory.search.rank import Candidate, merge, mmr
-from memory.search.vector_cache import VectorCache
 from memory.search.when import query_period
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memory.search.vector_cache import VectorCache
 
 __all__ = ["Hit", "Scope", "SearchError", "SearchSettings", "search"]
 
@@ -123,6 +127,8 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
 
 
 def _query_vector(index: MemoryIndex, query: str) -> np.ndarray | None:
+    import numpy as np
+
     dim = index.dimension()
     if dim is None or index.embedder is None:
         return None
@@ -139,6 +145,8 @@ def _query_vector(index: MemoryIndex, query: str) -> np.ndarray | None:
 
 def _vectors(index: MemoryIndex, conn: sqlite3.Connection) -> VectorCache | None:
     """The index's in-memory vectors for the current model, brought up to date."""
+    from memory.search.vector_cache import VectorCache
+
     emb = index.embedder
     dim = index.dimension()
     if emb is None or dim is None:
@@ -153,6 +161,8 @@ def _vectors(index: MemoryIndex, conn: sqlite3.Connection) -> VectorCache | None
 def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
                        sources: Collection[str] | None, wanted: int,
                        cands: dict[int, Candidate]) -> None:
+    import numpy as np
+
     with index._lock:
         conn = index.conn()
         cache = _vectors(index, conn)

@@ -35,10 +35,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memory.search.when import Period
+
+if TYPE_CHECKING:  # vectors are numpy arrays; a keyword-only search never loads numpy
+    import numpy as np
 
 __all__ = ["Candidate", "absolute", "decay_factor", "fuse", "merge", "mmr", "text_similarity",
            "time_factors"]
@@ -223,5 +225,5 @@ def mmr(candidates: Sequence[Candidate], k: int, lam: float, *, baseline: float 
 
 def _similarity(a: Candidate, wa: frozenset[str], b: Candidate, wb: frozenset[str], baseline: float) -> float:
     if a.vector is not None and b.vector is not None:
-        return vector_score(float(np.dot(a.vector, b.vector)), baseline)
+        return vector_score(float(a.vector.dot(b.vector)), baseline)
     return _jaccard(a.text, wa or _word_set(a.text), b.text, wb or _word_set(b.text))
