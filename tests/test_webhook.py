@@ -291,6 +291,18 @@ async def test_empty_token_disables_the_endpoint(wh_config, fake_llm):
     assert fake_llm.requests == []
 
 
+async def test_a_text_over_max_message_chars_is_413_and_never_queued(wh_config, fake_llm):
+    config = wh_config(agents={"defaults": {"maxMessageChars": 50}})
+    async with serving(config) as (_, client):
+        r = await client.post("/v1/messages", json=body("z" * 51, wait=True))
+        assert r.status_code == 413
+        assert "51 characters" in r.json()["detail"] and "maxMessageChars" in r.json()["detail"]
+        ok = await client.post("/v1/messages", json=body("z" * 50, wait=True))
+        assert ok.status_code == 200
+    assert len(fake_llm.requests) == 1  # the refused text never reached the model
+    assert all("z" * 51 not in json.dumps(m) for m in transcript(config.workspace, "webhook:c1"))
+
+
 async def test_body_limit_is_enforced_on_the_stream(wh_config, fake_llm):
     limit = 4096
     async with serving(wh_config({"maxBodyBytes": limit})) as (_, client):

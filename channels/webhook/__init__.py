@@ -27,4 +27,5 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
           commands: Sequence[CommandSpec] = ()) -> WebhookChannel:
     """The registry's factory. An empty token still builds: the endpoint answers 503 saying
     what to set, which is easier to find than a channel that is silently absent."""
-    return WebhookChannel(config.channels.webhook, bus, workspace=workspace)
+    return WebhookChannel(config.channels.webhook, bus, workspace=workspace,
+                          max_text_chars=config.agent.max_message_chars)

@@ -132,7 +132,8 @@ AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
              "or the queue is full."),
 }
 BODY_ERRORS: dict[int | str, dict[str, Any]] = {
-    413: doc("The body is larger than channels.webhook.maxBodyBytes."),
+    413: doc("The body is larger than channels.webhook.maxBodyBytes, or the text longer than "
+             "agents.defaults.maxMessageChars."),
 }
 
 # Documents the scheme in OpenAPI; the check itself is in the route guard.

@@ -79,8 +79,12 @@ class WebhookChannel:
     name = CHANNEL
 
     def __init__(self, cfg: WebhookConfig, bus: MessageBus, *, workspace: Path,
-                 store: WebhookStore | None = None, purge_interval_s: float = 3600.0) -> None:
+                 store: WebhookStore | None = None, purge_interval_s: float = 3600.0,
+                 max_text_chars: int | None = None) -> None:
         self.cfg = cfg
+        # agents.defaults.maxMessageChars: a longer text is refused with 413 before it is
+        # queued, rather than accepted and answered by a failed turn (502).
+        self.max_text_chars = max_text_chars
         self.workspace = Path(workspace)
         # Expired idempotency records and old deliveries are dropped at start and then
         # hourly, so a gateway that runs for months keeps a small database.
@@ -253,6 +257,9 @@ class WebhookChannel:
             raise RequestValidationError([{"type": "value_error", "loc": ("body", "stream"),
                                            "msg": "stream=true needs wait=true (a 202 has nothing to stream)",
                                            "input": body.stream}])
+        if self.max_text_chars is not None and len(body.text) > self.max_text_chars:
+            return error_response(413, f"the text is {len(body.text):,} characters; the limit is "
+                                       f"{self.max_text_chars:,} (agents.defaults.maxMessageChars): send it in parts")
         role = self.admit(request, body.sender_id)
         if isinstance(role, Response):
             return role
