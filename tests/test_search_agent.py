@@ -99,6 +99,9 @@ async def test_chinese_paraphrase_finds_the_chinese_note(fake_llm: FakeLLMServer
     fake_llm.queue(ToolCalls([("memory_search", {"query": question})]), Func(answer_from_tool))
     assert gw.parts.recall is not None
     gw.parts.recall.start_delay_s = 0  # build the index now rather than after the first turns
+    # Embed the corpus's open transcript windows at once instead of after 60 quiet seconds
+    # (the settle rule has tests of its own; here it would only add a minute of waiting).
+    gw.parts.recall.settle_s = 0
     async with gw:
         recall = gw.parts.recall
         assert recall is not None
