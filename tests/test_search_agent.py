@@ -18,11 +18,12 @@ import pytest
 from gateway.app import build_gateway
 from gateway.errors import ToolError
 from gateway.tools.memory_search import MemoryGet
+from memory.search.index import MemoryIndex
 from memory.store import MemoryStore
 from tests.fakes.channel import FakeChannel
 from tests.fakes.context import make_ctx
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls, message_text
-from tests.search_kit import MEMORY_MD, transcript, write_corpus
+from tests.search_kit import MEMORY_MD, e5, transcript, write_corpus
 
 KEYWORD_ONLY = {"memory": {"search": {"embedding": {"model": "none"}}}}
 FACT = "- The user's favourite bakery is Padaria Moderna on Rua Augusta."
@@ -92,6 +93,12 @@ async def test_status_and_memory_show_the_index_and_notes(fake_llm: FakeLLMServe
 async def test_chinese_paraphrase_finds_the_chinese_note(fake_llm: FakeLLMServer, make_config: Callable,
                                                          workspace: Path) -> None:
     write_corpus(workspace)
+    # Index and embed the corpus here, with the process's shared model at full priority: the
+    # gateway's own background sync (a niced thread, so minutes on a busy 2-core box) then
+    # only confirms it. Building that index in the background has tests of its own.
+    index = MemoryIndex(workspace, embedder=e5())
+    await asyncio.to_thread(index.sync)
+    await asyncio.to_thread(index.close)
     gw = build_gateway(make_config())
     ch = FakeChannel(gw.parts.bus, name="cli")
     gw.add_channel("cli", ch)
