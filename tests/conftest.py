@@ -28,6 +28,10 @@ from memory.tokens import bundled_tokenizer_dir  # noqa: E402
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", bundled_tokenizer_dir() or "")
 for _name in [n for n in os.environ if n.upper().startswith("LUCIDGATE_")]:
     del os.environ[_name]
+# pytest-xdist workers inherit COLUMNS=80; rich would freeze that width into the CLI's
+# module-level consoles at import, so a test's own COLUMNS (CliRunner env) would not apply.
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 from tests.fakes.llm import FakeLLMServer  # noqa: E402  (after the environment is set)
 from tests.matrix_kit import homeserver  # noqa: E402, F401  (one Synapse shared by every Matrix test)

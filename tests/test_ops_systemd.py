@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import signal
 import socket
@@ -92,7 +93,7 @@ class NotifySocket:
 @pytest.fixture
 def notify_socket(tmp_path: Path) -> Iterator[NotifySocket]:
     # A short path: unix socket paths are limited to ~107 bytes.
-    sock = NotifySocket(Path(tempfile_dir()) / f"notify-{id(tmp_path)}.sock")
+    sock = NotifySocket(Path(tempfile_dir()) / f"notify-{os.getpid()}-{id(tmp_path)}.sock")
     try:
         yield sock
     finally:

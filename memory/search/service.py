@@ -59,6 +59,8 @@ class RecallService:
         # A half-written turn's transcript window is embedded once the turn is done, or once
         # its file has been quiet this long (``MemoryIndex.embed_missing``).
         self.settle_s = settle_s
+        # How long a turn waits for auto-recall before going on without it.
+        self.recall_timeout_s = 1.5
         self._settle_timer: asyncio.TimerHandle | None = None
         self._changed = asyncio.Event()
         self._stop = asyncio.Event()
@@ -186,8 +188,10 @@ class RecallService:
         return run
 
     async def recall(self, query: str, *, scope: Scope, k: int, min_score: float,
-                     timeout_s: float = 1.5) -> list[Hit]:
-        """Auto-recall hits at or above ``min_score``; [] on any problem or timeout."""
+                     timeout_s: float | None = None) -> list[Hit]:
+        """Auto-recall hits at or above ``min_score``; [] on any problem or timeout
+        (``timeout_s``, by default ``recall_timeout_s``)."""
+        timeout_s = self.recall_timeout_s if timeout_s is None else timeout_s
         if not query.strip() or k <= 0:
             return []
         gave_up = threading.Event()
