@@ -102,12 +102,17 @@ async def bot_messages(person: Person, room: str, bot: Person, count: int = 1) -
 
 async def test_a_direct_chat_gets_an_answer_as_a_formatted_reply(
         start_gateway: StartGateway, owner: Person, bot: Person, fake_llm: FakeLLMServer) -> None:
-    fake_llm.queue(Reply("Your cat is **Miso** & she says <meow>"))
+    # The answer waits until the owner has seen the bot typing: a typing notice set and cleared
+    # between two of the owner's syncs would reach it only as "not typing".
+    release = threading.Event()
+    fake_llm.queue(HeldReply("Your cat is **Miso** & she says <meow>", release))
     gw = await start_gateway()
     room = await dm_with_bot(owner, bot)
     typing: list[bool] = []
     watcher = asyncio.create_task(owner.watch_typing(room, bot.user_id, typing))
     asked = await owner.send(room, "what is my cat called?")
+    await until(lambda: True in typing, TIMEOUT, what="typing shown")
+    release.set()
 
     (answer,) = await bot_messages(owner, room, bot)
     await until(lambda: typing[-2:] == [True, False], TIMEOUT, what="typing shown, then cleared")
