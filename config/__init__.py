@@ -1,7 +1,13 @@
-"""Configuration: the pydantic schema, the loader and the workspace templates."""
+"""Configuration: the pydantic schema, the loader and the workspace templates.
+
+The names below load on first use: ``config.fileio`` or ``config.paths`` alone must not
+build the schema's pydantic models (a tenth of a second that ``lucid --help`` never needs).
+"""
 
 from config.errors import ConfigError, LucidError
-from config.loader import load_config, resolve_config_path
-from config.schema import Config
+from config.lazy import lazy_names
+from config.paths import resolve_config_path
 
 __all__ = ["Config", "ConfigError", "LucidError", "load_config", "resolve_config_path"]
+
+__getattr__ = lazy_names(__name__, {"Config": "schema", "load_config": "loader"})

@@ -171,14 +171,14 @@ class WebChannelConfig(SwitchedSection, DeliverySection, StreamingSection, Liste
 
 
 class ChannelsConfig(Section):
-    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
-    slack: SlackConfig = Field(default_factory=SlackConfig)
-    discord: DiscordConfig = Field(default_factory=DiscordConfig)
-    matrix: MatrixConfig = Field(default_factory=MatrixConfig)
-    webhook: WebhookConfig = Field(default_factory=WebhookConfig)
-    cli: CliChannelConfig = Field(default_factory=CliChannelConfig)
-    web: WebChannelConfig = Field(default_factory=WebChannelConfig)
-    openai: OpenAIApiConfig = Field(default_factory=OpenAIApiConfig)
+    telegram: TelegramConfig = Field(default_factory=dict, validate_default=True)
+    slack: SlackConfig = Field(default_factory=dict, validate_default=True)
+    discord: DiscordConfig = Field(default_factory=dict, validate_default=True)
+    matrix: MatrixConfig = Field(default_factory=dict, validate_default=True)
+    webhook: WebhookConfig = Field(default_factory=dict, validate_default=True)
+    cli: CliChannelConfig = Field(default_factory=dict, validate_default=True)
+    web: WebChannelConfig = Field(default_factory=dict, validate_default=True)
+    openai: OpenAIApiConfig = Field(default_factory=dict, validate_default=True)
 
     def owners_of(self, channel: str) -> frozenset[str]:
         """The configured owners of ``channel`` (none for an unknown or ownerless channel)."""

@@ -25,21 +25,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from config.errors import ConfigError
+from config.paths import DEFAULT_CONFIG_PATH, ENV_PREFIX, resolve_config_path
 from config.schema import Config
 
-ENV_PREFIX = "LUCIDGATE_"
-DEFAULT_CONFIG_PATH = Path("~/.lucidgate/config.json")
 _NOT_KEYS = {"LUCIDGATE_CONFIG"}
 
-
-def resolve_config_path(explicit: str | Path | None = None) -> Path:
-    """Which config file to use: explicit flag, then env, then the default path."""
-    if explicit:
-        return Path(explicit).expanduser()
-    env = os.environ.get("LUCIDGATE_CONFIG")
-    if env:
-        return Path(env).expanduser()
-    return DEFAULT_CONFIG_PATH.expanduser()
+__all__ = ["DEFAULT_CONFIG_PATH", "ENV_PREFIX", "load_config", "resolve_config_path"]
 
 
 def load_config(

@@ -53,6 +53,11 @@ class WorkspaceParts:
         self.state_dir = config.workspace / "state"
 
     @property
+    def sessions_dir(self) -> Path:
+        """Where the transcripts are (a listing needs no ``SessionStore``)."""
+        return self.workspace / "sessions"
+
+    @property
     def outbox_path(self) -> Path:
         return self.state_dir / "outbox.sqlite"
 
@@ -71,7 +76,7 @@ class WorkspaceParts:
     def sessions(self) -> SessionStore:
         from memory.sessions import SessionStore
 
-        return SessionStore(self.workspace / "sessions")
+        return SessionStore(self.sessions_dir)
 
     @cached_property
     def memory(self) -> MemoryStore:

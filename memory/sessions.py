@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from config.fileio import atomic_write, atomic_write_text
-from memory.naming import session_file_stem
+from memory.naming import read_header, session_file_stem
 
 logger = logging.getLogger(__name__)
 
@@ -287,18 +287,6 @@ def persisted_last_consolidated(path: Path) -> int:
         return sidecar
     header = read_header(path)
     return int(header.get("last_consolidated", 0)) if header else 0
-
-
-def read_header(path: Path) -> dict[str, Any] | None:
-    try:
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            header = json.loads(fh.readline())
-    except (OSError, ValueError):
-        logger.warning("session file %s has no readable metadata line; ignored", path.name)
-        return None
-    if not isinstance(header, dict) or header.get("_type") != "metadata" or "key" not in header:
-        return None
-    return header
 
 
 def load_session_file(path: Path, key: str | None = None) -> Session:

@@ -13,7 +13,6 @@ first time: the daemon calls it in a thread before it reports ready; a short-liv
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import threading
@@ -65,6 +64,8 @@ async def ready() -> None:
     """Load the encoding in a worker thread unless it is loaded: call before counting on the
     event loop in a process that did not load it at start."""
     if not loaded():
+        import asyncio  # here: the CLI imports this module at start only for bundled_tokenizer_dir
+
         await asyncio.to_thread(encoding)
 
 

@@ -46,9 +46,9 @@ def build_app() -> typer.Typer:
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        from gateway import __version__
 
-        typer.echo(f"lucidgate {version('lucidgate')}")
+        typer.echo(f"lucidgate {__version__}")
         raise typer.Exit(0)
 
 

@@ -1,27 +1,51 @@
 """What every ``lucid`` subcommand shares: consoles, the ``--config`` option, loading config.
 
-Heavy modules (litellm, the gateway wiring) are imported inside the functions that need
-them, so ``lucid --help`` and ``lucid onboard`` stay instant.
+Heavy modules (litellm, the gateway wiring, the config schema, rich) are imported inside the
+functions that need them, so ``lucid --help`` and ``lucid --version`` load typer and little else.
 """
 
 from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
 
-from config import Config, ConfigError, load_config, resolve_config_path
+from config.paths import resolve_config_path
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from config import Config
     from gateway.parts import WorkspaceParts
+
+
+class LazyConsole:
+    """A rich ``Console`` built on first use (importing rich costs ~40 ms that ``--help`` and
+    ``--version`` never need). Attribute access is forwarded; ``.real`` is the Console itself,
+    for rich APIs that take one (``Live``, ``Progress``)."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    @property
+    def real(self) -> Console:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
 
 # soft_wrap: never wrap at 80 columns when the output is not a terminal (one journal line
 # per message, not a sentence cut over three).
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+console = LazyConsole(soft_wrap=True)
+err_console = LazyConsole(stderr=True, soft_wrap=True)
 
 ConfigOption = Annotated[
     Optional[Path],
@@ -31,6 +55,8 @@ ConfigOption = Annotated[
 
 def load_or_exit(config_path: Path | None) -> Config:
     """The config, or the error printed and exit code 2 (a typo must not start anything)."""
+    from config import ConfigError, load_config
+
     try:
         return load_config(config_path)
     except ConfigError as exc:
@@ -106,3 +132,17 @@ def provider_help(config: Config, config_path: Path | None = None) -> str:
         '  "providers": {"openai": {"apiBase": "http://127.0.0.1:11434/v1"}}\n'
         "or set LUCIDGATE_PROVIDERS__OPENAI__API_KEY in the environment."
     )
+
+
+def new_table(*columns: str, **options: Any) -> Any:
+    """A rich ``Table`` (rich loads here, on the first table printed, not at ``lucid`` start)."""
+    from rich.table import Table
+
+    return Table(*columns, **options)
+
+
+def escape(text: str) -> str:
+    """``text`` with rich markup escaped, for printing words that are not ours."""
+    from rich.markup import escape as escape_markup
+
+    return escape_markup(text)

@@ -38,7 +38,7 @@ class TerminalSessions:
 
     def _names(self) -> list[tuple[float, str, int]]:
         """(mtime, name, messages) of every terminal conversation on disk, newest first."""
-        from memory.sessions import read_header
+        from memory.naming import read_header
 
         found = []
         for path in self.folder.glob("*.jsonl") if self.folder.is_dir() else []:

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 from pathlib import Path
 
+import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.spinner import Spinner
@@ -37,8 +38,9 @@ STOPPED_NOTE = "(stopped — send another message, or /help)"
 
 
 async def one_shot(ask: Ask, message: str) -> int:
+    """Print the answer verbatim (no markup, no emoji codes), errors to stderr."""
     ok, text = await ask(message)
-    (console if ok else err_console).print(text, markup=False, highlight=False)
+    typer.echo(text, err=not ok)
     return 0 if ok else 1
 
 
@@ -59,7 +61,7 @@ class LiveAnswer:
 
     def __enter__(self) -> LiveAnswer:
         self._text, self._activity = "", "thinking…"
-        self._live = Live(self._render(), console=console, transient=True, refresh_per_second=10)
+        self._live = Live(self._render(), console=console.real, transient=True, refresh_per_second=10)
         self._live.start()
         return self
 

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from config import Config
 from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
+
+if TYPE_CHECKING:
+    from config import Config
 
 
 def register(app: typer.Typer) -> None:
@@ -43,8 +44,12 @@ def agent(
         err_console.print(hint)
         raise typer.Exit(2)
     endpoint = _running_gateway(config)
+    if endpoint is not None and message is not None:
+        raise typer.Exit(_one_shot_via_gateway(config, endpoint, message, session))
+    import asyncio
+
     if endpoint is not None:
-        raise typer.Exit(asyncio.run(_agent_via_gateway(config, endpoint, message, session)))
+        raise typer.Exit(asyncio.run(_agent_via_gateway(config, endpoint, session)))
     preload_litellm()
     raise typer.Exit(asyncio.run(_agent_main(config, message, session)))
 
@@ -110,25 +115,41 @@ def _running_gateway(config: Config) -> tuple[str, str] | None:
     return endpoint if endpoint is not None and healthy(endpoint[0]) else None
 
 
-async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], message: str | None,
-                             session: str) -> int:
-    from gateway.cli._switch import TerminalSessions
-    from gateway.cli._terminal import converse, one_shot
+def _gateway_timeout_s(config: Config) -> float:
+    """How long a turn may take in the gateway: every retry of the model call, and a margin."""
+    return config.agent.llm_timeout_s * (config.agent.llm_retries + 1) + 60
+
+
+def _ask_gateway(endpoint: tuple[str, str], text: str, session: str, timeout_s: float) -> tuple[bool, str]:
     from gateway.daemon.local_client import ask_running
 
     url, token = endpoint
-    timeout = config.agent.llm_timeout_s * (config.agent.llm_retries + 1) + 60
+    result = ask_running(url, token, text, timeout_s=timeout_s, session=session)
+    return result if result is not None else (False, "the gateway stopped answering; run lucid agent again")
+
+
+def _one_shot_via_gateway(config: Config, endpoint: tuple[str, str], message: str, session: str) -> int:
+    """``lucid agent -m`` beside a running gateway: one request, no event loop, no rich (the
+    whole command is the CLI's start-up plus the turn, so nothing else is loaded)."""
+    ok, text = _ask_gateway(endpoint, message, session, _gateway_timeout_s(config))
+    typer.echo(text, err=not ok)
+    return 0 if ok else 1
+
+
+async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], session: str) -> int:
+    import asyncio
+
+    from gateway.cli._switch import TerminalSessions
+    from gateway.cli._terminal import converse
     from gateway.parts import WorkspaceParts
 
+    url = endpoint[0]
+    timeout = _gateway_timeout_s(config)
     sessions = TerminalSessions(WorkspaceParts(config).sessions.dir, session)
 
     async def ask(text: str) -> tuple[bool, str]:
-        result = await asyncio.to_thread(ask_running, url, token, text, timeout_s=timeout,
-                                         session=sessions.current)
-        return result if result is not None else (False, "the gateway stopped answering; run lucid agent again")
+        return await asyncio.to_thread(_ask_gateway, endpoint, text, sessions.current, timeout)
 
-    if message is not None:
-        return await one_shot(ask, message)
     return await converse(ask, lambda: ask("/stop"),
                           f"lucid (session {session}, via the gateway at {url}; /sessions, /switch NAME)",
                           _history_file(config), local=sessions.handle)

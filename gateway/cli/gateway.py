@@ -9,15 +9,18 @@ from __future__ import annotations
 import logging
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from config import Config, ConfigError, load_config, resolve_config_path
-from config.errors import LucidError
+from config.errors import ConfigError, LucidError
+from config.paths import resolve_config_path
 from gateway.cli import webconsole
 from gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, missing_explicit_config,
                                  preload_litellm, provider_help)
+
+if TYPE_CHECKING:
+    from config import Config
 
 
 class LogFormat(str, Enum):
@@ -108,6 +111,7 @@ def _warn_unsandboxed(config: Config, log: logging.Logger, json_logs: bool) -> N
 
 def _onboard_logged(config_path: Path | None, log: logging.Logger) -> Config:
     """``ensure_onboarded`` that reports through the (JSON) log instead of plain text."""
+    from config import load_config
     from config.onboard import install_templates, write_config
 
     missing = missing_explicit_config(config_path)

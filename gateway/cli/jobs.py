@@ -10,9 +10,8 @@ from datetime import datetime, tzinfo
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from gateway.cli._common import ConfigOption, console, err_console, workspace_parts
+from gateway.cli._common import ConfigOption, console, err_console, new_table, workspace_parts
 
 
 def _when(value: Any, tz: tzinfo) -> str:
@@ -39,9 +38,6 @@ def jobs(
     """List scheduled jobs (Dream, heartbeat, reminders, tasks): next run, last run and result."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    from scheduler.reminder_jobs import upcoming
-    from scheduler.triggers import describe
-
     parts = workspace_parts(config_path)
     agent = parts.config.agent
     try:
@@ -51,8 +47,8 @@ def jobs(
         tz = ZoneInfo("UTC")
     state = parts.job_state.load()
 
-    table = Table("job", "schedule", "next run", "last run", "last result",
-                  title=f"scheduled jobs (times in {tz})")
+    table = new_table("job", "schedule", "next run", "last run", "last result",
+                      title=f"scheduled jobs (times in {tz})")
     dream = state.get("dream", {})
     table.add_row("dream", f"every {agent.dream.interval_h:g} h" if agent.dream.enabled else "off",
                   _when(dream.get("next_run"), tz) if agent.dream.enabled else "—",
@@ -75,8 +71,12 @@ def jobs(
         console.print("no reminders or tasks" if show_all
                       else "no active reminders or tasks (--all shows finished ones)")
         return
-    rtable = Table("id", "type", "chat", "schedule", "next run", "status", "last fired", "text",
-                   title="reminders and tasks")
+    # The scheduler's modules (APScheduler, ~0.1 s) load only when there is a reminder to show.
+    from scheduler.reminder_jobs import upcoming
+    from scheduler.triggers import describe
+
+    rtable = new_table("id", "type", "chat", "schedule", "next run", "status", "last fired", "text",
+                       title="reminders and tasks")
     for r in sorted(reminders, key=lambda r: r.id):
         kind = f"task ({r.creator_role or 'guest'})" if r.is_task else "reminder"
         rtable.add_row(str(r.id), kind, r.session_key, describe(r.kind, r.spec, tz),

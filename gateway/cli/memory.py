@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from gateway.cli import recall
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, workspace_parts
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, new_table, workspace_parts
 
 if TYPE_CHECKING:
     from memory.gitstore import GitStore
@@ -41,6 +39,8 @@ def dream(
     config_path: ConfigOption = None,
 ) -> None:
     """Run Dream now: distil recent history into USER.md, MEMORY.md, SOUL.md and skills."""
+    import asyncio
+
     from memory.errors import DreamBusy
 
     config = load_or_exit(config_path)
@@ -65,7 +65,7 @@ def dream(
 def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] = 20,
                config_path: ConfigOption = None) -> None:
     """List memory changes (Dream, manual edits, restores)."""
-    table = Table("sha", "when", "message", "files")
+    table = new_table("sha", "when", "message", "files")
     git = _git(config_path)
     git.commit_manual_edits()  # hand edits since the last commit are changes too
     for c in git.log(n):
@@ -114,14 +114,14 @@ def usage(days: Annotated[int, typer.Option("--days", help="How many days back."
     ledger = workspace_parts(config_path).usage
     summary = ledger.summarise(days)
     for title, rows in (("day", summary.by_day), ("job", summary.by_job), ("session", summary.by_session)):
-        table = Table(title, "calls", "prompt", "completion", "cached", title=f"by {title}")
+        table = new_table(title, "calls", "prompt", "completion", "cached", title=f"by {title}")
         for name in sorted(rows):
             t = rows[name]
             table.add_row(name, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.cached:,}")
         console.print(table)
     from gateway.model.costs import daily_costs
 
-    table = Table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
+    table = new_table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
     for day, cost in sorted(daily_costs(ledger.folder, days).items()):
         per_turn = f"${cost.per_turn:.4f}" if cost.per_turn is not None else "—"
         table.add_row(day, str(cost.calls), cost.describe(), per_turn)

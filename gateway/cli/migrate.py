@@ -6,15 +6,13 @@ gateway: stop it, import, start it again. ``--dry-run`` prints the plan and writ
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
-from rich.markup import escape
 
-from gateway.cli._common import ConfigOption, console, err_console, ensure_onboarded, load_or_exit
+from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, escape, load_or_exit
 
 if TYPE_CHECKING:
     from gateway.migrate import ImportReport, Source
@@ -70,6 +68,8 @@ def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written b
                     err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
                 console.print("config.json in the archive has no secrets; set tokens and keys here yourself")
                 return
+            import asyncio
+
             _report(asyncio.run(_apply(read_lucid(unpacked), config.workspace, dry_run, None, False)), dry_run)
     except (ValueError, FileNotFoundError) as exc:
         err_console.print(f"[red]import failed[/red]: {escape(str(exc))}", soft_wrap=True)
@@ -87,6 +87,8 @@ def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to wri
 
 
 def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, config_path: Path | None) -> None:
+    import asyncio
+
     from config import resolve_config_path
 
     config = ensure_onboarded(config_path)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import typer
-from rich.table import Table
+from typing import TYPE_CHECKING
 
-from config import Config
-from gateway.cli._common import ConfigOption, console, load_or_exit
+import typer
+
+from gateway.cli._common import ConfigOption, console, load_or_exit, new_table
+
+if TYPE_CHECKING:
+    from config import Config
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +23,7 @@ def models(config_path: ConfigOption = None) -> None:
     rows: list[tuple[str, str]] = [("default", agent.model)]
     rows += [(f"fallback {i}", m) for i, m in enumerate(agent.fallback_models, 1)]
     rows += [(f"preset {name}", m) for name, m in sorted(agent.model_presets.items())]
-    table = Table("role", "model", "provider", "reachable")
+    table = new_table("role", "model", "provider", "reachable")
     probed: dict[str, str] = {}
     for role, model in rows:
         name, _ = config.provider_for(model)

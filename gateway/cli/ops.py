@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Annotated, Optional
@@ -28,6 +27,8 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Check the setup (config, workspace, model, channels, port, disk, stores) and say how to fix it."""
+    import asyncio
+
     from gateway.ops import doctor as doc
 
     results = asyncio.run(doc.run_checks(config_path))

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from gateway.cli._common import ConfigOption, console, workspace_parts
+from gateway.cli._common import ConfigOption, console, new_table, workspace_parts
 
 
 def register(app: typer.Typer) -> None:
@@ -26,9 +25,9 @@ def sessions(
     config_path: ConfigOption = None,
 ) -> None:
     """List conversations (channel, chat, last activity, size); `lucid agent -s NAME` resumes a terminal one."""
-    from memory.sessions import read_header
+    from memory.naming import read_header
 
-    folder = workspace_parts(config_path).sessions.dir
+    folder = workspace_parts(config_path).sessions_dir
     rows: list[tuple[float, str, Path]] = []
     for path in folder.glob("*.jsonl") if folder.exists() else []:
         header = read_header(path)
@@ -38,7 +37,7 @@ def sessions(
         console.print("no conversations yet (start one with: lucid agent)")
         return
     rows.sort(reverse=True)
-    table = Table("session", "last activity", "size", "resume with", title=f"conversations in {folder}")
+    table = new_table("session", "last activity", "size", "resume with", title=f"conversations in {folder}")
     for mtime, key, path in rows[:limit]:
         channel, _, chat = key.partition(":")
         resume = f"lucid agent -s {chat}" if channel == "cli" else ""

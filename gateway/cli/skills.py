@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, new_table
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +29,7 @@ def list_skills(config_path: ConfigOption = None) -> None:
 
     config = load_or_exit(config_path)
     skills = SkillsLoader(config.workspace, config_check=config_checker(config)).load()
-    table = Table("name", "source", "status", "path", "description", title="skills")
+    table = new_table("name", "source", "status", "path", "description", title="skills")
     for skill in skills:
         status = ("always on" if skill.always else "available") if skill.available else skill.status
         table.add_row(skill.name, skill.source, status, skill.virtual_path, skill.description)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from config import Config, resolve_config_path
+from config.paths import resolve_config_path
 from gateway.cli import recall
 from gateway.cli._common import ConfigOption, console, provider_help, workspace_parts
+
+if TYPE_CHECKING:
+    from config import Config
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +23,7 @@ def status(config_path: ConfigOption = None) -> None:
     parts = workspace_parts(config_path)
     config = parts.config
     path = resolve_config_path(config_path)
-    sessions_dir = parts.sessions.dir
+    sessions_dir = parts.sessions_dir
     count = len(list(sessions_dir.glob("*.jsonl"))) if sessions_dir.exists() else 0
     console.print(f"config:    {path} ({'found' if path.exists() else 'missing — run lucid onboard'})")
     console.print(f"workspace: {config.workspace}")

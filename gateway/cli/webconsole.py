@@ -8,13 +8,14 @@ plain address and ``lucid console`` makes a link on demand.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from config.schema import Config
-
 from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+
+if TYPE_CHECKING:
+    from config import Config
 
 
 def register(app: typer.Typer) -> None:
