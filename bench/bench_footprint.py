@@ -11,11 +11,14 @@ with the floor beside it and its target:
 - the "hello" request: characters of its messages and tool schemas, read from the fake
   model's ``/stats`` (target: 8,000).
 
-Medians of ``--runs`` runs (default 3), each with the process's CPU time (user + system)
+Medians of ``--runs`` runs (default 5), each with the process's CPU time (user + system)
 beside its wall time: on a loaded machine wall time drifts, CPU time less. The floor and the
 one-shot alternate, so both see the same load, and "floor +" is the median of the pairs'
 differences. The load average is printed with the table. The fake model runs in its own
-process. Run: ``.venv/bin/python bench/bench_footprint.py``.
+process. ``PYTHONDONTWRITEBYTECODE`` is dropped from the commands' environment and a first
+run writes the bytecode caches, as an installed copy has them: otherwise every timed run
+would recompile lucid's modules and measure the compiler. Run:
+``.venv/bin/python bench/bench_footprint.py``.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def start_gateway(env: dict[str, str], config: Path, workspace: Path) -> subproc
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="lucid-footprint-"))
     fake = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_fake_llm_server.py")], stdout=subprocess.PIPE,
@@ -95,7 +98,8 @@ def main() -> None:
         config.write_text(json.dumps({
             "agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model"}},
             "providers": {"openai": {"apiBase": base}}, "gateway": {"port": 0}}))
-        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
+        env = {k: v for k, v in os.environ.items()
+               if not k.upper().startswith("LUCIDGATE_") and k != "PYTHONDONTWRITEBYTECODE"}
         env.update(HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", PYTHONPATH=str(ROOT))
         measure([*LUCID, "onboard", "-c", str(config)], env)  # templates in place before timing
 
@@ -109,8 +113,10 @@ def main() -> None:
         floor = _medians([f for f, _ in pairs])
         one_shot = _medians([o for _, o in pairs])
         over = _medians([(o[0] - f[0], o[1] - f[1], o[2] - f[2]) for f, o in pairs])
-        quiet = {" ".join(c): median_of(args.runs, [*LUCID, *c, *(["-c", str(config)] if c[0][0] != "-" else [])],
-                                        env) for c in NO_MODEL}
+        commands = {" ".join(c): [*LUCID, *c, *(["-c", str(config)] if c[0][0] != "-" else [])] for c in NO_MODEL}
+        for cmd in commands.values():
+            measure(cmd, env)  # bytecode caches written, as an installed copy has them
+        quiet = {name: median_of(args.runs, cmd, env) for name, cmd in commands.items()}
         gateway = start_gateway(env, config, workspace)
         via_gateway = median_of(args.runs, [*LUCID, "agent", "-c", str(config), "-m", "hello"], env)
     finally:

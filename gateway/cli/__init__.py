@@ -64,6 +64,11 @@ def main() -> None:
     from gateway._offline import set_offline_environment
 
     set_offline_environment()
+    # numpy's OpenBLAS starts a thread per core at import and lets them spin: on a busy
+    # 2-core host that alone took ~0.4 s of a `lucid memory search`. The matrix work here
+    # (ranking a few thousand vectors) is too small to gain from threads. Set before any
+    # import of numpy; an operator's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # Transcripts, memory, journals and state hold private conversations: whatever this
     # process creates is readable by its own user only.
     os.umask(0o077)
