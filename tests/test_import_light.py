@@ -38,7 +38,8 @@ def exit_and_report(code):
     real_exit(code)
 os._exit = exit_and_report
 from gateway.cli import main
-sys.argv = ['lucid', *(os.environ.get('PROBE_ARGS') or 'agent -m hi').split(), '--config', sys.argv[1]]
+config = [] if os.environ.get('PROBE_NO_CONFIG') else ['--config', sys.argv[1]]
+sys.argv = ['lucid', *(os.environ.get('PROBE_ARGS') or 'agent -m hi').split(), *config]
 try:
     main()
 finally:
@@ -55,16 +56,23 @@ with open(os.environ['PROBE_OUT'], 'w') as out:
 """
 
 
-def imported(tmp_path: Path, probe: str, config: dict[str, object], args: str = "") -> set[str]:
+def imported(tmp_path: Path, probe: str, config: dict[str, object], args: str = "",
+             **extra_env: str) -> set[str]:
     tmp_path.mkdir(parents=True, exist_ok=True)
-    path, out = tmp_path / "config.json", tmp_path / "modules.txt"
+    path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     env = {k: v for k, v in os.environ.items() if not k.startswith("LUCIDGATE_")}
-    env.update(HOME=str(tmp_path), LITELLM_LOCAL_MODEL_COST_MAP="True", PROBE_OUT=str(out), PROBE_ARGS=args)
-    proc = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True,
-                          env=env, timeout=180, cwd=Path(__file__).resolve().parents[1])
+    env.update(HOME=str(tmp_path), LITELLM_LOCAL_MODEL_COST_MAP="True", **extra_env)
+    return run_probe(probe, path, tmp_path / "modules.txt", args, env)[0]
+
+
+def run_probe(probe: str, config_path: Path, out: Path, args: str, env: dict[str, str]) -> tuple[set[str], str]:
+    """Run ``lucid ARGS`` under ``probe``: (the top-level packages it imported, its stdout)."""
+    proc = subprocess.run([sys.executable, "-c", probe, str(config_path)], capture_output=True, text=True,
+                          env={**env, "PROBE_OUT": str(out), "PROBE_ARGS": args}, timeout=180,
+                          cwd=Path(__file__).resolve().parents[1])
     assert out.exists(), proc.stdout + proc.stderr
-    return set(out.read_text().split())
+    return set(out.read_text().split()), proc.stdout
 
 
 def test_a_one_shot_answer_loads_no_web_stack_and_no_chat_sdk(tmp_path: Path) -> None:
@@ -121,6 +129,16 @@ def test_commands_that_call_no_model_never_import_litellm(tmp_path: Path) -> Non
         modules = imported(tmp_path / str(n), AGENT_PROBE, config, args)
         assert "gateway" in modules and "typer" in modules, args  # the command really ran
         assert "litellm" not in modules and "openai" not in modules, args
+
+
+def test_help_and_version_load_no_config_schema_no_rich_no_event_loop(tmp_path: Path) -> None:
+    """``lucid --help`` and ``--version`` are typer and little else: the pydantic schema,
+    rich and asyncio load only in the commands that use them."""
+    for n, args in enumerate(["--help", "--version"]):
+        modules = imported(tmp_path / str(n), AGENT_PROBE, {}, args, PROBE_NO_CONFIG="1")
+        assert "gateway" in modules and "typer" in modules, args  # the command really ran
+        heavy = modules & {"pydantic", "pydantic_core", "rich", "asyncio", "litellm", "numpy"}
+        assert not heavy, (args, sorted(heavy))
 
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply
+from tests.test_import_light import AGENT_PROBE, run_probe
 from tests.test_shutdown import GatewayProcess, _env
 
 LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
@@ -58,12 +59,20 @@ async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path
         assert code == 0, err
         assert "answered by the daemon" in out
         assert len(fake_llm.requests) == 1
+        # A one-shot beside the gateway is one plain request: no event loop, no rich, no model client.
+        fake_llm.queue(Reply("answered again"))
+        modules, out = await asyncio.to_thread(run_probe, AGENT_PROBE, config_path, tmp_path / "modules.txt",
+                                               "agent -m again", env)
+        assert "answered again" in out and "gateway" in modules
+        heavy = modules & {"asyncio", "rich", "litellm", "numpy", "httpx", "fastapi"}
+        assert not heavy, sorted(heavy)
     finally:
         assert await gateway.stop() == 0, gateway.output
     assert not local_file.exists()  # withdrawn at exit
     # the gateway wrote the turn to the one cli:local transcript, and no in-process inbox was used
     session = load_session_file(workspace / "sessions" / "cli_local.jsonl")
-    assert [m["content"] for m in session.messages] == ["hello daemon", "answered by the daemon"]
+    assert [m["content"] for m in session.messages] == ["hello daemon", "answered by the daemon", "again",
+                                                        "answered again"]
     assert not (workspace / "inbox.cli.jsonl").exists()
     # with the gateway gone, the same command runs the agent in-process on the same session
     fake_llm.queue(Reply("answered in-process"))

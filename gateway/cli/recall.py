@@ -13,9 +13,8 @@ from enum import Enum
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+from gateway.cli._common import ConfigOption, console, err_console, escape, load_or_exit
 
 __all__ = ["memory_reindex", "memory_search", "status_line"]
 
@@ -42,7 +41,7 @@ def _progress() -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    console=err_console, transient=True)
+                    console=err_console.real, transient=True)
 
 
 def _tracked(progress: Any) -> Any:
