@@ -37,8 +37,6 @@ async def probe_cli(tmp_path: Path, config_path: Path, env: dict[str, str], args
 async def test_search_asks_the_running_gateway_and_prints_what_in_process_prints(tmp_path: Path) -> None:
     home, workspace = tmp_path / "home", tmp_path / "ws"
     home.mkdir()
-    (workspace / "memory").mkdir(parents=True)
-    (workspace / "memory" / "MEMORY.md").write_text(f"# Memory\n\n{FACT}\n- Lives in Porto.\n")
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps({
         "agents": {"defaults": {"workspace": str(workspace), "model": "openai/fake-model"}},
@@ -58,9 +56,13 @@ async def test_search_asks_the_running_gateway_and_prints_what_in_process_prints
             wrong = await client.post("/v1/local/search", json={"query": "tea"},
                                       headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
+        # written while the gateway runs, and searched at once: the gateway syncs files first
+        (workspace / "memory").mkdir(exist_ok=True)
+        (workspace / "memory" / "MEMORY.md").write_text(f"# Memory\n\n{FACT}\n- Lives in Porto.\n")
+        first = await probe_cli(tmp_path, config_path, env, "memory search oolong --json", "first")
 
         # A token the gateway refuses (a stale file): the CLI searches in-process. That also
-        # embeds every chunk, so the gateway's search below sees the same index.
+        # embeds every chunk, so the gateway's searches below see the same index as it did.
         local_file.write_text(json.dumps({**json.loads(published), "token": "nope"}))
         fallback = [await probe_cli(tmp_path, config_path, env, f"memory search oolong{flag}", f"in{n}")
                     for n, flag in enumerate(("", " --json"))]
@@ -71,6 +73,9 @@ async def test_search_asks_the_running_gateway_and_prints_what_in_process_prints
     finally:
         assert await gateway.stop() == 0, gateway.output
 
+    code, out, err, modules = first
+    assert code == 0 and modules.isdisjoint(HEAVY), (err, sorted(modules & HEAVY))
+    assert FACT in json.loads(out)[0]["snippet"]
     for code, out, err, modules in fallback:
         assert code == 0, err
         assert HEAVY <= modules  # it really searched in-process
@@ -120,6 +125,27 @@ async def test_search_route_guards_validates_and_says_when_search_is_disabled(ma
     assert wrong_token is None  # not our gateway's token: the CLI searches in-process
     assert refused.value.status == 409 and refused.value.detail == DISABLED
     assert bad.value.status == 422 and bad.value.detail.startswith("limit: Input should be greater")
+
+
+async def test_a_file_written_just_now_is_found_before_the_watcher_reports_it(make_config, workspace) -> None:
+    from gateway.daemon.local_client import search_running
+    from gateway.daemon.serve import GatewayServer
+
+    config = make_config(gateway={"port": 0},
+                         agents={"defaults": {"memory": {"search": {"embedding": {"model": "none"}}}}})
+    server = GatewayServer(config, access_log=False)
+    recall = server.state.gateway.parts.recall
+    assert recall is not None
+    recall.start_delay_s = 0  # the first background sync now…
+    recall.debounce_ms = 600_000  # …and the watcher reports nothing during this test
+    async with server:
+        await asyncio.wait_for(recall.synced.wait(), 60)
+        (workspace / "memory").mkdir(exist_ok=True)
+        (workspace / "memory" / "2026-06-01.md").write_text("# 2026-06-01\n\n- Adopted a tortoise named Speedy.\n")
+        hits = await asyncio.to_thread(search_running, server.url, server.state.local_token,
+                                       "tortoise", limit=3, sources=["notes"])
+    assert hits is not None and hits[0]["path"] == "memory/2026-06-01.md"
+    assert "Speedy" in hits[0]["snippet"] and hits[0]["source"] == "notes"
 
 
 async def test_no_gateway_means_no_answer(tmp_path: Path) -> None:

@@ -6,9 +6,10 @@ step with the files, so the CLI asks it over loopback (``local_client.search_run
 falls back to searching in-process only when no gateway answers.
 
 The holder of the local token is the owner, so a search covers everything, as the CLI's
-own does. It goes through the gateway's ``RecallService`` (the same lazy file sync, lock and
+own does. It goes through the gateway's ``RecallService`` (the same file sync, lock and
 worker thread as the ``memory_search`` tool): no second writer of the index, nothing on the
-event loop. Hits are ``Hit.to_wire()``: ``Hit.to_json()``'s fields with the score unrounded
+event loop. Chunks the gateway has not embedded yet are found by their words until its
+background sync embeds them. Hits are ``Hit.to_wire()``: ``Hit.to_json()``'s fields with the score unrounded
 and the chat type added, so the CLI prints them exactly as it prints its own.
 """
 
@@ -79,6 +80,10 @@ def add_local_search(app: FastAPI, recall: RecallService | None, token: str) -> 
     async def local_search(body: LocalSearch) -> Any:
         if recall is None:
             return JSONResponse({"detail": DISABLED}, 409)
+        # What the terminal user just wrote must be findable, as when the CLI searches itself
+        # (it syncs first): files are synced before this query even if the watcher has not
+        # reported them yet (a stat per file; embeddings follow in the background).
+        recall.mark_dirty()
         try:
             hits = await recall.search(body.query, scope=Scope.everything(), k=body.limit,
                                        sources=body.sources or None)
