@@ -49,7 +49,7 @@ def _progress() -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    console=err_console, transient=True)
+                    console=err_console.real, transient=True)
 
 
 def _tracked(progress: Any) -> Any:
