@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from gateway.cli._common import ConfigOption, load_or_exit
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
 
 if TYPE_CHECKING:
     from config import Config
@@ -34,7 +34,6 @@ class SourceName(str, Enum):
 
 
 def _index(config: Config) -> Any:
-    from gateway.cli._common import err_console
     from memory.search.service import make_recall_service
 
     service = make_recall_service(config)
@@ -45,7 +44,6 @@ def _index(config: Config) -> Any:
 
 
 def _progress() -> Any:
-    from gateway.cli._common import err_console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -72,7 +70,6 @@ def memory_search(
     config_path: ConfigOption = None,
 ) -> None:
     """Search everything remembered: memory files, daily notes, history and transcripts."""
-    from gateway.cli._common import err_console
 
     if not query.strip():
         err_console.print("the search query is empty; say what to look for")
@@ -89,7 +86,6 @@ def _from_gateway(config: Config, query: str, limit: int, sources: list[str] | N
     """The running gateway's hits, or None when none runs on this workspace or it does not
     answer (then this process searches). A refusal that searching here would not change
     (search disabled, a bad query) is printed and ends the command."""
-    from gateway.cli._common import err_console
     from gateway.daemon.local_client import LocalRefused, find_running, search_running
     from memory.search.hits import Hit
 
@@ -111,7 +107,6 @@ def _from_gateway(config: Config, query: str, limit: int, sources: list[str] | N
 
 def _in_process(config: Config, query: str, limit: int, sources: list[str] | None) -> list[Hit]:
     """Sync the index and search it here (loads numpy and the embedder)."""
-    from gateway.cli._common import err_console
     from memory.search import Scope, SearchError, search
 
     service = _index(config)
@@ -131,8 +126,6 @@ def _in_process(config: Config, query: str, limit: int, sources: list[str] | Non
 def _print_hits(hits: list[Hit], as_json: bool) -> None:
     from rich.markup import escape
 
-    from gateway.cli._common import console
-
     if as_json:
         typer.echo(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
         return
@@ -150,7 +143,6 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
 
 def memory_reindex(config_path: ConfigOption = None) -> None:
     """Rebuild the search index from the files (a fresh copy, swapped in atomically)."""
-    from gateway.cli._common import console
     from memory.search.rebuild import rebuild
 
     service = _index(load_or_exit(config_path))
