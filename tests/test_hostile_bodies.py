@@ -48,6 +48,7 @@ async def test_every_body_endpoint_refuses_oversized_and_malformed_input(
             ("/v1/messages", bearer(WEBHOOK_TOKEN), MB),
             ("/v1/chat/completions", bearer(WEBHOOK_TOKEN), 4 * MB),
             ("/v1/local/messages", local, 4 * 1_000_000 + 1024),
+            ("/v1/local/search", local, 4 * 10_000 + 1024),
             ("/api/console/login", origin, 8 * MB),
         ]
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:

@@ -1,20 +1,27 @@
 """``lucid memory search`` and ``lucid memory reindex``: the recall index from a terminal.
 
 Both work with or without a running gateway: the index is one SQLite file in WAL mode,
-so this process and the daemon read and write it side by side. The terminal user is the
-owner, so a search covers everything. Progress goes to stderr; ``--json`` output to stdout
-stays machine-readable.
+so this process and the daemon read and write it side by side. When a gateway runs on the
+workspace, a search asks it over loopback (its embedder is warm, its index in sync) and
+prints its hits exactly as its own; only without one does this process load numpy and the
+embedder. The terminal user is the owner, so a search covers everything. Progress goes to
+stderr; ``--json`` output to stdout stays machine-readable. Rich and the search machinery
+load inside the commands: importing this module costs nothing.
 """
 
 from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from gateway.cli._common import ConfigOption, console, err_console, escape, load_or_exit
+
+if TYPE_CHECKING:
+    from config import Config
+    from memory.search.hits import Hit
 
 __all__ = ["memory_reindex", "memory_search", "status_line"]
 
@@ -26,10 +33,9 @@ class SourceName(str, Enum):
     session = "session"
 
 
-def _index(config_path: Any) -> Any:
+def _index(config: Config) -> Any:
     from memory.search.service import make_recall_service
 
-    config = load_or_exit(config_path)
     service = make_recall_service(config)
     if service is None:
         err_console.print("memory search is disabled (agents.defaults.memory.search.enabled)")
@@ -64,24 +70,62 @@ def memory_search(
     config_path: ConfigOption = None,
 ) -> None:
     """Search everything remembered: memory files, daily notes, history and transcripts."""
-    from memory.search import Scope, SearchError, search
 
     if not query.strip():
         err_console.print("the search query is empty; say what to look for")
         raise typer.Exit(2)
-    service = _index(config_path)
+    config = load_or_exit(config_path)
+    names = [s.value for s in source] if source else None
+    hits = _from_gateway(config, query, limit, names)
+    if hits is None:
+        hits = _in_process(config, query, limit, names)
+    _print_hits(hits, as_json)
+
+
+def _from_gateway(config: Config, query: str, limit: int, sources: list[str] | None) -> list[Hit] | None:
+    """The running gateway's hits, or None when none runs on this workspace or it does not
+    answer (then this process searches). A refusal that searching here would not change
+    (search disabled, a bad query) is printed and ends the command."""
+    from gateway.daemon.local_client import LocalRefused, find_running, search_running
+    from memory.search.hits import Hit
+
+    endpoint = find_running(config.workspace)
+    if endpoint is None:
+        return None
+    try:
+        found = search_running(*endpoint, query, limit=limit, sources=sources)
+    except LocalRefused as exc:
+        err_console.print(exc.detail, markup=False, highlight=False)
+        raise typer.Exit(1 if exc.status == 409 else 2) from None
+    if found is None:
+        return None
+    try:
+        return [Hit.from_json(h) for h in found]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _in_process(config: Config, query: str, limit: int, sources: list[str] | None) -> list[Hit]:
+    """Sync the index and search it here (loads numpy and the embedder)."""
+    from memory.search import Scope, SearchError, search
+
+    service = _index(config)
     index = service.index
     try:
         with _progress() as progress:
             index.sync(_tracked(progress))
-        hits = search(index, query, k=limit, scope=Scope.everything(),
-                      sources=[s.value for s in source] if source else None,
+        return search(index, query, k=limit, scope=Scope.everything(), sources=sources,
                       settings=service.settings)
     except SearchError as exc:
         err_console.print(str(exc))
         raise typer.Exit(2) from None
     finally:
         index.close()
+
+
+def _print_hits(hits: list[Hit], as_json: bool) -> None:
+    from rich.markup import escape
+
     if as_json:
         typer.echo(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
         return
@@ -101,7 +145,7 @@ def memory_reindex(config_path: ConfigOption = None) -> None:
     """Rebuild the search index from the files (a fresh copy, swapped in atomically)."""
     from memory.search.rebuild import rebuild
 
-    service = _index(config_path)
+    service = _index(load_or_exit(config_path))
     try:
         with _progress() as progress:
             figures = rebuild(service.index, _tracked(progress))

@@ -3,7 +3,8 @@
 When the daemon runs, ``lucid agent`` should not start a second agent on the same
 workspace (two writers of one transcript, a second copy of every job) nor pay seconds of
 ``import litellm`` per message. Instead the gateway serves the terminal channel on
-``POST /v1/local/messages`` and publishes where to reach it in ``state/local.json``
+``POST /v1/local/messages`` (and answers ``lucid memory search`` on ``POST /v1/local/search``
+from its warm index) and publishes where to reach it in ``state/local.json``
 (mode 0600: whoever can read the workspace is the owner anyway). The token in that file is
 new on every start, so a stale file only ever leads to a refused or failed connection, and
 the CLI then falls back to running the agent in-process.
@@ -51,9 +52,15 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def add_local_route(app: FastAPI, cli: CliChannel, token: str) -> None:
-    """Mount ``POST /v1/local/messages``: the token is checked, then the body is capped as it
-    streams, before anything is parsed (the webhook's guarded route class)."""
+GUARD_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": LocalError, "description": "Missing or wrong local token."},
+    413: {"model": LocalError, "description": "The body is over the limit."},
+}
+
+
+def local_router(token: str, max_body_bytes: int) -> APIRouter:
+    """A router whose routes check the local token, then cap the body as it streams, before
+    anything is parsed (the webhook's guarded route class). Every ``/v1/local/*`` route uses it."""
     expected = f"Bearer {token}".encode()
 
     def authorize(header: str | None) -> Response | None:
@@ -61,12 +68,17 @@ def add_local_route(app: FastAPI, cli: CliChannel, token: str) -> None:
             return None
         return JSONResponse({"detail": "missing or wrong local token (see state/local.json)"}, 401)
 
-    router = APIRouter(route_class=guarded_route(authorize, lambda: MAX_LOCAL_BODY_BYTES))
+    return APIRouter(route_class=guarded_route(authorize, lambda: max_body_bytes))
+
+
+def add_local_route(app: FastAPI, cli: CliChannel, token: str) -> None:
+    """Mount ``POST /v1/local/messages`` (``lucid agent``); ``/v1/local/search`` lives in
+    ``gateway.daemon.local_search``."""
+    router = local_router(token, MAX_LOCAL_BODY_BYTES)
 
     @router.post("/v1/local/messages", response_model=LocalReply, tags=["local"],
                  summary="The terminal channel of a running gateway (used by `lucid agent`)",
-                 responses={401: {"model": LocalError, "description": "Missing or wrong local token."},
-                            413: {"model": LocalError, "description": "The body is over the limit."},
+                 responses={**GUARD_RESPONSES,
                             503: {"model": LocalError, "description": "Shutting down or busy; retry."}})
     async def local_message(body: LocalMessage) -> Any:
         try:

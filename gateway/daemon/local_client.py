@@ -1,8 +1,10 @@
-"""The client side of the local API: find a running gateway and ask it (``lucid agent``).
+"""The client side of the local API: find a running gateway and ask it (``lucid agent``,
+``lucid memory search``).
 
-Apart from ``gateway.daemon.local_api`` (the route, which needs FastAPI) so that a one-shot
-``lucid agent -m`` checks for a running gateway without importing the web stack. Also the
-gateway's side of the ``state/local.json`` file, which needs nothing more.
+Apart from ``gateway.daemon.local_api`` (the routes, which need FastAPI) so that a one-shot
+``lucid agent -m`` or a search checks for a running gateway with the standard library alone
+(no web stack, no numpy). Also the gateway's side of the ``state/local.json`` file, which
+needs nothing more.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import os
 from http.client import HTTPConnection, HTTPException
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from config.fileio import atomic_write_text
@@ -71,6 +74,50 @@ def ask_running(url: str, token: str, text: str, *, timeout_s: float,
     if status != 200:
         return False, str(data.get("detail", f"HTTP {status}"))
     return bool(data["ok"]), str(data["reply"])
+
+
+class LocalRefused(Exception):
+    """The gateway answered and said no for a reason that searching in-process would not fix
+    (search disabled, a bad query): ``detail`` is its message, for the user."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def search_running(url: str, token: str, query: str, *, limit: int, sources: list[str] | None = None,
+                   timeout_s: float = 60.0) -> list[dict[str, Any]] | None:
+    """The running gateway's hits for ``query`` (``Hit.to_wire()`` dicts, best first), or None
+    when it cannot be reached, refuses the token or answers oddly: the caller searches itself.
+    Raises ``LocalRefused`` on a 409 (disabled) or 422 (bad query)."""
+    body = json.dumps({"query": query, "limit": limit, "sources": sources}).encode("utf-8")
+    try:
+        status, raw = _loopback("POST", f"{url}/v1/local/search", body=body, token=token,
+                                connect_s=2.0, read_s=timeout_s)
+        data = json.loads(raw)
+    except (OSError, HTTPException, ValueError):
+        return None
+    if status in (409, 422):
+        raise LocalRefused(status, _detail(data, status))
+    hits = data.get("hits") if status == 200 and isinstance(data, dict) else None
+    if not isinstance(hits, list) or not all(isinstance(h, dict) for h in hits):
+        return None
+    return hits
+
+
+def _detail(data: Any, status: int) -> str:
+    """FastAPI's ``detail``: a string, or a validation error list made into one line."""
+    detail = data.get("detail") if isinstance(data, dict) else None
+    if isinstance(detail, list):
+        parts = []
+        for err in detail:
+            if isinstance(err, dict):
+                where = ".".join(str(p) for p in err.get("loc", ())[1:])
+                msg = str(err.get("msg", "")).removeprefix("Value error, ")
+                parts.append(f"{where}: {msg}" if where else msg)
+        return "; ".join(parts) or f"HTTP {status}"
+    return str(detail) if detail else f"HTTP {status}"
 
 
 class _Unreachable(OSError):

@@ -32,6 +32,7 @@ from config.schema import Config
 from gateway.app import add_http_surfaces, build_gateway
 from gateway.console import mount_console
 from gateway.daemon.local_api import add_local_route, new_token
+from gateway.daemon.local_search import add_local_search
 from gateway.daemon.health import StorageWatch, probe_workspace
 from gateway.daemon.provider_watch import ProviderWatch
 from gateway.daemon.webdocs import SecurityHeaders, add_offline_docs
@@ -120,6 +121,7 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     cli = add_http_surfaces(gateway)
     mount_console(app, gateway, version=VERSION)
     add_local_route(app, cli, state.local_token)
+    add_local_search(app, gateway.parts.recall, state.local_token)
     view = SessionsOnDisk(gateway.parts.sessions)
     for channel in gateway.channels.values():
         bind = getattr(channel, "bind_sessions", None)

@@ -82,3 +82,26 @@ class Hit:
                 "end_line": self.end_line, "cursor": self.cursor, "session_key": self.session_key,
                 "date": self.date, "score": round(self.score, 4), "snippet": self.snippet,
                 "origin": self.origin}
+
+    def to_wire(self) -> dict[str, Any]:
+        """``to_json`` with the score unrounded and the chat type added: what ``from_json``
+        needs to rebuild a hit that prints (``where``, ``provenance``, score) like this one."""
+        return {**self.to_json(), "score": self.score, "chat_type": self.chat_type}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Hit:
+        """The hit ``to_json`` / ``to_wire`` described. Only the snippet travels, so ``text``
+        is the snippet; raises ``KeyError``/``TypeError``/``ValueError`` on a malformed dict."""
+        def opt_int(key: str) -> int | None:
+            value = data.get(key)
+            return None if value is None else int(value)
+
+        def opt_str(key: str) -> str | None:
+            value = data.get(key)
+            return None if value is None else str(value)
+
+        snippet = str(data["snippet"])
+        return cls(str(data["source"]), str(data["path"]), opt_int("start_line"), opt_int("end_line"),
+                   opt_int("cursor"), opt_str("session_key"), opt_str("date"), float(data["score"]),
+                   snippet, snippet, origin=str(data.get("origin", "unknown")),
+                   chat_type=opt_str("chat_type"))
