@@ -7,7 +7,8 @@ with the floor beside it and its target:
 - a one-shot ``lucid agent -m hello`` with no gateway (target: floor + 0.4 s, floor + 30 MB);
 - the same with ``lucid gateway`` running, which answers it over loopback (0.6 s, 70 MB);
 - commands that call no model (--help, --version, status, sessions, memory search, jobs,
-  skills list): wall time each (0.6 s);
+  skills list): wall time each (0.6 s); ``memory search`` twice, alone (it loads the
+  embedder to embed its query) and beside the gateway (which it asks instead);
 - the "hello" request: characters of its messages and tool schemas, read from the fake
   model's ``/stats`` (target: 8,000).
 
@@ -119,6 +120,7 @@ def main() -> None:
         quiet = {name: median_of(args.runs, cmd, env) for name, cmd in commands.items()}
         gateway = start_gateway(env, config, workspace)
         via_gateway = median_of(args.runs, [*LUCID, "agent", "-c", str(config), "-m", "hello"], env)
+        search_via_gateway = median_of(args.runs, commands["memory search tea"], env)
     finally:
         for proc in (gateway, fake):
             if proc is not None:
@@ -137,6 +139,9 @@ def main() -> None:
           f"{via_gateway[1]:6.0f}MB   <= 0.60s / 70MB  (floor {fw:.2f}s / {fr:.0f}MB)")
     for name, (wall, _, cpu) in quiet.items():
         print(f"{'lucid ' + name:36} {wall:6.2f}s {cpu:5.2f}s {'':8}   <= 0.60s  (floor {fw:.2f}s)")
+    wall, rss, cpu = search_via_gateway
+    print(f"{'lucid memory search tea, gateway up':36} {wall:6.2f}s {cpu:5.2f}s {rss:6.0f}MB   <= 0.60s  "
+          f"(floor {fw:.2f}s)")
     total = int(hello["message_chars"]) + int(hello["tools_chars"])
     print(f"\n\"hello\" request: {total:,} characters (messages {hello['message_chars']:,}, "
           f"{hello['tools']} tool schemas {hello['tools_chars']:,}); target <= 8,000")

@@ -8,7 +8,7 @@ import typer
 
 from config.paths import resolve_config_path
 from gateway.cli import recall
-from gateway.cli._common import ConfigOption, console, provider_help, workspace_parts
+from gateway.cli._common import ConfigOption, provider_help, workspace_parts
 
 if TYPE_CHECKING:
     from config import Config
@@ -20,23 +20,24 @@ def register(app: typer.Typer) -> None:
 
 def status(config_path: ConfigOption = None) -> None:
     """Show config path, workspace, model, provider reachability and session count."""
+    # Plain lines (no rich): paths and URLs print as they are, and the command starts faster.
     parts = workspace_parts(config_path)
     config = parts.config
     path = resolve_config_path(config_path)
     sessions_dir = parts.sessions_dir
     count = len(list(sessions_dir.glob("*.jsonl"))) if sessions_dir.exists() else 0
-    console.print(f"config:    {path} ({'found' if path.exists() else 'missing — run lucid onboard'})")
-    console.print(f"workspace: {config.workspace}")
-    console.print(f"model:     {config.agent.model}")
-    console.print(f"provider:  {_reachability(config)}")
-    console.print(f"sessions:  {count}")
-    console.print(f"exec:      sandbox {_sandbox_line(config)}")
-    console.print(f"recall:    {recall.status_line(config)}", markup=False, highlight=False)
-    console.print(f"gateway:   {_gateway_state(config)}")
+    typer.echo(f"config:    {path} ({'found' if path.exists() else 'missing — run lucid onboard'})")
+    typer.echo(f"workspace: {config.workspace}")
+    typer.echo(f"model:     {config.agent.model}")
+    typer.echo(f"provider:  {_reachability(config)}")
+    typer.echo(f"sessions:  {count}")
+    typer.echo(f"exec:      sandbox {_sandbox_line(config)}")
+    typer.echo(f"recall:    {recall.status_line(config)}")
+    typer.echo(f"gateway:   {_gateway_state(config)}")
     from channels.outbox import read_counts  # the bus's modules: only for this command
 
     outbox = read_counts(parts.outbox_path)
-    console.print("outbox:    " + ("empty" if outbox is None else
+    typer.echo("outbox:    " + ("empty" if outbox is None else
                                    f"{outbox['pending']} pending, {outbox['dead']} dead-lettered"))
     if provider_help(config):  # scripts: non-zero until a model is configured
         raise typer.Exit(1)
