@@ -11,7 +11,9 @@ load inside the commands: importing this module costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
@@ -44,6 +46,10 @@ def _index(config: Config) -> Any:
 
 
 def _progress() -> Any:
+    """A progress bar on a terminal; nothing (and no rich.progress import) when stderr is a
+    pipe or a journal, where a transient bar would draw nothing anyway."""
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext(None)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -51,6 +57,8 @@ def _progress() -> Any:
 
 
 def _tracked(progress: Any) -> Any:
+    if progress is None:
+        return None
     tasks: dict[str, Any] = {}
 
     def update(phase: str, done: int, total: int) -> None:
