@@ -127,8 +127,9 @@ async def test_search_route_guards_validates_and_says_when_search_is_disabled(ma
     assert bad.value.status == 422 and bad.value.detail.startswith("limit: Input should be greater")
 
 
-async def test_a_file_written_just_now_is_found_before_the_watcher_reports_it(make_config, workspace) -> None:
+async def test_a_file_written_just_now_is_found_and_a_closing_index_says_so(make_config, workspace) -> None:
     from gateway.daemon.local_client import search_running
+    from gateway.daemon.local_search import STOPPING
     from gateway.daemon.serve import GatewayServer
 
     config = make_config(gateway={"port": 0},
@@ -144,8 +145,17 @@ async def test_a_file_written_just_now_is_found_before_the_watcher_reports_it(ma
         (workspace / "memory" / "2026-06-01.md").write_text("# 2026-06-01\n\n- Adopted a tortoise named Speedy.\n")
         hits = await asyncio.to_thread(search_running, server.url, server.state.local_token,
                                        "tortoise", limit=3, sources=["notes"])
-    assert hits is not None and hits[0]["path"] == "memory/2026-06-01.md"
-    assert "Speedy" in hits[0]["snippet"] and hits[0]["source"] == "notes"
+        assert hits is not None and hits[0]["path"] == "memory/2026-06-01.md"
+        assert "Speedy" in hits[0]["snippet"] and hits[0]["source"] == "notes"
+        # Shutting down: the index is closing, so the route says so (503) and the client
+        # gives no answer, and the CLI searches in-process instead of failing.
+        await recall.stop()
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            closing = await client.post("/v1/local/search", json={"query": "tortoise"},
+                                        headers={"Authorization": f"Bearer {server.state.local_token}"})
+        late = await asyncio.to_thread(search_running, server.url, server.state.local_token, "tortoise", limit=3)
+    assert closing.status_code == 503 and closing.json() == {"detail": STOPPING}
+    assert late is None
 
 
 async def test_no_gateway_means_no_answer(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ __all__ = ["LocalHit", "LocalSearch", "LocalSearchResult", "add_local_search"]
 MAX_QUERY_CHARS = 10_000
 MAX_SEARCH_BODY_BYTES = 4 * MAX_QUERY_CHARS + 1024  # JSON-escaped text may take ~4 bytes a char
 DISABLED = "memory search is disabled (agents.defaults.memory.search.enabled)"
+STOPPING = "the gateway is shutting down; search again (without it, lucid searches in-process)"
 SourceName = Literal["memory", "notes", "history", "session"]
 
 
@@ -70,16 +71,20 @@ class LocalSearchResult(BaseModel):
 
 def add_local_search(app: FastAPI, recall: RecallService | None, token: str) -> None:
     """Mount ``POST /v1/local/search`` behind the local token. ``recall`` None (search
-    disabled in the config) answers 409 with the setting to change."""
+    disabled in the config) answers 409 with the setting to change; a recall service that is
+    stopping answers 503, which the CLI takes as "no gateway" and searches in-process."""
     router = local_router(token, MAX_SEARCH_BODY_BYTES)
 
     @router.post("/v1/local/search", response_model=LocalSearchResult, tags=["local"],
                  summary="Search everything remembered with the gateway's index (used by `lucid memory search`)",
                  responses={**GUARD_RESPONSES,
-                            409: {"model": LocalError, "description": "Memory search is disabled."}})
+                            409: {"model": LocalError, "description": "Memory search is disabled."},
+                            503: {"model": LocalError, "description": "Shutting down; search in-process."}})
     async def local_search(body: LocalSearch) -> Any:
         if recall is None:
             return JSONResponse({"detail": DISABLED}, 409)
+        if recall.stopping:  # the index is closing: the CLI falls back to its own search
+            return JSONResponse({"detail": STOPPING}, 503)
         # What the terminal user just wrote must be findable, as when the CLI searches itself
         # (it syncs first): files are synced before this query even if the watcher has not
         # reported them yet (a stat per file; embeddings follow in the background).

@@ -90,6 +90,11 @@ class RecallService:
         if self.watch:
             self._tasks.append(asyncio.create_task(self._watcher(), name="recall-watch"))
 
+    @property
+    def stopping(self) -> bool:
+        """``stop`` has begun: the index is closing, so a new search would fail."""
+        return self._stop.is_set()
+
     async def stop(self) -> None:
         self._stop.set()
         if self._settle_timer is not None:
