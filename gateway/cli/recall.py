@@ -23,7 +23,8 @@ from gateway.cli._common import ConfigOption, console, err_console, escape, load
 
 if TYPE_CHECKING:
     from config import Config
-    from memory.search.hits import Hit
+    from memory.search.hits import Hit, SearchSettings
+    from memory.search.index import MemoryIndex
 
 __all__ = ["memory_reindex", "memory_search", "status_line"]
 
@@ -35,14 +36,15 @@ class SourceName(str, Enum):
     session = "session"
 
 
-def _index(config: Config) -> Any:
-    from memory.search.service import make_recall_service
+def _index(config: Config) -> tuple[MemoryIndex, SearchSettings]:
+    """The index and ranking the config describes (not the gateway's service: no asyncio)."""
+    from memory.search.configured import open_index
 
-    service = make_recall_service(config)
-    if service is None:
+    opened = open_index(config)
+    if opened is None:
         err_console.print("memory search is disabled (agents.defaults.memory.search.enabled)")
         raise typer.Exit(1)
-    return service
+    return opened
 
 
 def _progress() -> Any:
@@ -117,13 +119,12 @@ def _in_process(config: Config, query: str, limit: int, sources: list[str] | Non
     """Sync the index and search it here (loads numpy and the embedder)."""
     from memory.search import Scope, SearchError, search
 
-    service = _index(config)
-    index = service.index
+    index, settings = _index(config)
     try:
         with _progress() as progress:
             index.sync(_tracked(progress))
         return search(index, query, k=limit, scope=Scope.everything(), sources=sources,
-                      settings=service.settings)
+                      settings=settings)
     except SearchError as exc:
         err_console.print(str(exc))
         raise typer.Exit(2) from None
@@ -153,30 +154,31 @@ def memory_reindex(config_path: ConfigOption = None) -> None:
     """Rebuild the search index from the files (a fresh copy, swapped in atomically)."""
     from memory.search.rebuild import rebuild
 
-    service = _index(load_or_exit(config_path))
+    index, _ = _index(load_or_exit(config_path))
     try:
         with _progress() as progress:
-            figures = rebuild(service.index, _tracked(progress))
+            figures = rebuild(index, _tracked(progress))
     finally:
-        service.index.close()
+        index.close()
     console.print(f"reindexed: {figures['chunks']:,} chunks from {figures['files']} files; "
                   f"embedder {figures['embedder']}", markup=False, highlight=False)
 
 
 def status_line(config: Any) -> str:
     """``lucid status``'s index line (no model load, no sync: just the figures)."""
-    from memory.search.service import make_recall_service
+    from memory.search.configured import open_index
 
-    service = make_recall_service(config)
-    if service is None:
+    opened = open_index(config)
+    if opened is None:
         return "disabled"
+    index = opened[0]
     if not (config.workspace / "memory").is_dir():
         return "not built yet (the gateway builds it on start)"
     try:
-        s = service.index.status()
+        s = index.status()
     except Exception as exc:
         return f"unavailable ({exc})"
     finally:
-        service.index.close()
+        index.close()
     return (f"{s['chunks']:,} chunks from {s['files']} files ({s['embedded']:,} embedded); "
             f"embedder {s['embedder']}; last sync {s['last_sync'] or 'never'}")

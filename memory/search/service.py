@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from config.schema import Config
-from memory.search.embed import make_embedder
+from memory.search.configured import open_index
 from memory.search.index import MemoryIndex
 from memory.search.hits import Hit, Scope, SearchSettings
 from memory.search.sources import source_of
@@ -244,18 +244,9 @@ def make_recall_service(config: Config, *, watch: bool = True) -> RecallService 
 
     ``watch=False`` (``lucid agent``: a short-lived process) skips the file watcher; the
     index is then brought up to date before each search instead."""
-    conf = config.agent.memory.search
-    if not conf.enabled:
+    opened = open_index(config)
+    if opened is None:
         return None
-    model = conf.embedding.model
-    _, provider = config.provider_for(model)
-    embedder, why = make_embedder(
-        model, api_key=provider.api_key.get_secret_value() if provider else None,
-        api_base=provider.api_base if provider else None)
-    index = MemoryIndex(config.workspace, embedder=embedder, sources=conf.sources,
-                        chunk_tokens=conf.chunk_tokens, chunk_overlap=conf.chunk_overlap,
-                        batch_size=conf.embedding.batch_size, keyword_only_reason=why)
-    settings = SearchSettings(vector_weight=conf.vector_weight, text_weight=conf.text_weight,
-                              half_life_days=conf.half_life_days, mmr_lambda=conf.mmr_lambda,
-                              decay_floor=conf.decay_floor)
+    index, settings = opened
+    conf = config.agent.memory.search
     return RecallService(index, settings=settings, watch=conf.watch and watch, max_results=conf.max_results)

@@ -1,0 +1,34 @@
+"""The recall index and ranking settings that ``agents.defaults.memory.search`` describes.
+
+Apart from ``service`` (the gateway's background syncing, which needs asyncio and threads)
+so a terminal command that searches or counts once (``lucid memory search``, ``lucid
+status``) opens the same index with the same settings without loading the service.
+"""
+
+from __future__ import annotations
+
+from config.schema import Config
+from memory.search.embed import make_embedder
+from memory.search.hits import SearchSettings
+from memory.search.index import MemoryIndex
+
+__all__ = ["open_index"]
+
+
+def open_index(config: Config) -> tuple[MemoryIndex, SearchSettings] | None:
+    """The workspace's index (with the configured embedder) and ranking; None when disabled."""
+    conf = config.agent.memory.search
+    if not conf.enabled:
+        return None
+    model = conf.embedding.model
+    _, provider = config.provider_for(model)
+    embedder, why = make_embedder(
+        model, api_key=provider.api_key.get_secret_value() if provider else None,
+        api_base=provider.api_base if provider else None)
+    index = MemoryIndex(config.workspace, embedder=embedder, sources=conf.sources,
+                        chunk_tokens=conf.chunk_tokens, chunk_overlap=conf.chunk_overlap,
+                        batch_size=conf.embedding.batch_size, keyword_only_reason=why)
+    settings = SearchSettings(vector_weight=conf.vector_weight, text_weight=conf.text_weight,
+                              half_life_days=conf.half_life_days, mmr_lambda=conf.mmr_lambda,
+                              decay_floor=conf.decay_floor)
+    return index, settings
