@@ -27,6 +27,26 @@ async def lucid(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode(), err.decode()
 
 
+def _chat_once(config_path: Path, env: dict[str, str], line: str, answer: str) -> str:
+    """Type one line into an interactive ``lucid agent`` (a real pseudo-terminal), wait for
+    ``answer`` on the screen, then leave; returns the banner it printed first."""
+    import pexpect
+
+    child = pexpect.spawn(sys.executable, ["-c", "from gateway.cli import main; main()", "agent", "-c",
+                                           str(config_path)], env={**env, "PROMPT_TOOLKIT_NO_CPR": "1"},
+                          encoding="utf-8", timeout=90, dimensions=(40, 120))
+    try:
+        child.expect_exact("you ›")
+        banner = child.before
+        child.sendline(line)
+        child.expect_exact(answer)
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    return banner
+
+
 @pytest.mark.slow
 async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
     home = tmp_path / "home"
@@ -66,13 +86,17 @@ async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path
         assert "answered again" in out and "gateway" in modules
         heavy = modules & {"asyncio", "rich", "litellm", "numpy", "httpx", "fastapi"}
         assert not heavy, sorted(heavy)
+        # The interactive terminal beside the gateway talks to it too, turn after turn.
+        fake_llm.queue(Reply("a chat through the daemon"))
+        banner = await asyncio.to_thread(_chat_once, config_path, env, "and a chat", "a chat through the daemon")
+        assert f"via the gateway at {url}" in banner
     finally:
         assert await gateway.stop() == 0, gateway.output
     assert not local_file.exists()  # withdrawn at exit
     # the gateway wrote the turn to the one cli:local transcript, and no in-process inbox was used
     session = load_session_file(workspace / "sessions" / "cli_local.jsonl")
     assert [m["content"] for m in session.messages] == ["hello daemon", "answered by the daemon", "again",
-                                                        "answered again"]
+                                                        "answered again", "and a chat", "a chat through the daemon"]
     assert not (workspace / "inbox.cli.jsonl").exists()
     # with the gateway gone, the same command runs the agent in-process on the same session
     fake_llm.queue(Reply("answered in-process"))
