@@ -40,6 +40,7 @@ def _chat_once(config_path: Path, env: dict[str, str], line: str, answer: str) -
         banner = child.before
         child.sendline(line)
         child.expect_exact(answer)
+        child.expect_exact("you ›")  # the next prompt is up (a Ctrl-D typed before it is lost)
         child.sendcontrol("d")
         child.expect(pexpect.EOF)
     finally:
