@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from config.section import Section
+from config.section import Section, subsection
 
 
 class DeliverySection(Section):
@@ -171,14 +171,14 @@ class WebChannelConfig(SwitchedSection, DeliverySection, StreamingSection, Liste
 
 
 class ChannelsConfig(Section):
-    telegram: TelegramConfig = Field(default_factory=dict, validate_default=True)
-    slack: SlackConfig = Field(default_factory=dict, validate_default=True)
-    discord: DiscordConfig = Field(default_factory=dict, validate_default=True)
-    matrix: MatrixConfig = Field(default_factory=dict, validate_default=True)
-    webhook: WebhookConfig = Field(default_factory=dict, validate_default=True)
-    cli: CliChannelConfig = Field(default_factory=dict, validate_default=True)
-    web: WebChannelConfig = Field(default_factory=dict, validate_default=True)
-    openai: OpenAIApiConfig = Field(default_factory=dict, validate_default=True)
+    telegram: TelegramConfig = subsection()
+    slack: SlackConfig = subsection()
+    discord: DiscordConfig = subsection()
+    matrix: MatrixConfig = subsection()
+    webhook: WebhookConfig = subsection()
+    cli: CliChannelConfig = subsection()
+    web: WebChannelConfig = subsection()
+    openai: OpenAIApiConfig = subsection()
 
     def owners_of(self, channel: str) -> frozenset[str]:
         """The configured owners of ``channel`` (none for an unknown or ownerless channel)."""

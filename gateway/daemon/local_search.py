@@ -15,12 +15,13 @@ and the chat type added, so the CLI prints them exactly as it prints its own.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from config.schema import SearchSource
 from gateway.daemon.local_api import GUARD_RESPONSES, LocalError, local_router
 from memory.search.hits import Scope, SearchError
 
@@ -33,14 +34,13 @@ MAX_QUERY_CHARS = 10_000
 MAX_SEARCH_BODY_BYTES = 4 * MAX_QUERY_CHARS + 1024  # JSON-escaped text may take ~4 bytes a char
 DISABLED = "memory search is disabled (agents.defaults.memory.search.enabled)"
 STOPPING = "the gateway is shutting down; search again (without it, lucid searches in-process)"
-SourceName = Literal["memory", "notes", "history", "session"]
 
 
 class LocalSearch(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for, in any language.")
     limit: int = Field(6, ge=1, le=50, description="How many hits at most.")
-    sources: list[SourceName] | None = Field(None, max_length=4,
+    sources: list[SearchSource] | None = Field(None, max_length=4,
                                              description="Only these sources; all when absent or empty.")
 
     @field_validator("query")
