@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -108,3 +109,23 @@ async def test_cli_searches_while_the_gateway_runs(tmp_path: Path) -> None:
     tortoise, volvo = (json.loads(o[0]) for o in outs)
     assert tortoise[0]["path"] == "memory/2026-06-01.md"
     assert "Volvo" in volvo[0]["snippet"]
+
+
+def test_search_prints_remembered_words_without_terminal_controls(tmp_path: Path) -> None:
+    """Remembered text is partly other people's: an escape sequence stored in it reaches the
+    owner's terminal as visible text, never as a command (retitle, clear screen, bell)."""
+    notes = tmp_path / "ws" / "memory"
+    notes.mkdir(parents=True)
+    (notes / "2026-05-01.md").write_text(
+        "# Notes\n\nGuest said: \x1b]0;pwned\x07 the samovar tea ceremony \x1b[2J\x1b[31mred\r\n",
+        encoding="utf-8")
+    config = str(_config(tmp_path))
+    result = CliRunner().invoke(build_app(), ["memory", "search", "samovar tea ceremony", "--config", config],
+                                color=True)
+    assert result.exit_code == 0, result.output
+    assert "samovar tea ceremony" in result.stdout
+    without_our_styles = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout.replace("\x1b[31mred", "<stored colour>"))
+    assert "<stored colour>" not in without_our_styles  # the stored SGR lost its escape too
+    assert not any(c in without_our_styles for c in "\x1b\x07\r"), repr(without_our_styles)
+    assert "[2J" in without_our_styles and "red" in without_our_styles  # still shown, as text
+    assert "\x1b[1m1. memory/2026-05-01.md" in result.stdout  # our own styling is kept on a terminal

@@ -69,6 +69,9 @@ def main() -> None:
     # (ranking a few thousand vectors) is too small to gain from threads. Set before any
     # import of numpy; an operator's own setting wins.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # pydantic looks for plugins by reading every installed package's entry points at the
+    # first validation (~20 ms of each command that reads the config); lucid uses none.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     # Transcripts, memory, journals and state hold private conversations: whatever this
     # process creates is readable by its own user only.
     os.umask(0o077)

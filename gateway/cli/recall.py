@@ -5,8 +5,8 @@ so this process and the daemon read and write it side by side. When a gateway ru
 workspace, a search asks it over loopback (its embedder is warm, its index in sync) and
 prints its hits exactly as its own; only without one does this process load numpy and the
 embedder. The terminal user is the owner, so a search covers everything. Progress goes to
-stderr; ``--json`` output to stdout stays machine-readable. Rich and the search machinery
-load inside the commands: importing this module costs nothing.
+stderr; ``--json`` output to stdout stays machine-readable. The search machinery loads
+inside the commands, and hits print without rich: importing this module costs nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console, escape, load_or_exit
+from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, printable, styled
 
 if TYPE_CHECKING:
     from config import Config
@@ -133,19 +133,20 @@ def _in_process(config: Config, query: str, limit: int, sources: list[str] | Non
 
 
 def _print_hits(hits: list[Hit], as_json: bool) -> None:
+    """One block per hit; styled with typer's own colours, so a search loads no rich."""
     if as_json:
         typer.echo(json.dumps([h.to_json() for h in hits], ensure_ascii=False, indent=2))
         return
     if not hits:
-        console.print("No matches.")
+        typer.echo("No matches.")
         return
     for n, hit in enumerate(hits, 1):
         when = f"  {hit.date}" if hit.date else ""
-        whose = "" if hit.trusted else f"  [yellow]{escape(hit.provenance())}[/yellow]"
-        console.print(f"[bold]{n}. {escape(hit.where())}[/bold]{when}  [dim]score {hit.score:.2f}[/dim]{whose}",
-                      highlight=False)
-        console.print(hit.snippet, markup=False, highlight=False)
-        console.print()
+        whose = "" if hit.trusted else "  " + styled(printable(hit.provenance()), fg="yellow")
+        where = styled(f"{n}. {printable(hit.where())}", bold=True)
+        typer.echo(f"{where}{when}  {styled(f'score {hit.score:.2f}', dim=True)}{whose}")
+        typer.echo(printable(hit.snippet))
+        typer.echo()
 
 
 def memory_reindex(config_path: ConfigOption = None) -> None:

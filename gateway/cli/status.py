@@ -68,13 +68,13 @@ def _why(exc: Exception) -> str:
 
 def _gateway_state(config: Config) -> str:
     """Whether a gateway runs on this workspace (its state/local.json and /healthz)."""
-    from http.client import HTTPException
-
     from gateway.daemon.local_client import find_running
 
     running = find_running(config.workspace)
     if running is None:
         return "not running (start it with `lucid gateway` or the service)"
+    from http.client import HTTPException
+
     try:
         alive = _http_status(f"{running[0]}/healthz", timeout=3, direct=True) == 200
     except (OSError, HTTPException, ValueError):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from http.client import HTTPConnection, HTTPException
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,7 +48,7 @@ def healthy(url: str, *, timeout_s: float = 1.5) -> bool:
     """Whether the gateway at ``url`` answers its health check."""
     try:
         status, _ = _loopback("GET", f"{url}/healthz", connect_s=timeout_s, read_s=timeout_s)
-    except (OSError, HTTPException, ValueError):
+    except (OSError, BadAnswer, ValueError):
         return False
     return status == 200
 
@@ -63,8 +62,8 @@ def ask_running(url: str, token: str, text: str, *, timeout_s: float,
                                 connect_s=2.0, read_s=timeout_s)
     except _Unreachable:
         return None
-    except (OSError, HTTPException, ValueError) as exc:
-        return False, f"the gateway did not answer ({type(exc).__name__})"
+    except (OSError, BadAnswer, ValueError) as exc:
+        return False, f"the gateway did not answer ({type(exc.__cause__ or exc).__name__})"
     if status == 401:
         return None  # a stale file from an earlier run: not our gateway
     try:
@@ -96,7 +95,7 @@ def search_running(url: str, token: str, query: str, *, limit: int, sources: lis
         status, raw = _loopback("POST", f"{url}/v1/local/search", body=body, token=token,
                                 connect_s=2.0, read_s=timeout_s)
         data = json.loads(raw)
-    except (OSError, HTTPException, ValueError):
+    except (OSError, BadAnswer, ValueError):
         return None
     if status in (409, 422):
         raise LocalRefused(status, _detail(data, status))
@@ -124,10 +123,18 @@ class _Unreachable(OSError):
     """The connection itself failed: no gateway listens there (any more)."""
 
 
+class BadAnswer(Exception):
+    """The gateway's answer was not valid HTTP (it died mid-answer, or something else listens)."""
+
+
 def _loopback(method: str, url: str, *, connect_s: float, read_s: float, body: bytes | None = None,
               token: str | None = None) -> tuple[int, bytes]:
     """One plain-HTTP request to the local API with the standard library: a terminal command
-    that only talks to loopback needs neither httpx's import nor its SSL context (~0.3 s)."""
+    that only talks to loopback needs neither httpx's import nor its SSL context (~0.3 s).
+    ``http.client`` (which loads ``ssl``, ~20 ms) is imported here, not at the top, since
+    most commands only look for a running gateway and find none."""
+    from http.client import HTTPConnection, HTTPException
+
     parts = urlsplit(url)
     if parts.scheme != "http" or not parts.hostname:
         raise ValueError(f"not a local http URL: {url}")
@@ -145,5 +152,7 @@ def _loopback(method: str, url: str, *, connect_s: float, read_s: float, body: b
         conn.request(method, parts.path or "/", body=body, headers=headers)
         response = conn.getresponse()
         return response.status, response.read()
+    except HTTPException as exc:
+        raise BadAnswer(f"{type(exc).__name__}: {exc}") from exc
     finally:
         conn.close()
