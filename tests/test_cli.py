@@ -134,3 +134,22 @@ async def test_models_lists_every_model_and_whether_its_provider_answers(fake_ll
     assert "unreachable (ConnectError)" in out  # the backup provider's port is closed
     assert "API key set (hosted; not probed)" in out and "no API key" in out
     assert out.count("preset") == 2 and out.count("fallback") == 2
+
+
+def test_the_command_line_builds_only_the_command_it_runs() -> None:
+    """``main`` narrows the app to the command named on the line (typer builds the
+    parameters of every registered command first); anything else keeps the whole app."""
+    import typer.main
+
+    from gateway.cli import build_app, narrowed
+
+    everything = typer.main.get_command(build_app())
+    names = set(everything.commands)  # type: ignore[attr-defined]
+    assert {"agent", "gateway", "memory", "status", "import", "service", "console", "doctor"} <= names
+    for name in names:
+        only = typer.main.get_command(narrowed(build_app(), name))
+        assert set(only.commands) == {name}, name  # type: ignore[attr-defined]
+        assert [p.name for p in only.commands[name].params] == \
+            [p.name for p in everything.commands[name].params], name  # type: ignore[attr-defined]
+    for other in ("", "--help", "--version", "nosuch", "-c"):
+        assert set(typer.main.get_command(narrowed(build_app(), other)).commands) == names, other

@@ -44,6 +44,24 @@ def build_app() -> typer.Typer:
     return app
 
 
+def narrowed(app: typer.Typer, name: str) -> typer.Typer:
+    """``app`` with only the top-level command or group called ``name``, when there is one.
+
+    typer builds every command's parameters before it runs one (~35 ms for lucid's ~40);
+    ``lucid memory search`` needs only the ``memory`` group. An unknown name, an option
+    (``--help``, ``--version``) or nothing keeps the whole app, so help and "No such
+    command" list everything, as before."""
+    from typer.main import get_command_name
+
+    commands = [c for c in app.registered_commands
+                if (c.name or (c.callback and get_command_name(c.callback.__name__))) == name]
+    groups = [g for g in app.registered_groups if (g.name or g.typer_instance.info.name) == name]
+    if len(commands) + len(groups) != 1:
+        return app
+    app.registered_commands, app.registered_groups = commands, groups
+    return app
+
+
 def _version(value: bool) -> None:
     if value:
         from gateway import __version__
@@ -76,7 +94,7 @@ def main() -> None:
     # process creates is readable by its own user only.
     os.umask(0o077)
     try:
-        build_app()(prog_name="lucid")
+        narrowed(build_app(), sys.argv[1] if len(sys.argv) > 1 else "")(prog_name="lucid")
     except KeyboardInterrupt:
         _fast_exit(130)
     except OSError as exc:  # a read-only workspace, permission denied, a full disk: one line
