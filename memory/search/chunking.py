@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 from memory._history_index import parse_entry
 from memory.search.origin import TRUSTED, origin_of
+from memory.search.fts_text import CJK_RUN
 from memory.search.when import stamp_line
 
 __all__ = ["CHUNKS_VERSION", "Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
            "estimate_tokens", "transcript_head"]
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 # A transcript message longer than this is cut: a window is a pointer into the log, not a copy.
 _MESSAGE_CHARS = 1200
@@ -63,7 +63,7 @@ class Chunk:
 
 
 def estimate_tokens(text: str) -> int:
-    cjk = len(_CJK.findall(text))
+    cjk = sum(map(len, CJK_RUN.findall(text)))
     return cjk + (len(text) - cjk + 3) // 4
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["fts_query", "fts_text", "query_terms"]
+__all__ = ["CJK_RUN", "fts_query", "fts_text", "query_terms"]
 
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+# A run of kana, hangul or CJK ideographs (one regex for the whole package: compiling these
+# ranges costs ~6 ms, paid once per process).
+CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 _WORD = re.compile(r"\w+")
 # Very common English words add nothing to a BM25 OR-query but cost time on 10k chunks.
 _STOP = frozenset(
@@ -37,14 +39,14 @@ def _cjk_tokens(run: str, *, unigrams: bool) -> list[str]:
 
 def fts_text(text: str) -> str:
     """The text stored in the FTS column: CJK runs replaced by bigrams and unigrams."""
-    return _CJK_RUN.sub(lambda m: " " + " ".join(_cjk_tokens(m.group(), unigrams=True)) + " ", text)
+    return CJK_RUN.sub(lambda m: " " + " ".join(_cjk_tokens(m.group(), unigrams=True)) + " ", text)
 
 
 def query_terms(query: str) -> list[str]:
     """The distinct search terms of a user query, in order (CJK as bigrams)."""
     terms: list[str] = []
     pos = 0
-    for match in _CJK_RUN.finditer(query):
+    for match in CJK_RUN.finditer(query):
         terms.extend(w.casefold() for w in _WORD.findall(query[pos:match.start()]))
         terms.extend(_cjk_tokens(match.group(), unigrams=False))
         pos = match.end()
