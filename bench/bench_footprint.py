@@ -12,6 +12,10 @@ with the floor beside it and its target:
 - the "hello" request: characters of its messages and tool schemas, read from the fake
   model's ``/stats`` (target: 8,000).
 
+The absolute targets (0.6 s) were set on a machine whose floor was 3.8 s; beside each such
+figure the bench also prints it scaled by 3.8 s / this run's floor (the same kind of work,
+Python imports, on the same host a moment apart), since a shared host's speed moves.
+
 Medians of ``--runs`` runs (default 5), each with the process's CPU time (user + system)
 beside its wall time; for the commands also the best run, since on a shared host the same
 command's CPU time was seen to vary by 70 % between consecutive runs (0.34–0.58 s). The
@@ -39,6 +43,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+# The floor on the machine where the issue set its absolute targets (0.6 s): this host's speed
+# moves by a third within an hour, so each absolute figure is also shown scaled to that floor.
+REFERENCE_FLOOR_S = 3.8
 NO_MODEL = [["--help"], ["--version"], ["status"], ["sessions"], ["memory", "search", "tea"], ["jobs"],
             ["skills", "list"]]
 
@@ -136,16 +143,19 @@ def main() -> None:
     print(f"{'agent -m hello, no gateway':36} {one_shot[0]:6.2f}s {one_shot[2]:5.2f}s {one_shot[1]:6.0f}MB   "
           f"<= {fw + 0.4:.2f}s / {fr + 30:.0f}MB (floor + 0.4 s / + 30 MB): "
           f"floor {over[0]:+.2f}s ({over[2]:+.2f}s CPU) {over[1]:+.0f}MB")
+    def scaled(wall: float) -> str:
+        return f"{wall * REFERENCE_FLOOR_S / fw:.2f}s at a {REFERENCE_FLOOR_S} s floor"
+
     print(f"{'agent -m hello, gateway running':36} {via_gateway[0]:6.2f}s {via_gateway[2]:5.2f}s "
-          f"{via_gateway[1]:6.0f}MB   <= 0.60s / 70MB  (floor {fw:.2f}s / {fr:.0f}MB)")
+          f"{via_gateway[1]:6.0f}MB   <= 0.60s / 70MB  ({scaled(via_gateway[0])})")
     for name, runs in quiet.items():
         wall, _, cpu = _medians(runs)
         best = min(r[0] for r in runs)
-        print(f"{'lucid ' + name:36} {wall:6.2f}s {cpu:5.2f}s {'':8}   <= 0.60s  (floor {fw:.2f}s; "
-              f"best run {best:.2f}s)")
+        print(f"{'lucid ' + name:36} {wall:6.2f}s {cpu:5.2f}s {'':8}   <= 0.60s  (best run {best:.2f}s; "
+              f"{scaled(wall)})")
     wall, rss, cpu = search_via_gateway
     print(f"{'lucid memory search tea, gateway up':36} {wall:6.2f}s {cpu:5.2f}s {rss:6.0f}MB   <= 0.60s  "
-          f"(floor {fw:.2f}s)")
+          f"({scaled(wall)})")
     total = int(hello["message_chars"]) + int(hello["tools_chars"])
     print(f"\n\"hello\" request: {total:,} characters (messages {hello['message_chars']:,}, "
           f"{hello['tools']} tool schemas {hello['tools_chars']:,}); target <= 8,000")

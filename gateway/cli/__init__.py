@@ -55,7 +55,8 @@ def narrowed(app: typer.Typer, name: str) -> typer.Typer:
 
     commands = [c for c in app.registered_commands
                 if (c.name or (c.callback and get_command_name(c.callback.__name__))) == name]
-    groups = [g for g in app.registered_groups if (g.name or g.typer_instance.info.name) == name]
+    groups = [g for g in app.registered_groups
+              if (g.name or (g.typer_instance and g.typer_instance.info.name)) == name]
     if len(commands) + len(groups) != 1:
         return app
     app.registered_commands, app.registered_groups = commands, groups
