@@ -111,7 +111,7 @@ async def test_cli_searches_while_the_gateway_runs(tmp_path: Path) -> None:
     assert "Volvo" in volvo[0]["snippet"]
 
 
-def test_search_prints_remembered_words_without_terminal_controls(tmp_path: Path) -> None:
+def test_search_and_show_print_remembered_words_without_terminal_controls(tmp_path: Path) -> None:
     """Remembered text is partly other people's: an escape sequence stored in it reaches the
     owner's terminal as visible text, never as a command (retitle, clear screen, bell)."""
     notes = tmp_path / "ws" / "memory"
@@ -129,3 +129,8 @@ def test_search_prints_remembered_words_without_terminal_controls(tmp_path: Path
     assert not any(c in without_our_styles for c in "\x1b\x07\r"), repr(without_our_styles)
     assert "[2J" in without_our_styles and "red" in without_our_styles  # still shown, as text
     assert "\x1b[1m1. memory/2026-05-01.md" in result.stdout  # our own styling is kept on a terminal
+
+    (notes / "MEMORY.md").write_text("# Memory\n\n- Likes \x1b]0;pwned\x07tea\x1b[2J.\n", encoding="utf-8")
+    shown = CliRunner().invoke(build_app(), ["memory", "show", "--config", config], color=True)
+    assert shown.exit_code == 0, shown.output
+    assert "Likes ]0;pwnedtea[2J." in shown.stdout and "\x07" not in shown.stdout, repr(shown.stdout)

@@ -49,7 +49,6 @@ console = LazyConsole(soft_wrap=True)
 err_console = LazyConsole(stderr=True, soft_wrap=True)
 
 
-
 def styled(text: str, **style: Any) -> str:
     """``text`` in terminal colours (``typer.style``) for ``typer.echo``, which drops them when
     the output is not a terminal; plain when ``NO_COLOR`` is set, as rich does. For output

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from gateway.cli import recall
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, new_table, workspace_parts
+from gateway.cli._common import (ConfigOption, console, err_console, load_or_exit, new_table, printable,
+                                 workspace_parts)
 
 if TYPE_CHECKING:
     from memory.gitstore import GitStore
@@ -78,7 +79,7 @@ def memory_diff(sha: str, config_path: ConfigOption = None) -> None:
     from memory.errors import MemoryStoreError
 
     try:
-        console.print(_git(config_path).diff(sha), markup=False, highlight=False)
+        console.print(printable(_git(config_path).diff(sha)), markup=False, highlight=False)
     except MemoryStoreError as exc:
         err_console.print(str(exc))
         raise typer.Exit(1) from None
@@ -103,7 +104,7 @@ def memory_show(config_path: ConfigOption = None) -> None:
                         ("memory/MEMORY.md", store.memory_path)):
         text = path.read_text(encoding="utf-8") if path.exists() else "(missing)"
         console.rule(label)
-        console.print(text.strip(), markup=False, highlight=False)
+        console.print(printable(text.strip()), markup=False, highlight=False)
     console.rule()
     console.print(f"{store.unprocessed_count()} history entries not yet processed by Dream")
 
