@@ -40,7 +40,8 @@ def write_config(path: Path, workspace: Path, api_base: str | None) -> Path:
 @pytest.mark.slow
 async def test_agent_one_shot_answers_and_keeps_history(fake_llm: FakeLLMServer, tmp_path: Path) -> None:
     config = write_config(tmp_path / "config.json", tmp_path / "ws", fake_llm.base_url)
-    fake_llm.queue(Reply("Hello from the fake model"), Reply("Second answer"))
+    fake_llm.queue(Reply("Hello from the fake model"), Reply("Second answer"),
+                   Reply("\x1b]0;pwned\x07Tea\x1b[2J time"))
     code, out, err = await lucid("agent", "-m", "hi there", "--config", str(config), home=tmp_path)
     assert code == 0, err
     assert "Hello from the fake model" in out
@@ -51,6 +52,9 @@ async def test_agent_one_shot_answers_and_keeps_history(fake_llm: FakeLLMServer,
     sessions = list((tmp_path / "ws" / "sessions").glob("cli_*.jsonl"))
     assert len(sessions) == 1
     assert (tmp_path / "ws" / "SOUL.md").exists()  # templates installed on first run
+    # A reply may quote someone's stored words: control characters reach the terminal as text.
+    code, out, err = await lucid("agent", "-m", "and a quote", "--config", str(config), home=tmp_path)
+    assert code == 0 and "]0;pwnedTea[2J time" in out and "\x1b" not in out and "\x07" not in out, repr(out)
 
 
 @pytest.mark.slow

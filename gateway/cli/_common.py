@@ -61,8 +61,9 @@ _CONTROLS = dict.fromkeys(c for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if
 
 
 def printable(text: str) -> str:
-    """``text`` without control characters: remembered words are partly other people's, and
-    an escape sequence in them must not retitle, recolour or clear the owner's terminal."""
+    """``text`` without control characters: remembered words are partly other people's (and a
+    reply may quote them), and an escape sequence in them must not retitle, recolour or clear
+    the owner's terminal."""
     return text.translate(_CONTROLS)
 
 

@@ -27,7 +27,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from gateway.cli._common import console, err_console
+from gateway.cli._common import console, err_console, printable
 
 Ask = Callable[[str], Coroutine[Any, Any, tuple[bool, str]]]
 Stop = Callable[[], Awaitable[object]]
@@ -38,9 +38,10 @@ STOPPED_NOTE = "(stopped — send another message, or /help)"
 
 
 async def one_shot(ask: Ask, message: str) -> int:
-    """Print the answer verbatim (no markup, no emoji codes), errors to stderr."""
+    """Print the answer as written (no markup, no emoji codes; control characters dropped, see
+    ``printable``), errors to stderr."""
     ok, text = await ask(message)
-    typer.echo(text, err=not ok)
+    typer.echo(printable(text), err=not ok)
     return 0 if ok else 1
 
 
@@ -84,7 +85,7 @@ class LiveAnswer:
         line = Spinner("dots", text=Text(self._activity, style="dim"))
         if not self._text:
             return line
-        return Group(Text(LABEL, style="bold cyan"), Text(self._text), line)
+        return Group(Text(LABEL, style="bold cyan"), Text(printable(self._text)), line)
 
 
 async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
@@ -118,12 +119,12 @@ async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
 
 def show_answer(ok: bool, text: str) -> None:
     if not ok:
-        err_console.print(Text(text, style="red"))
+        err_console.print(Text(printable(text), style="red"))
         return
     from gateway.cli._chat_markdown import ChatMarkdown  # markdown-it: ~0.2 s, chat only
 
     console.print(Text(LABEL, style="bold cyan"))
-    console.print(ChatMarkdown(text))
+    console.print(ChatMarkdown(printable(text)))
 
 
 async def _answer_or_interrupt(ask: Ask, stop: Stop, line: str, view: LiveAnswer) -> tuple[bool, str] | None:

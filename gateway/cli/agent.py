@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, preload_litellm, provider_help
+from gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, preload_litellm, printable,
+                                 provider_help)
 
 if TYPE_CHECKING:
     from config import Config
@@ -104,7 +105,7 @@ def _history_file(config: Config) -> Path:
 
 def _print_unsolicited(text: str) -> None:
     """Reminders and `message` tool output that arrive between prompts."""
-    console.print(text, markup=False, highlight=False)
+    console.print(printable(text), markup=False, highlight=False)
 
 
 def _running_gateway(config: Config) -> tuple[str, str] | None:
@@ -132,7 +133,7 @@ def _one_shot_via_gateway(config: Config, endpoint: tuple[str, str], message: st
     """``lucid agent -m`` beside a running gateway: one request, no event loop, no rich (the
     whole command is the CLI's start-up plus the turn, so nothing else is loaded)."""
     ok, text = _ask_gateway(endpoint, message, session, _gateway_timeout_s(config))
-    typer.echo(text, err=not ok)
+    typer.echo(printable(text), err=not ok)
     return 0 if ok else 1
 
 
