@@ -93,7 +93,7 @@ class JsonFormatter(logging.Formatter):
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 # Libraries that are chatty at INFO; their warnings still show.
-_QUIET = ("httpx", "httpcore", "LiteLLM", "litellm", "hpack", "apscheduler.scheduler", "git", "watchfiles",
+QUIET_LOGGERS = ("httpx", "httpcore", "LiteLLM", "litellm", "hpack", "apscheduler.scheduler", "git", "watchfiles",
           "aiohttp.access", "telegram.ext", "slack_bolt", "slack_sdk", "mcp", "nio", "discord")
 
 
@@ -117,7 +117,7 @@ def setup_logging(
         old.close()
     root.addHandler(handler)
     root.setLevel(level)
-    for name in _QUIET:
+    for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(level, logging.WARNING))
     # uvicorn loggers propagate to the root (we run it with log_config=None).
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -184,6 +185,29 @@ def _hermetic_env(
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """``setup_logging`` changes process-wide state: the root level and handler, and the
+    levels of the chatty libraries (``QUIET_LOGGERS``). A test that calls it (any gateway
+    start does) must not hand that to the next one, whichever runs next on the worker:
+    put it back."""
+    from gateway.logs import QUIET_LOGGERS
+
+    root = logging.getLogger()
+    level, ours = root.level, [h for h in root.handlers if h.get_name() == "lucid"]
+    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    yield
+    for handler in [h for h in root.handlers if h.get_name() == "lucid" and h not in ours]:
+        root.removeHandler(handler)
+        handler.close()
+    for handler in ours:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+    for name, was in levels.items():
+        logging.getLogger(name).setLevel(was)
 
 
 @pytest.fixture
