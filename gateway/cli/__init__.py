@@ -45,7 +45,8 @@ def build_app() -> typer.Typer:
 
 
 def narrowed(app: typer.Typer, name: str) -> typer.Typer:
-    """``app`` with only the top-level command or group called ``name``, when there is one.
+    """``app``, changed in place to hold only the top-level command or group called ``name``
+    when there is exactly one (``build_app`` makes a fresh app for each run).
 
     typer builds every command's parameters before it runs one (~35 ms for lucid's ~40);
     ``lucid memory search`` needs only the ``memory`` group. An unknown name, an option
