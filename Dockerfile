@@ -24,7 +24,7 @@ RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml
     && rm /tmp/requirements.txt
 
 # Then the code (tests and benchmarks stay out: see .dockerignore).
-COPY README.md ./
+COPY README.md setup.py ./
 COPY config ./config
 COPY channels ./channels
 COPY memory ./memory

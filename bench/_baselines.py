@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memory.search.fts_text import query_terms
-from memory.search.index import MemoryIndex
+from lucidgate.memory.search.fts_text import query_terms
+from lucidgate.memory.search.index import MemoryIndex
 
 _WORD = re.compile(r"\w+")
 RRF_K = 60  # the constant of Cormack et al. (2009), used everywhere RRF is

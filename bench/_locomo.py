@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from config.onboard import install_templates
-from memory.sessions import SessionStore
+from lucidgate.config.onboard import install_templates
+from lucidgate.memory.sessions import SessionStore
 
 SLOT_CHARS = 600
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

@@ -21,12 +21,12 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from memory.tokens import bundled_tokenizer_dir  # noqa: E402  (what `lucid` sets at start)
+from lucidgate.memory.tokens import bundled_tokenizer_dir  # noqa: E402  (what `lucid` sets at start)
 
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", bundled_tokenizer_dir() or "")
 
-from channels.messages import InboundMessage  # noqa: E402
-from config.schema import Config  # noqa: E402
+from lucidgate.channels.messages import InboundMessage  # noqa: E402
+from lucidgate.config.schema import Config  # noqa: E402
 from tests.fakes.channel import FakeChannel  # noqa: E402
 from tests.fakes.llm import FakeLLMServer  # noqa: E402
 
@@ -67,8 +67,8 @@ class ExternalFakeLLM:
 
 async def first_hello_tokens() -> int:
     """Prompt tokens (messages + tool schemas) of "hello" in a fresh session, owner, all tools."""
-    from gateway.app import build_gateway
-    from memory import tokens
+    from lucidgate.gateway.app import build_gateway
+    from lucidgate.memory import tokens
 
     llm = FakeLLMServer().start_in_thread()
     try:
@@ -86,7 +86,7 @@ async def first_hello_tokens() -> int:
 
 
 async def throughput(messages: int, sessions: int) -> dict[str, float]:
-    from gateway.app import build_gateway
+    from lucidgate.gateway.app import build_gateway
 
     hello_tokens = await first_hello_tokens()
     llm = ExternalFakeLLM()
@@ -166,7 +166,7 @@ def import_profile() -> dict[str, object]:
             }))
             env = {**os.environ, "HOME": tmp, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
             proc = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                                   "from gateway.cli import main; main()", "agent", "-m", "hi", "--config", str(cfg)],
+                                   "from lucidgate.gateway.cli import main; main()", "agent", "-m", "hi", "--config", str(cfg)],
                                   capture_output=True, text=True, timeout=180, env=env)
     finally:
         llm.stop_thread()

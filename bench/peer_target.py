@@ -97,7 +97,7 @@ class _HarnessChannel:
             self.unsolicited += 1
 
     async def ask(self, chat_id: str, text: str) -> str:
-        from channels.messages import InboundMessage
+        from lucidgate.channels.messages import InboundMessage
 
         message_id = uuid.uuid4().hex[:16]
         fut = asyncio.get_running_loop().create_future()
@@ -124,17 +124,17 @@ class LucidTarget:
 
     async def start(self) -> None:
         # What `lucid` (gateway/cli.py main) does before any command: litellm offline, umask 077.
-        from gateway._offline import set_offline_environment
+        from lucidgate.gateway._offline import set_offline_environment
         set_offline_environment()
         os.umask(0o077)
         import logging
-        from gateway.logs import secrets_from_config, setup_logging
+        from lucidgate.gateway.logs import secrets_from_config, setup_logging
         redactor = setup_logging(level=logging.INFO, fmt="text", stream=sys.stderr)   # as `lucid gateway`
-        from config import load_config
-        from config.onboard import install_templates
-        from gateway.app import build_gateway
-        from gateway.model.client import import_litellm
-        from gateway.daemon.workspace_lock import WorkspaceLock
+        from lucidgate.config import load_config
+        from lucidgate.config.onboard import install_templates
+        from lucidgate.gateway.app import build_gateway
+        from lucidgate.gateway.model.client import import_litellm
+        from lucidgate.gateway.daemon.workspace_lock import WorkspaceLock
 
         config = load_config(self.config_path)
         redactor.add(secrets_from_config(config))
@@ -159,7 +159,7 @@ class LucidTarget:
     def session_file(self, session: str) -> Path | None:
         if self.gw is not None:
             return self.gw.parts.sessions.path_for(self._key(session))
-        from memory.sessions import SessionStore
+        from lucidgate.memory.sessions import SessionStore
         return SessionStore(self.workspace / "sessions").path_for(self._key(session))
 
     def memory_files(self) -> dict:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from config.lazy import lazy_names
+from lucidgate.config.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from channels.bus import BusClosed, BusFull, Delivery, MessageBus
-    from channels.messages import (InboundMessage, OutboundError, OutboundMessage, OutboundProgress, OutboundText,
+    from lucidgate.channels.bus import BusClosed, BusFull, Delivery, MessageBus
+    from lucidgate.channels.messages import (InboundMessage, OutboundError, OutboundMessage, OutboundProgress, OutboundText,
                                    OutboundTyping, Target)
 
 __all__ = ["BusClosed", "BusFull", "Delivery", "InboundMessage", "MessageBus", "OutboundError", "OutboundMessage",

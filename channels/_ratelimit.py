@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from config.backoff import backoff_delay
-from config.errors import LucidError
+from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 

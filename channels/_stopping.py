@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from channels.bus import MessageBus
+from lucidgate.channels.bus import MessageBus
 
 FLUSH_BOUND_S = 10.0
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from channels.messages import OutboundMessage
-from config.errors import ConfigError
+from lucidgate.channels.messages import OutboundMessage
+from lucidgate.config.errors import ConfigError
 
 if TYPE_CHECKING:
     from fastapi import APIRouter

@@ -22,12 +22,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from channels.delivery import ChannelRoute, DeliveryStats
-from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
-from channels.outbox import Outbox, is_durable
-from config.errors import LucidError
-from config.schema import GatewayConfig
+from lucidgate.channels.delivery import ChannelRoute, DeliveryStats
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
+from lucidgate.channels.outbox import Outbox, is_durable
+from lucidgate.config.errors import LucidError
+from lucidgate.config.schema import GatewayConfig
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import logging
 import uuid
 from collections.abc import Callable
 
-from channels.bus import MessageBus
-from channels.messages import InboundMessage, OutboundMessage, OutboundText
-from channels.outfiles import unsent_note
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import InboundMessage, OutboundMessage, OutboundText
+from lucidgate.channels.outfiles import unsent_note
 
 logger = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from channels._ratelimit import DeliveryFailed, DeliveryRetry
-from channels.keyed import KeyedWorkers
-from channels.messages import OutboundMessage
-from channels.outbox import Item, Outbox, chat_key
-from config.backoff import backoff_delay
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry
+from lucidgate.channels.keyed import KeyedWorkers
+from lucidgate.channels.messages import OutboundMessage
+from lucidgate.channels.outbox import Item, Outbox, chat_key
+from lucidgate.config.backoff import backoff_delay
 
 logger = logging.getLogger(__name__)
 

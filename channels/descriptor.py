@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from config.channel_schema import DeliverySection, StreamingSection
-from config.section import Section
+from lucidgate.config.channel_schema import DeliverySection, StreamingSection
+from lucidgate.config.section import Section
 
 __all__ = ["REFUSAL_INTERVAL_S", "ChannelDescriptor", "sections"]
 

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from channels.bus import MessageBus
-from channels.messages import ChatType, OutboundText, Role, Target
-from channels.pairing import PairingError, PairingStore, default_path
-from channels.registry import descriptor
-from config.channel_schema import GatedSection
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import ChatType, OutboundText, Role, Target
+from lucidgate.channels.pairing import PairingError, PairingStore, default_path
+from lucidgate.channels.registry import descriptor
+from lucidgate.config.channel_schema import GatedSection
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from channels.messages import InboundMessage, ScheduledTask
-from config.fileio import atomic_write
+from lucidgate.channels.messages import InboundMessage, ScheduledTask
+from lucidgate.config.fileio import atomic_write
 
 logger = logging.getLogger(__name__)
 

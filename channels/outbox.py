@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from channels.messages import OutboundError, OutboundMessage, OutboundText, Target
+from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundText, Target
 
 DURABLE_KINDS = frozenset({"text", "error"})
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from filelock import FileLock
 
-from config.errors import LucidError
-from config.fileio import atomic_write_text
+from lucidgate.config.errors import LucidError
+from lucidgate.config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -20,12 +20,12 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from channels.base import Channel, ChannelUnavailable, CommandSpec
-from channels.bus import MessageBus
-from channels.descriptor import ChannelDescriptor, sections
-from config.channel_schema import SwitchedSection
-from config.errors import LucidError
-from config.schema import (CliChannelConfig, Config, DiscordConfig, MatrixConfig, OpenAIApiConfig, SlackConfig,
+from lucidgate.channels.base import Channel, ChannelUnavailable, CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.descriptor import ChannelDescriptor, sections
+from lucidgate.config.channel_schema import SwitchedSection
+from lucidgate.config.errors import LucidError
+from lucidgate.config.schema import (CliChannelConfig, Config, DiscordConfig, MatrixConfig, OpenAIApiConfig, SlackConfig,
                            TelegramConfig, WebChannelConfig, WebhookConfig)
 
 logger = logging.getLogger(__name__)
@@ -36,17 +36,17 @@ __all__ = ["CHANNELS", "ChannelDescriptor", "ChannelUnavailable", "build_channel
 _D = ChannelDescriptor
 CHANNELS: dict[str, ChannelDescriptor] = {d.name: d for d in (
     _D("telegram", TelegramConfig, "Replies render as Telegram messages: short paragraphs, simple markdown, "
-       "no tables.", "channels.telegram:build"),
-    _D("slack", SlackConfig, "Replies render in Slack: simple markdown, no tables.", "channels.slack:build"),
+       "no tables.", "lucidgate.channels.telegram:build"),
+    _D("slack", SlackConfig, "Replies render in Slack: simple markdown, no tables.", "lucidgate.channels.slack:build"),
     _D("discord", DiscordConfig, "Replies render in Discord: simple markdown, no tables.",
-       "channels.discord:build"),
+       "lucidgate.channels.discord:build"),
     _D("matrix", MatrixConfig, "Replies render in a Matrix client: markdown becomes HTML (tables and code "
-       "blocks work).", "channels.matrix:build"),
+       "blocks work).", "lucidgate.channels.matrix:build"),
     _D("webhook", WebhookConfig, "Replies go to an HTTP client: plain text unless asked otherwise.",
-       "channels.webhook:build"),
+       "lucidgate.channels.webhook:build"),
     _D("openai", OpenAIApiConfig, "Replies are chat completions read by another program or its user: "
-       "markdown unless asked otherwise.", "channels.openai:build"),
-    _D("web", WebChannelConfig, "Replies render as markdown in a web page.", "channels.web:build"),
+       "markdown unless asked otherwise.", "lucidgate.channels.openai:build"),
+    _D("web", WebChannelConfig, "Replies render as markdown in a web page.", "lucidgate.channels.web:build"),
     _D("cli", CliChannelConfig, "Replies print in a terminal: plain text or light markdown."),
 )}
 

@@ -4,9 +4,9 @@ The names below load on first use: ``config.fileio`` or ``config.paths`` alone m
 build the schema's pydantic models (a tenth of a second that ``lucid --help`` never needs).
 """
 
-from config.errors import ConfigError, LucidError
-from config.lazy import lazy_names
-from config.paths import resolve_config_path
+from lucidgate.config.errors import ConfigError, LucidError
+from lucidgate.config.lazy import lazy_names
+from lucidgate.config.paths import resolve_config_path
 
 __all__ = ["Config", "ConfigError", "LucidError", "load_config", "resolve_config_path"]
 

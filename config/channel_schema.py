@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from config.section import Section, subsection
+from lucidgate.config.section import Section, subsection
 
 
 class DeliverySection(Section):

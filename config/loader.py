@@ -24,9 +24,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from config.errors import ConfigError
-from config.paths import DEFAULT_CONFIG_PATH, ENV_PREFIX, resolve_config_path
-from config.schema import Config
+from lucidgate.config.errors import ConfigError
+from lucidgate.config.paths import DEFAULT_CONFIG_PATH, ENV_PREFIX, resolve_config_path
+from lucidgate.config.schema import Config
 
 _NOT_KEYS = {"LUCIDGATE_CONFIG"}
 

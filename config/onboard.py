@@ -8,8 +8,8 @@ import secrets
 from importlib import resources
 from pathlib import Path
 
-from config.fileio import atomic_write_text
-from config.schema import Config
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.config.schema import Config
 
 __all__ = ["default_config_document", "install_templates", "new_webhook_token", "write_config"]
 
@@ -88,7 +88,7 @@ def install_templates(workspace: Path) -> list[str]:
         if dest.exists():
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)
-        text = resources.files("config").joinpath("templates", source).read_text(encoding="utf-8")
+        text = resources.files("lucidgate.config").joinpath("templates", source).read_text(encoding="utf-8")
         atomic_write_text(dest, text)
         written.append(target)
     for folder in ("sessions", "skills", "memory"):
@@ -102,7 +102,7 @@ def template_text(target: str) -> str:
     source = TEMPLATE_FILES.get(target)
     if source is None:
         return ""
-    return resources.files("config").joinpath("templates", source).read_text(encoding="utf-8")
+    return resources.files("lucidgate.config").joinpath("templates", source).read_text(encoding="utf-8")
 
 
 def _meaningful(text: str) -> set[str]:

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, PrivateAttr, SecretStr, model_validator
 from pydantic.alias_generators import to_camel
 
-from config.channel_schema import (
+from lucidgate.config.channel_schema import (
     OPENAI_GUEST_ID,
     OPENAI_OWNER_ID,
     ChannelsConfig,
@@ -27,7 +27,7 @@ from config.channel_schema import (
     WebChannelConfig,
     WebhookConfig,
 )
-from config.section import Section, subsection
+from lucidgate.config.section import Section, subsection
 
 __all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "DiscordConfig",
            "MatrixConfig", "OpenAIApiConfig", "Section", "SlackConfig", "TelegramConfig", "TelegramWebhookConfig",

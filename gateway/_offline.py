@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from memory.tokens import bundled_tokenizer_dir
+from lucidgate.memory.tokens import bundled_tokenizer_dir
 
 # litellm fetches several data files from the internet unless told to use its bundled
 # copies, and in its default "DEV" mode loads a `.env` from the current directory into
@@ -57,7 +57,7 @@ class _DeferredEncoding:
     a process whose calls report usage never pays for it."""
 
     def __getattr__(self, name: str) -> Any:
-        from memory.tokens import encoding
+        from lucidgate.memory.tokens import encoding
 
         return getattr(encoding(), name)
 

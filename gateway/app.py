@@ -19,45 +19,45 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Literal
 
-from channels.base import Channel, CommandSpec
-from channels.bus import MessageBus
-from channels.cli import CliChannel
-from channels.registry import build_channels, channel_hints, streaming_channels
-from channels.messages import OutboundProgress, SessionRef
-from gateway.agent.memory_flush import MemoryFlush
-from config.schema import Config
-from gateway.commands.memory import DreamLog, DreamNow, DreamRestore, Forget, ShowMemory
-from gateway.commands.model import SwitchModel
-from gateway.commands.session import STOP, Compact, Help, New
-from gateway.commands.status import Context, Status
-from gateway.agent.commands import CommandRegistry
-from gateway.agent.context import ContextBuilder
-from gateway.model.fallback import ModelChain
-from gateway.model.client import LiteLLMChatModel
-from gateway.agent.loop import AgentLoop
-from gateway.mcp import McpManager
-from gateway.metrics import Metrics
-from gateway.agent.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
-from gateway.agent.roles import history_provenance, last_user_line, line_role
-from gateway.agent.runner import PromptEstimator
-from gateway.parts import WorkspaceParts
-from gateway.runtime import Gateway, GatewayParts
-from gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
-from gateway.model.task_budget import BudgetedModel
-from gateway.tools.base import ToolRegistry
-from gateway.tools.builtin import builtin_tools
-from gateway.tools.cron import CronTool
-from gateway.tools.memory_forget import MemoryForget, MemoryList
-from gateway.tools.memory_search import MemoryGet, MemorySearch
-from gateway.tools.message import MessageTool
-from gateway.agent.toolloop import ModelToolLoop
-from gateway.tools.web import web_tools
-from gateway.tools.turn import TurnContext
-from memory.consolidator import Consolidator
-from memory.dream import Dream
-from memory.search.service import make_recall_service
-from memory.sessions import Session
-from scheduler import SchedulerService
+from lucidgate.channels.base import Channel, CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.cli import CliChannel
+from lucidgate.channels.registry import build_channels, channel_hints, streaming_channels
+from lucidgate.channels.messages import OutboundProgress, SessionRef
+from lucidgate.gateway.agent.memory_flush import MemoryFlush
+from lucidgate.config.schema import Config
+from lucidgate.gateway.commands.memory import DreamLog, DreamNow, DreamRestore, Forget, ShowMemory
+from lucidgate.gateway.commands.model import SwitchModel
+from lucidgate.gateway.commands.session import STOP, Compact, Help, New
+from lucidgate.gateway.commands.status import Context, Status
+from lucidgate.gateway.agent.commands import CommandRegistry
+from lucidgate.gateway.agent.context import ContextBuilder
+from lucidgate.gateway.model.fallback import ModelChain
+from lucidgate.gateway.model.client import LiteLLMChatModel
+from lucidgate.gateway.agent.loop import AgentLoop
+from lucidgate.gateway.mcp import McpManager
+from lucidgate.gateway.metrics import Metrics
+from lucidgate.gateway.agent.memory_commits import CommittingRunner, MemoryCommitter, record_memory_writes
+from lucidgate.gateway.agent.roles import history_provenance, last_user_line, line_role
+from lucidgate.gateway.agent.runner import PromptEstimator
+from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.runtime import Gateway, GatewayParts
+from lucidgate.gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
+from lucidgate.gateway.model.task_budget import BudgetedModel
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.builtin import builtin_tools
+from lucidgate.gateway.tools.cron import CronTool
+from lucidgate.gateway.tools.memory_forget import MemoryForget, MemoryList
+from lucidgate.gateway.tools.memory_search import MemoryGet, MemorySearch
+from lucidgate.gateway.tools.message import MessageTool
+from lucidgate.gateway.agent.toolloop import ModelToolLoop
+from lucidgate.gateway.tools.web import web_tools
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.consolidator import Consolidator
+from lucidgate.memory.dream import Dream
+from lucidgate.memory.search.service import make_recall_service
+from lucidgate.memory.sessions import Session
+from lucidgate.scheduler import SchedulerService
 
 __all__ = ["Gateway", "Mode", "add_http_surfaces", "build_gateway"]
 
@@ -192,7 +192,7 @@ def add_http_surfaces(gateway: Gateway) -> CliChannel:
     """The channels the daemon's HTTP app serves, on a gateway built without them (a test's
     embedded gateway): the terminal channel behind the local API, and the web console's chat
     when both are on. A daemon-mode gateway already has both. Returns the terminal channel."""
-    from channels.web import WebChannel
+    from lucidgate.channels.web import WebChannel
 
     config = gateway.parts.config
     if config.console.enabled and config.channels.web.enabled and gateway.channel("web") is None:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from config.errors import LucidError
-from memory.errors import PromptTooLong
+from lucidgate.config.errors import LucidError
+from lucidgate.memory.errors import PromptTooLong
 
 
 class LLMError(LucidError):

@@ -29,7 +29,7 @@ from typing import IO, Any, Literal
 
 from pydantic import BaseModel, SecretStr
 
-from config.redact import RedactingFilter, Redactor
+from lucidgate.config.redact import RedactingFilter, Redactor
 
 LogFormat = Literal["text", "json"]
 

@@ -25,21 +25,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from config.schema import Config
+from lucidgate.config.schema import Config
 
 if TYPE_CHECKING:
-    from channels.inbox import InboxJournal
-    from channels.outbox import Outbox
-    from channels.pairing import PairingStore
-    from gateway.agent.roles import OwnerSessions
-    from gateway.model.fallback import SessionModels
-    from gateway.model.usage import UsageLedger
-    from memory.calibration import TokenCalibration
-    from memory.gitstore import GitStore
-    from memory.sessions import SessionStore
-    from memory.store import MemoryStore
-    from scheduler.reminders import ReminderStore
-    from scheduler.state import JobState
+    from lucidgate.channels.inbox import InboxJournal
+    from lucidgate.channels.outbox import Outbox
+    from lucidgate.channels.pairing import PairingStore
+    from lucidgate.gateway.agent.roles import OwnerSessions
+    from lucidgate.gateway.model.fallback import SessionModels
+    from lucidgate.gateway.model.usage import UsageLedger
+    from lucidgate.memory.calibration import TokenCalibration
+    from lucidgate.memory.gitstore import GitStore
+    from lucidgate.memory.sessions import SessionStore
+    from lucidgate.memory.store import MemoryStore
+    from lucidgate.scheduler.reminders import ReminderStore
+    from lucidgate.scheduler.state import JobState
 
 __all__ = ["WorkspaceParts"]
 
@@ -68,19 +68,19 @@ class WorkspaceParts:
     def inbox(self, *, daemon: bool) -> InboxJournal:
         """The journal of accepted messages. ``lucid agent`` and one-off commands keep their own,
         so they can run beside a daemon (which replays only its own journal at start)."""
-        from channels.inbox import InboxJournal
+        from lucidgate.channels.inbox import InboxJournal
 
         return InboxJournal(self.workspace / ("inbox.jsonl" if daemon else "inbox.cli.jsonl"))
 
     @cached_property
     def sessions(self) -> SessionStore:
-        from memory.sessions import SessionStore
+        from lucidgate.memory.sessions import SessionStore
 
         return SessionStore(self.sessions_dir)
 
     @cached_property
     def memory(self) -> MemoryStore:
-        from memory.store import MemoryStore
+        from lucidgate.memory.store import MemoryStore
 
         agent = self.config.agent
         return MemoryStore(self.workspace, max_history_entries=agent.memory.max_history_entries,
@@ -88,13 +88,13 @@ class WorkspaceParts:
 
     @cached_property
     def git(self) -> GitStore:
-        from memory.gitstore import GitStore
+        from lucidgate.memory.gitstore import GitStore
 
         return GitStore(self.workspace)
 
     @cached_property
     def usage(self) -> UsageLedger:
-        from gateway.model.usage import UsageLedger
+        from lucidgate.gateway.model.usage import UsageLedger
 
         budgets = self.config.usage
         return UsageLedger(self.workspace / "usage", daily_budget=budgets.daily_token_budget,
@@ -103,44 +103,44 @@ class WorkspaceParts:
 
     @cached_property
     def pairing(self) -> PairingStore:
-        from channels.pairing import PairingStore, default_path
+        from lucidgate.channels.pairing import PairingStore, default_path
 
         return PairingStore(default_path(self.workspace))
 
     @cached_property
     def owner_sessions(self) -> OwnerSessions:
-        from gateway.agent.roles import OwnerSessions
+        from lucidgate.gateway.agent.roles import OwnerSessions
 
         return OwnerSessions(self.state_dir / "owner_sessions.json")
 
     @cached_property
     def session_models(self) -> SessionModels:
-        from gateway.model.fallback import SessionModels
+        from lucidgate.gateway.model.fallback import SessionModels
 
         return SessionModels(self.state_dir / "models.json")
 
     @cached_property
     def calibration(self) -> TokenCalibration:
-        from memory.calibration import TokenCalibration
+        from lucidgate.memory.calibration import TokenCalibration
 
         return TokenCalibration(self.state_dir / "token_calibration.json")
 
     @cached_property
     def job_state(self) -> JobState:
-        from scheduler.state import JobState
+        from lucidgate.scheduler.state import JobState
 
         return JobState(self.state_dir / "scheduler.json")
 
     @cached_property
     def outbox(self) -> Outbox:
         """The daemon's durable outbox, with each channel's delivery deadline from its section."""
-        from channels.outbox import Outbox
-        from channels.registry import delivery_deadlines
+        from lucidgate.channels.outbox import Outbox
+        from lucidgate.channels.registry import delivery_deadlines
 
         return Outbox(self.outbox_path, deadlines_s=delivery_deadlines(self.config))
 
     @cached_property
     def reminders(self) -> ReminderStore:
-        from scheduler.reminders import ReminderStore
+        from lucidgate.scheduler.reminders import ReminderStore
 
         return ReminderStore(self.reminders_path)

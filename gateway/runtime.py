@@ -30,30 +30,30 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from channels.base import Channel, HasRouter
-from channels.bus import MessageBus
-from config.schema import Config
-from gateway.agent.commands import CommandRegistry
-from gateway.agent.context import ContextBuilder
-from gateway.model.client import LiteLLMChatModel
-from gateway.agent.loop import AgentLoop
-from gateway.metrics import Metrics
-from gateway.agent.roles import OwnerSessions
-from gateway.tools.base import ToolRegistry
-from gateway.model.usage import UsageLedger
-from memory import tokens
-from memory.consolidator import Consolidator
-from memory.dream import Dream
-from memory.gitstore import GitStore
-from memory.sessions import SessionStore
-from memory.store import MemoryStore
+from lucidgate.channels.base import Channel, HasRouter
+from lucidgate.channels.bus import MessageBus
+from lucidgate.config.schema import Config
+from lucidgate.gateway.agent.commands import CommandRegistry
+from lucidgate.gateway.agent.context import ContextBuilder
+from lucidgate.gateway.model.client import LiteLLMChatModel
+from lucidgate.gateway.agent.loop import AgentLoop
+from lucidgate.gateway.metrics import Metrics
+from lucidgate.gateway.agent.roles import OwnerSessions
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.model.usage import UsageLedger
+from lucidgate.memory import tokens
+from lucidgate.memory.consolidator import Consolidator
+from lucidgate.memory.dream import Dream
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.sessions import SessionStore
+from lucidgate.memory.store import MemoryStore
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
-    from gateway.mcp import McpManager
-    from gateway.agent.memory_commits import MemoryCommitter
-    from memory.search.service import RecallService
-    from scheduler import SchedulerService
+    from lucidgate.gateway.mcp import McpManager
+    from lucidgate.gateway.agent.memory_commits import MemoryCommitter
+    from lucidgate.memory.search.service import RecallService
+    from lucidgate.scheduler import SchedulerService
 
 logger = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ async def _quietly(stop: Any, what: str) -> None:
 
 
 def _prepare_workspace(workspace: Path) -> None:
-    from config.onboard import install_templates
+    from lucidgate.config.onboard import install_templates
 
     install_templates(workspace)
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from memory.tokens import count_message
+from lucidgate.memory.tokens import count_message
 
 CutKind = Literal["user", "tool", "end"]
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from config.fileio import atomic_write_text
+from lucidgate.config.fileio import atomic_write_text
 
 STAMP = "lucid-stamp"
 _REFS = ("HEAD", "refs/heads/main", "packed-refs")

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from config.fileio import atomic_write_bytes
+from lucidgate.config.fileio import atomic_write_bytes
 
 __all__ = ["archive_entries", "archive_files", "redact_lines"]
 

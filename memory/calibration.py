@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from config.fileio import atomic_write_text
-from memory.tokens import count_messages, count_tools
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.memory.tokens import count_messages, count_tools
 
 logger = logging.getLogger(__name__)
 

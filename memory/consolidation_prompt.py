@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from memory.tokens import count_text, encoding
+from lucidgate.memory.tokens import count_text, encoding
 
 logger = logging.getLogger(__name__)
 

@@ -36,23 +36,23 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from config.errors import LucidError
-from memory._boundaries import find_cut, protected_start
-from memory.consolidation_prompt import (
+from lucidgate.config.errors import LucidError
+from lucidgate.memory._boundaries import find_cut, protected_start
+from lucidgate.memory.consolidation_prompt import (
     build_request,
     parse_summary,
     prompt_overhead_tokens,
     raw_entry,
 )
-from memory._history_index import Provenance
-from memory.errors import PromptTooLong
-from memory.protocols import ChatModel, PromptSizer
-from memory.sessions import Session, SessionStore
-from memory import tokens
-from memory.tokens import cached_message_bytes, cached_message_tokens
+from lucidgate.memory._history_index import Provenance
+from lucidgate.memory.errors import PromptTooLong
+from lucidgate.memory.protocols import ChatModel, PromptSizer
+from lucidgate.memory.sessions import Session, SessionStore
+from lucidgate.memory import tokens
+from lucidgate.memory.tokens import cached_message_bytes, cached_message_tokens
 
 if TYPE_CHECKING:
-    from memory.store import MemoryStore
+    from lucidgate.memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 

@@ -32,14 +32,14 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from config.schema import AgentDefaults
-from memory.dream_prompts import Finding, parse_findings, phase1_messages, phase2_messages
-from memory.dream_tools import MAX_READ_CHARS, TOOL_SCHEMAS, DreamTools, list_skills
-from memory import tokens
-from memory.errors import DreamBusy, PromptTooLong
-from memory.gitstore import GitStore
-from memory.protocols import ChatModel, ChatResult, LoopStats, ToolCall, ToolLoop
-from memory.store import HistoryEntry, MemoryStore, Which
+from lucidgate.config.schema import AgentDefaults
+from lucidgate.memory.dream_prompts import Finding, parse_findings, phase1_messages, phase2_messages
+from lucidgate.memory.dream_tools import MAX_READ_CHARS, TOOL_SCHEMAS, DreamTools, list_skills
+from lucidgate.memory import tokens
+from lucidgate.memory.errors import DreamBusy, PromptTooLong
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.protocols import ChatModel, ChatResult, LoopStats, ToolCall, ToolLoop
+from lucidgate.memory.store import HistoryEntry, MemoryStore, Which
 
 logger = logging.getLogger(__name__)
 

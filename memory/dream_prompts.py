@@ -12,8 +12,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from memory._history_index import HistoryEntry
-from memory.dream_tools import SkillInfo
+from lucidgate.memory._history_index import HistoryEntry
+from lucidgate.memory.dream_tools import SkillInfo
 
 logger = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from config.fileio import atomic_write_text, read_text_or_empty
-from memory.frontmatter import parse_frontmatter
-from memory.textedit import EditError, replace_exact
+from lucidgate.config.fileio import atomic_write_text, read_text_or_empty
+from lucidgate.memory.frontmatter import parse_frontmatter
+from lucidgate.memory.textedit import EditError, replace_exact
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from config.errors import LucidError
+from lucidgate.config.errors import LucidError
 
 
 class MemoryStoreError(LucidError):

@@ -25,10 +25,10 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
-from config.fileio import atomic_write_text
-from memory.gitstore import GitStore
-from memory.search.index import FORGOTTEN_FILE, MemoryIndex
-from memory.store import MemoryStore
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.search.index import FORGOTTEN_FILE, MemoryIndex
+from lucidgate.memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 

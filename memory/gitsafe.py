@@ -32,7 +32,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from memory.errors import GitStoreError
+from lucidgate.memory.errors import GitStoreError
 
 logger = logging.getLogger(__name__)
 

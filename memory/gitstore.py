@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock, Timeout
 
-from memory import _git_stamp
-from memory.errors import GitStoreError
-from memory.gitsafe import run_git, safe_env, sanitize_repository
+from lucidgate.memory import _git_stamp
+from lucidgate.memory.errors import GitStoreError
+from lucidgate.memory.gitsafe import run_git, safe_env, sanitize_repository
 
 if TYPE_CHECKING:  # GitPython loads on the first repository operation, not at import
     from git import Repo

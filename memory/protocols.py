@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
-    from memory.sessions import Session
+    from lucidgate.memory.sessions import Session
 
 
 @dataclass(frozen=True, slots=True)

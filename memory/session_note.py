@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memory._history_index import HistoryEntry
+from lucidgate.memory._history_index import HistoryEntry
 
 __all__ = ["first_user_text", "note_text", "slug", "write_session_note"]
 

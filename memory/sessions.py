@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from config.fileio import atomic_write, atomic_write_text
-from memory.naming import read_header, session_file_stem
+from lucidgate.config.fileio import atomic_write, atomic_write_text
+from lucidgate.memory.naming import read_header, session_file_stem
 
 logger = logging.getLogger(__name__)
 

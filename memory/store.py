@@ -32,11 +32,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from filelock import FileLock, Timeout
 
-from config.fileio import atomic_write_bytes, atomic_write_text, read_int_file, read_text_or_empty
-from config.schema import AgentDefaults, MemoryConfig
-from memory._history_archive import archive_entries, archive_files, redact_lines
-from memory._history_index import HistoryEntry, HistoryIndex, parse_entry
-from memory.errors import MemoryStoreError
+from lucidgate.config.fileio import atomic_write_bytes, atomic_write_text, read_int_file, read_text_or_empty
+from lucidgate.config.schema import AgentDefaults, MemoryConfig
+from lucidgate.memory._history_archive import archive_entries, archive_files, redact_lines
+from lucidgate.memory._history_index import HistoryEntry, HistoryIndex, parse_entry
+from lucidgate.memory.errors import MemoryStoreError
 
 logger = logging.getLogger(__name__)
 

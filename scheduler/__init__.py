@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from config.lazy import lazy_names
+from lucidgate.config.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from scheduler.errors import ReminderError, SchedulerError
-    from scheduler.reminders import Reminder, ReminderStore
-    from scheduler.service import SchedulerService
-    from scheduler.state import JobState
+    from lucidgate.scheduler.errors import ReminderError, SchedulerError
+    from lucidgate.scheduler.reminders import Reminder, ReminderStore
+    from lucidgate.scheduler.service import SchedulerService
+    from lucidgate.scheduler.state import JobState
 
 __all__ = ["JobState", "Reminder", "ReminderError", "ReminderStore", "SchedulerError",
            "SchedulerService"]

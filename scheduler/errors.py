@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from config.errors import LucidError
+from lucidgate.config.errors import LucidError
 
 
 class SchedulerError(LucidError):

@@ -25,8 +25,8 @@ from datetime import UTC, date, datetime, tzinfo
 from pathlib import Path
 from typing import Any, Protocol
 
-from channels.bus import BusClosed, BusFull, MessageBus
-from channels.messages import (
+from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
+from lucidgate.channels.messages import (
     InboundMessage,
     ScheduledTask,
     OutboundMessage,
@@ -35,8 +35,8 @@ from channels.messages import (
     OutboundTyping,
     Target,
 )
-from config.schema import HeartbeatConfig
-from scheduler.state import JobState
+from lucidgate.config.schema import HeartbeatConfig
+from lucidgate.scheduler.state import JobState
 
 logger = logging.getLogger(__name__)
 

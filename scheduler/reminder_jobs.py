@@ -25,12 +25,12 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.base import BaseTrigger
 
-from channels.bus import BusClosed, BusFull, MessageBus
-from channels.messages import OutboundText, Role, Target
-from scheduler.errors import ReminderError
-from scheduler.reminders import Purpose, Reminder, ReminderStore
-from scheduler.tasks import MAX_TASK_CHARS, task_message
-from scheduler.triggers import (CrontabTrigger, build_trigger, check_every, format_time,
+from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
+from lucidgate.channels.messages import OutboundText, Role, Target
+from lucidgate.scheduler.errors import ReminderError
+from lucidgate.scheduler.reminders import Purpose, Reminder, ReminderStore
+from lucidgate.scheduler.tasks import MAX_TASK_CHARS, task_message
+from lucidgate.scheduler.triggers import (CrontabTrigger, build_trigger, check_every, format_time,
                                 parse_at)
 
 logger = logging.getLogger(__name__)

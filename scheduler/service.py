@@ -35,18 +35,18 @@ from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from channels.bus import MessageBus
-from channels.messages import Target
-from config.schema import Config
-from memory.dream import Dream
-from memory.errors import DreamBusy
-from scheduler.errors import SchedulerError
-from scheduler.heartbeat import CHANNEL as HEARTBEAT_CHANNEL
-from scheduler.heartbeat import Heartbeat, TokenLedger
-from scheduler.reminder_jobs import JobFn, ReminderJobs
-from scheduler.reminders import Purpose, Reminder, ReminderStore
-from scheduler.state import JobState
-from scheduler.triggers import format_time
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import Target
+from lucidgate.config.schema import Config
+from lucidgate.memory.dream import Dream
+from lucidgate.memory.errors import DreamBusy
+from lucidgate.scheduler.errors import SchedulerError
+from lucidgate.scheduler.heartbeat import CHANNEL as HEARTBEAT_CHANNEL
+from lucidgate.scheduler.heartbeat import Heartbeat, TokenLedger
+from lucidgate.scheduler.reminder_jobs import JobFn, ReminderJobs
+from lucidgate.scheduler.reminders import Purpose, Reminder, ReminderStore
+from lucidgate.scheduler.state import JobState
+from lucidgate.scheduler.triggers import format_time
 
 logger = logging.getLogger(__name__)
 

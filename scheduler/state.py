@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from config.fileio import atomic_write_text
+from lucidgate.config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ transcript, so the assistant knows later what it did.
 from __future__ import annotations
 
 from datetime import datetime, tzinfo
-from channels.messages import InboundMessage, Role, ScheduledTask
-from scheduler.reminders import Reminder
-from scheduler.triggers import describe, format_time
+from lucidgate.channels.messages import InboundMessage, Role, ScheduledTask
+from lucidgate.scheduler.reminders import Reminder
+from lucidgate.scheduler.triggers import describe, format_time
 
 MAX_TASK_CHARS = 2000
 

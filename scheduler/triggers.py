@@ -31,7 +31,7 @@ from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 from cronsim import CronSim, CronSimError
 
-from scheduler.errors import ReminderError
+from lucidgate.scheduler.errors import ReminderError
 
 Kind = Literal["at", "every", "cron"]
 

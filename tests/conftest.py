@@ -24,7 +24,7 @@ import pytest_asyncio
 # fetches its cost map from the internet at import unless told not to.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
 # What the `lucid` entry point does at start: token counting reads litellm's bundled encoding.
-from memory.tokens import bundled_tokenizer_dir  # noqa: E402
+from lucidgate.memory.tokens import bundled_tokenizer_dir  # noqa: E402
 
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", bundled_tokenizer_dir() or "")
 for _name in [n for n in os.environ if n.upper().startswith("LUCIDGATE_")]:
@@ -37,7 +37,7 @@ for _name in ("COLUMNS", "LINES"):
 from tests.fakes.llm import FakeLLMServer  # noqa: E402  (after the environment is set)
 from tests.matrix_kit import homeserver  # noqa: E402, F401  (one Synapse shared by every Matrix test)
 
-import config  # noqa: E402
+from lucidgate import config  # noqa: E402
 
 # ----------------------------------------------------------------------------- network guard
 
@@ -193,7 +193,7 @@ def _logging_restored() -> Iterator[None]:
     levels of the chatty libraries (``QUIET_LOGGERS``). A test that calls it (any gateway
     start does) must not hand that to the next one, whichever runs next on the worker:
     put it back."""
-    from gateway.logs import QUIET_LOGGERS
+    from lucidgate.gateway.logs import QUIET_LOGGERS
 
     root = logging.getLogger()
     level, ours = root.level, [h for h in root.handlers if h.get_name() == "lucid"]

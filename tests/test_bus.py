@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from channels.bus import BusClosed, BusFull, MessageBus
-from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, OutboundText, Target
+from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import InboundMessage, OutboundText, Target
 from tests.waiting import until
 
 
@@ -98,7 +98,7 @@ async def test_slow_channel_does_not_delay_another() -> None:
 
 
 def test_journal_compacts_while_running_and_stays_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import channels.inbox as inbox_module
+    import lucidgate.channels.inbox as inbox_module
 
     monkeypatch.setattr(inbox_module, "COMPACT_EVERY", 50)
     journal = InboxJournal(tmp_path / "inbox.jsonl")
@@ -118,8 +118,8 @@ def test_journal_compacts_while_running_and_stays_private(tmp_path: Path, monkey
 
 
 async def test_the_recorded_hook_sees_durable_messages_and_a_failing_hook_loses_nothing(tmp_path) -> None:
-    from channels.messages import OutboundProgress
-    from channels.outbox import Outbox
+    from lucidgate.channels.messages import OutboundProgress
+    from lucidgate.channels.outbox import Outbox
 
     outbox = Outbox(tmp_path / "outbox.sqlite", deadlines_s={"telegram": 24 * 3600.0})
     bus = MessageBus(outbox=outbox)

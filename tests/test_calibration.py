@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from channels.messages import InboundMessage
-from gateway.app import Gateway, build_gateway
-from gateway.agent.runner import PromptEstimator
-from memory import tokens
-from memory.calibration import MAX_RATIO, MIN_RATIO, TokenCalibration
-from memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_PROMPT
+from lucidgate.channels.messages import InboundMessage
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.agent.runner import PromptEstimator
+from lucidgate.memory import tokens
+from lucidgate.memory.calibration import MAX_RATIO, MIN_RATIO, TokenCalibration
+from lucidgate.memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_PROMPT
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Func, Reply, Scripted
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-import channels.registry as registry
-from channels.bus import MessageBus
-from channels.descriptor import REFUSAL_INTERVAL_S, ChannelDescriptor
-from channels.gate import AccessGate
-from channels.messages import OutboundMessage
-from config.channel_schema import DeliverySection, GatedSection, StreamingSection, SwitchedSection
-from config.schema import ChannelsConfig, Config
-from gateway.app import build_gateway
+import lucidgate.channels.registry as registry
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.descriptor import REFUSAL_INTERVAL_S, ChannelDescriptor
+from lucidgate.channels.gate import AccessGate
+from lucidgate.channels.messages import OutboundMessage
+from lucidgate.config.channel_schema import DeliverySection, GatedSection, StreamingSection, SwitchedSection
+from lucidgate.config.schema import ChannelsConfig, Config
+from lucidgate.gateway.app import build_gateway
 
 
 class PigeonConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSection):

@@ -21,12 +21,12 @@ from typing import Any
 import httpx
 import pytest_asyncio
 
-from channels import slack as slack_channel
-from channels import telegram as telegram_channel
-from channels.telegram.markdown import html_to_plain
-from config.schema import Config
-from gateway.app import Gateway, build_gateway
-from gateway.daemon.server import create_app
+from lucidgate.channels import slack as slack_channel
+from lucidgate.channels import telegram as telegram_channel
+from lucidgate.channels.telegram.markdown import html_to_plain
+from lucidgate.config.schema import Config
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.daemon.server import create_app
 from tests.fakes.llm import FakeLLMServer, Reply, message_text
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error

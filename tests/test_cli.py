@@ -12,7 +12,7 @@ import pytest
 
 from tests.fakes.llm import FakeLLMServer, Reply
 
-LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+LUCID = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()"]
 
 
 async def lucid(*args: str, home: Path, timeout: float = 90,
@@ -85,7 +85,7 @@ async def test_onboard_then_status_and_help(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_litellm_import_stays_offline_and_ignores_dotenv(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("OPENAI_API_KEY=from-a-stray-dotenv\n")
-    code = ("import os\nfrom gateway.model.client import import_litellm\nimport_litellm()\n"
+    code = ("import os\nfrom lucidgate.gateway.model.client import import_litellm\nimport_litellm()\n"
             "print('KEY=' + os.environ.get('OPENAI_API_KEY', 'unset'))\n"
             "print('LOCAL=' + os.environ['LITELLM_LOCAL_MODEL_COST_MAP'])\n")
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "LITELLM_LOCAL_MODEL_COST_MAP")}
@@ -145,7 +145,7 @@ def test_the_command_line_builds_only_the_command_it_runs() -> None:
     parameters of every registered command first); anything else keeps the whole app."""
     import typer.main
 
-    from gateway.cli import build_app, narrowed
+    from lucidgate.gateway.cli import build_app, narrowed
 
     everything = typer.main.get_command(build_app())
     names = set(everything.commands)  # type: ignore[attr-defined]

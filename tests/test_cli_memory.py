@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from channels.pairing import PairingStore
+from lucidgate.channels.pairing import PairingStore
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 
-LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+LUCID = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()"]
 
 SOUL = "# Soul\n\nCalm and brief.\n"
 USER = "# User\n\n- Name: Ana\n- Lives in Porto\n"
@@ -202,7 +202,7 @@ async def test_dream_dry_run_prints_findings_and_changes_nothing(
 
 
 def _git_messages(workspace: Path) -> list[str]:
-    from memory.gitstore import GitStore
+    from lucidgate.memory.gitstore import GitStore
 
     return [c.message for c in GitStore(workspace).log(50)]
 

@@ -9,20 +9,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from config.onboard import install_templates
-from config.schema import Config
-from gateway.agent.commands import CommandRegistry
-from gateway.commands.memory import DreamLog, DreamRestore, ShowMemory
-from gateway.commands.model import SwitchModel
-from gateway.commands.session import Help, New
-from gateway.model.client import LiteLLMChatModel
-from gateway.model.fallback import ModelChain, SessionModels
-from gateway.tools.turn import TurnContext
-from memory.consolidator import Consolidator
-from memory.gitstore import GitStore
-from memory.sessions import Session, SessionStore
-from memory.store import MemoryStore
-from memory.tokens import count_messages
+from lucidgate.config.onboard import install_templates
+from lucidgate.config.schema import Config
+from lucidgate.gateway.agent.commands import CommandRegistry
+from lucidgate.gateway.commands.memory import DreamLog, DreamRestore, ShowMemory
+from lucidgate.gateway.commands.model import SwitchModel
+from lucidgate.gateway.commands.session import Help, New
+from lucidgate.gateway.model.client import LiteLLMChatModel
+from lucidgate.gateway.model.fallback import ModelChain, SessionModels
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.consolidator import Consolidator
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.sessions import Session, SessionStore
+from lucidgate.memory.store import MemoryStore
+from lucidgate.memory.tokens import count_messages
 from tests.fakes.llm import FakeLLMServer, Reply
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from config import ConfigError, load_config
-from config.onboard import default_config_document, install_templates, write_config
+from lucidgate.config import ConfigError, load_config
+from lucidgate.config.onboard import default_config_document, install_templates, write_config
 
 
 def write(path: Path, data: object) -> Path:
@@ -146,7 +146,7 @@ def test_onboard_writes_once_and_never_overwrites(tmp_path: Path) -> None:
 
 def test_cli_reports_bad_config_with_exit_2(tmp_path: Path) -> None:
     path = write(tmp_path / "c.json", {"gateway": {"prot": 1}})
-    proc = subprocess.run([sys.executable, "-c", "from gateway.cli import main; main()", "status",
+    proc = subprocess.run([sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "status",
                            "--config", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "gateway.prot" in proc.stderr and "Traceback" not in proc.stderr

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gateway.cli import build_app
-from memory.gitstore import GitStore
+from lucidgate.gateway.cli import build_app
+from lucidgate.memory.gitstore import GitStore
 from tests.console_kit import (CONSOLE_TOKEN, MEMORY_MD, USER_MD, WEBHOOK_TOKEN, console_config,
                                running_console, seed_workspace, sse_events)
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
@@ -351,7 +351,7 @@ async def test_history_timeline_marks_the_dream_cursor_and_filters(config: Any) 
 
 
 async def test_jobs_list_a_reminder_and_cancel_it(config: Any) -> None:
-    from channels.messages import Target
+    from lucidgate.channels.messages import Target
 
     async with running_console(config) as c:
         sched = c.parts.scheduler
@@ -393,9 +393,9 @@ async def test_usage_per_day_and_job_with_budgets(make_config: Any, workspace: P
 
 
 async def test_status_names_failed_channels_with_their_reason(config: Any) -> None:
-    from channels.messages import OutboundMessage
-    from gateway.app import build_gateway
-    from gateway.daemon.server import create_app
+    from lucidgate.channels.messages import OutboundMessage
+    from lucidgate.gateway.app import build_gateway
+    from lucidgate.gateway.daemon.server import create_app
 
     class Broken:
         name = "broken"
@@ -422,7 +422,7 @@ async def test_status_names_failed_channels_with_their_reason(config: Any) -> No
 
 
 async def test_every_console_endpoint_is_in_the_schema_under_the_console_tag(config: Any) -> None:
-    from gateway.daemon.server import create_app
+    from lucidgate.gateway.daemon.server import create_app
 
     schema = create_app(config).openapi()
     console_paths = {p: item for p, item in schema["paths"].items()
@@ -438,7 +438,7 @@ async def test_every_console_endpoint_is_in_the_schema_under_the_console_tag(con
 async def test_the_cookie_is_secure_when_served_over_tls(config: Any) -> None:
     import httpx
 
-    from gateway.daemon.server import create_app
+    from lucidgate.gateway.daemon.server import create_app
 
     # Behind TLS (here: an https scope straight into the app) the session cookie is Secure.
     app = create_app(config)
@@ -453,7 +453,7 @@ async def test_the_cookie_is_secure_when_served_over_tls(config: Any) -> None:
 async def test_lucid_gateway_prints_a_login_link_only_in_a_terminal(config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from gateway.cli.webconsole import announcement
+    from lucidgate.gateway.cli.webconsole import announcement
 
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
     plain = announcement(config, "http://127.0.0.1:1")

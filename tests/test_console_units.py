@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from config.onboard import install_templates
-from gateway.console import api_auth, api_memory
-from gateway.console.auth import ConsoleAuth
-from gateway.console.links import LoginLinks
-from memory.gitstore import GitStore
+from lucidgate.config.onboard import install_templates
+from lucidgate.gateway.console import api_auth, api_memory
+from lucidgate.gateway.console.auth import ConsoleAuth
+from lucidgate.gateway.console.links import LoginLinks
+from lucidgate.memory.gitstore import GitStore
 from tests.served import served_client
 
 TOKEN = "console-unit-token-0123456789abcdef"

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memory.consolidation_prompt import SYSTEM_PROMPT
+from lucidgate.memory.consolidation_prompt import SYSTEM_PROMPT
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 from tests.test_agent_loop import running
 

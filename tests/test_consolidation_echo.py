@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateway.app import build_gateway
-from memory.consolidation_prompt import SYSTEM_PROMPT, echoes_instructions, parse_summary
+from lucidgate.gateway.app import build_gateway
+from lucidgate.memory.consolidation_prompt import SYSTEM_PROMPT, echoes_instructions, parse_summary
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Func, Reply, Scripted
 

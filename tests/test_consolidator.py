@@ -20,15 +20,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.model.client import LiteLLMChatModel
-from memory._boundaries import find_cut, protected_start
-from memory.consolidation_prompt import RAW_CAP_CHARS, parse_summary, raw_entry
-from memory.consolidator import Consolidator
-from memory.errors import MemoryStoreError
-from memory.protocols import ChatResult
-from memory.sessions import Session, SessionStore, load_session_file, persisted_last_consolidated
-from memory.store import MemoryStore
-from memory.tokens import count_message, count_messages, count_text
+from lucidgate.gateway.model.client import LiteLLMChatModel
+from lucidgate.memory._boundaries import find_cut, protected_start
+from lucidgate.memory.consolidation_prompt import RAW_CAP_CHARS, parse_summary, raw_entry
+from lucidgate.memory.consolidator import Consolidator
+from lucidgate.memory.errors import MemoryStoreError
+from lucidgate.memory.protocols import ChatResult
+from lucidgate.memory.sessions import Session, SessionStore, load_session_file, persisted_last_consolidated
+from lucidgate.memory.store import MemoryStore
+from lucidgate.memory.tokens import count_message, count_messages, count_text
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 
 SYSTEM_TOKENS = 200

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from config.onboard import install_templates
-from gateway.agent.context import INTERRUPTED_RESULT, RUNTIME_HEADER, SECTION_SEPARATOR, ContextBuilder, sanitise
-from gateway.skills.catalog import SkillsLoader
-from gateway.tools.turn import TurnContext
-from memory.sessions import SessionStore
-from memory.store import MemoryStore
+from lucidgate.config.onboard import install_templates
+from lucidgate.gateway.agent.context import INTERRUPTED_RESULT, RUNTIME_HEADER, SECTION_SEPARATOR, ContextBuilder, sanitise
+from lucidgate.gateway.skills.catalog import SkillsLoader
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.sessions import SessionStore
+from lucidgate.memory.store import MemoryStore
 
 
 def ctx(workspace: Path, *, key: str = "telegram:1", role: str = "owner", chat_type: str = "private") -> TurnContext:

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from channels._ratelimit import OutboundLimiter
-from channels.bus import MessageBus
-from channels.discord import DiscordChannel, DiscordSettings
-from channels.discord.send import classify
-from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels._ratelimit import OutboundLimiter
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.discord import DiscordChannel, DiscordSettings
+from lucidgate.channels.discord.send import classify
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import InboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
 from tests.fakes.discord_api import BOT_ID, GUILD_CHANNEL, GUILD_ID, THREAD_ID, TOKEN, FakeDiscordAPI, user
 from tests.waiting import until
 
@@ -219,7 +219,7 @@ async def test_a_429_is_waited_out_for_its_retry_after_and_sent_once(
 
 async def test_server_errors_are_retried_from_the_outbox_and_a_refusal_is_dead_lettered(
         make_config: Any, workspace: Path, dc: FakeDiscordAPI) -> None:
-    from channels.outbox import Outbox
+    from lucidgate.channels.outbox import Outbox
 
     outbox = Outbox(workspace / "state" / "outbox.sqlite", deadlines_s={"discord": 24 * 3600.0})
     bus = MessageBus(outbox=outbox, retry_backoff_s=0.05)
@@ -286,7 +286,7 @@ async def test_a_silent_gateway_is_left_and_the_session_resumed(make_channel: Ma
 
 async def test_a_missing_message_content_intent_fails_the_start_with_the_fix(
         make_channel: MakeChannel, dc: FakeDiscordAPI) -> None:
-    from config.errors import ConfigError
+    from lucidgate.config.errors import ConfigError
 
     dc.gateway.message_content_enabled = False  # not switched on in the Developer Portal
     with pytest.raises(ConfigError, match="Message Content intent.*Developer Portal"):
@@ -296,7 +296,7 @@ async def test_a_missing_message_content_intent_fails_the_start_with_the_fix(
 
 async def test_a_rejected_token_is_a_config_error_without_the_token(
         make_config: Any, workspace: Path, dc: FakeDiscordAPI, bus: MessageBus) -> None:
-    from config.errors import ConfigError
+    from lucidgate.config.errors import ConfigError
 
     config = make_config(channels={"discord": {"enabled": True, "token": "wrong-token-123", "apiBase": dc.base_url}})
     channel = DiscordChannel(DiscordSettings.from_section(config.channels.discord), bus, workspace=workspace)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest_asyncio
 
-from channels import discord as discord_channel
-from config.schema import Config
-from gateway.app import Gateway, build_gateway
-from gateway.ops.doctor import render, run_checks
+from lucidgate.channels import discord as discord_channel
+from lucidgate.config.schema import Config
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.ops.doctor import render, run_checks
 from tests.fakes.discord_api import TOKEN, FakeDiscordAPI
 from tests.fakes.llm import FakeLLMServer, HeldReply, Reply
 from tests.waiting import until
@@ -131,7 +131,7 @@ async def test_doctor_checks_the_token_and_the_message_content_intent(
 
 async def test_the_console_status_lists_discord_with_its_outbox(
         make_config: Callable[..., Config], dc: FakeDiscordAPI, fake_llm: FakeLLMServer) -> None:
-    from gateway.daemon.server import create_app
+    from lucidgate.gateway.daemon.server import create_app
     from tests.console_kit import CONSOLE_TOKEN, WEBHOOK_TOKEN, running_console
 
     config = make_config(console={"token": CONSOLE_TOKEN}, gateway={"port": 0, "shutdownGraceS": 2},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.outbox import read_counts
+from lucidgate.channels.outbox import read_counts
 from tests.fakes.discord_api import TOKEN as DISCORD_TOKEN
 from tests.fakes.discord_api import FakeDiscordAPI
 from tests.fakes.llm import FakeLLMServer, Reply

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from config.schema import Config
-from gateway.model.client import LiteLLMChatModel
-from gateway.agent.toolloop import ModelToolLoop
-from memory.dream import Dream, DreamReport
-from memory.errors import DreamBusy
-from memory.gitstore import GitStore
-from memory.store import MemoryStore
+from lucidgate.config.schema import Config
+from lucidgate.gateway.model.client import LiteLLMChatModel
+from lucidgate.gateway.agent.toolloop import ModelToolLoop
+from lucidgate.memory.dream import Dream, DreamReport
+from lucidgate.memory.errors import DreamBusy
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.store import MemoryStore
 from tests.fakes.llm import Fail, FakeLLMServer, Hang, Reply, ToolCalls
 
 USER = "# User\n\n- Name: Ana\n- Lives in Lisbon\n- Drinks tea\n"
@@ -274,7 +274,7 @@ async def test_phase2_refuses_paths_rewrites_and_bad_edits(make_env, tmp_path: P
 async def test_group_entries_are_history_only_and_never_reach_the_model(make_env, caplog) -> None:
     env = await make_env(history=[HISTORY[2]])
     before = snapshot(env.workspace)
-    caplog.set_level(logging.WARNING, logger="memory.dream")
+    caplog.set_level(logging.WARNING, logger="lucidgate.memory.dream")
     report = await env.dream.run()
     assert env.fake.requests == []  # nothing the owner said: no model call at all
     assert report.processed == (1, 1) and report.history_only == [1] and report.error is None
@@ -284,10 +284,10 @@ async def test_group_entries_are_history_only_and_never_reach_the_model(make_env
 
 
 async def test_the_tool_guard_refuses_every_write_in_an_untrusted_run(make_env, caplog) -> None:
-    from memory.dream_tools import DreamTools
+    from lucidgate.memory.dream_tools import DreamTools
     env = await make_env()
     tools = DreamTools(env.workspace, env.dream.caps, trusted=False)
-    caplog.set_level(logging.WARNING, logger="memory.dream_tools")
+    caplog.set_level(logging.WARNING, logger="lucidgate.memory.dream_tools")
     edit = await tools.call("edit_file", json.dumps({"path": "SOUL.md", "old_text": "Calm and brief.",
                                                      "new_text": "Obey guests."}))
     write = await tools.call("write_file", json.dumps({"path": "skills/x/SKILL.md", "content": SKILL}))
@@ -375,7 +375,7 @@ async def test_llm_failure_keeps_the_batch_then_gives_up_after_three_runs(
         assert env.store.dream_cursor() == 0  # the entries stay for the next run
         assert "Error:" in report.summary()
     env.fake.queue(Fail(500, "upstream exploded"))
-    with caplog.at_level(logging.WARNING, logger="memory.dream"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.memory.dream"):
         report = await env.dream.run()
     assert env.store.dream_cursor() == 3  # a bad batch is not retried forever
     assert "#1-#3 3 times" in caplog.text and "lucid dream --from 0" in caplog.text
@@ -508,7 +508,7 @@ def entries_in(env: Env, index: int, tags: list[str]) -> list[str]:
 
 
 async def test_batches_are_sized_by_tokens_and_every_entry_is_processed(make_env) -> None:
-    from memory.tokens import count_messages
+    from lucidgate.memory.tokens import count_messages
 
     tags = [f"e{i}" for i in range(1, 7)]
     env = await make_env(history=[entry(t) for t in tags], defaults=SMALL_WINDOW)
@@ -531,7 +531,7 @@ async def test_a_batch_the_model_refuses_is_halved_and_a_lone_refused_entry_skip
 
     env = await make_env(history=[entry("a", 20), entry("b", 20)], defaults=SMALL_WINDOW)
     env.fake.queue(ContextOverflow(), ContextOverflow(), Reply("[SKIP]"))
-    with caplog.at_level(logging.WARNING, logger="memory.dream"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.memory.dream"):
         report = await env.dream.run()
     assert [entries_in(env, i, ["a", "b"]) for i in range(3)] == [["a", "b"], ["a"], ["b"]]
     assert report.skipped == [1] and report.error is None and env.store.dream_cursor() == 2
@@ -545,7 +545,7 @@ async def test_an_entry_too_long_for_the_window_is_skipped_without_a_call(
                          defaults=SMALL_WINDOW)
     first = await env.dream.run()
     assert first.processed == (1, 1) and env.store.dream_cursor() == 1  # only what fits
-    with caplog.at_level(logging.ERROR, logger="memory.dream"):
+    with caplog.at_level(logging.ERROR, logger="lucidgate.memory.dream"):
         second = await env.dream.run()
     assert second.skipped == [2] and second.processed == (2, 3) and env.store.dream_cursor() == 3
     assert len(env.fake.requests) == 2 and entries_in(env, 1, ["huge", "s3"]) == ["s3"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.app import build_gateway
-from gateway.model.client import LiteLLMChatModel
-from gateway.agent.toolloop import ModelToolLoop
-from gateway.skills.catalog import SkillsLoader, builtin_skills_dir
-from memory.dream import Dream
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.model.client import LiteLLMChatModel
+from lucidgate.gateway.agent.toolloop import ModelToolLoop
+from lucidgate.gateway.skills.catalog import SkillsLoader, builtin_skills_dir
+from lucidgate.memory.dream import Dream
 from tests.fakes.llm import Reply, ToolCalls
 from tests.test_dream import OWNER, SKILL, make_env  # noqa: F401  (fixture)
 

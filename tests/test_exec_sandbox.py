@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.tools._sandbox import SandboxUnavailable, choose_sandbox, describe
-from gateway.tools.base import ToolRegistry
-from gateway.tools.shell import ExecTool
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.tools._sandbox import SandboxUnavailable, choose_sandbox, describe
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.shell import ExecTool
+from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 
 needs_bwrap = pytest.mark.needs("bwrap")
@@ -90,7 +90,7 @@ def test_without_bubblewrap_auto_runs_directly_and_bwrap_refuses(tmp_path: Path)
 
 
 async def test_a_required_sandbox_that_cannot_run_refuses_the_command(ws: Path, monkeypatch) -> None:
-    monkeypatch.setattr("gateway.tools._sandbox.shutil.which", lambda name: None)
+    monkeypatch.setattr("lucidgate.gateway.tools._sandbox.shutil.which", lambda name: None)
     out = await run(make_ctx(ws), "touch ran", sandbox="bwrap")
     assert out.startswith("Error: tools.exec.sandbox is 'bwrap' but bwrap is not installed")
     assert not (ws / "ran").exists()

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gateway.app import Gateway, build_gateway
-from gateway.model.costs import call_cost, daily_costs
-from gateway.model.fallback import is_fallback_error
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.model.costs import call_cost, daily_costs
+from lucidgate.gateway.model.fallback import is_fallback_error
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 from tests.waiting import until

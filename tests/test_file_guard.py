@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.tools.base import ToolRegistry
-from gateway.tools.files import ListDir, ReadFile, WriteFile
-from gateway.tools.search import Grep
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.files import ListDir, ReadFile, WriteFile
+from lucidgate.gateway.tools.search import Grep
+from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 
 INTERNAL = [

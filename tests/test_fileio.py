@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from config.fileio import atomic_write, atomic_write_bytes, atomic_write_text
-from memory.frontmatter import parse_frontmatter
-from memory.textedit import EditError, replace_exact
+from lucidgate.config.fileio import atomic_write, atomic_write_bytes, atomic_write_text
+from lucidgate.memory.frontmatter import parse_frontmatter
+from lucidgate.memory.textedit import EditError, replace_exact
 
 
 def _mode(path: Path) -> int:
@@ -105,8 +105,8 @@ def test_broken_frontmatter_says_why() -> None:
 
 
 def test_skills_and_dream_share_the_parser(tmp_path: Path) -> None:
-    from gateway.skills.catalog import parse_skill
-    from memory.dream_tools import list_skills
+    from lucidgate.gateway.skills.catalog import parse_skill
+    from lucidgate.memory.dream_tools import list_skills
 
     folder = tmp_path / "skills" / "bom"
     folder.mkdir(parents=True)

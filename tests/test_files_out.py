@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from channels.messages import OutboundText, Target
-from channels.outbox import Outbox, decode, encode
-from channels.outfiles import MAX_FILE_BYTES
+from lucidgate.channels.messages import OutboundText, Target
+from lucidgate.channels.outbox import Outbox, decode, encode
+from lucidgate.channels.outfiles import MAX_FILE_BYTES
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.test_agent_loop import OWNER, running
@@ -94,9 +94,9 @@ async def test_a_reply_with_a_file_queued_during_an_outage_arrives_after_a_resta
 
 
 async def test_channels_without_files_name_them_in_the_text(workspace: Path) -> None:
-    from channels.bus import MessageBus
-    from channels.cli import CliChannel
-    from channels.web.channel import WebChannel
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.channels.cli import CliChannel
+    from lucidgate.channels.web.channel import WebChannel
 
     shown: list[str] = []
     cli = CliChannel(MessageBus(), on_unsolicited=shown.append)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from config import ConfigError, load_config
-from gateway.cli import build_app
-from gateway.ops.doctor import run_checks
+from lucidgate.config import ConfigError, load_config
+from lucidgate.gateway.cli import build_app
+from lucidgate.gateway.ops.doctor import run_checks
 from tests.fakes.llm import FakeLLMServer
 from tests.test_cli import write_config
 from tests.test_ops_doctor import _lucid, by_name, write_setup

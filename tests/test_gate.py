@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from channels.bus import MessageBus
-from channels.gate import AccessGate, AccessRequest, Decision, Roster, refusal_text
-from channels.messages import OutboundMessage, OutboundText, Target
-from channels.pairing import MAX_PENDING_PER_CHANNEL, PairingStore, default_path
-from config.schema import OPENAI_OWNER_ID
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.gate import AccessGate, AccessRequest, Decision, Roster, refusal_text
+from lucidgate.channels.messages import OutboundMessage, OutboundText, Target
+from lucidgate.channels.pairing import MAX_PENDING_PER_CHANNEL, PairingStore, default_path
+from lucidgate.config.schema import OPENAI_OWNER_ID
 
 REFUSAL = "Sorry, I only talk to people my owner has allowed."
 REPLY = Target("telegram", "666", None, "9001")

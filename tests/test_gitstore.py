@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from memory.errors import GitStoreError
-from memory.forget import forget
-from memory.gitstore import GitStore
-from memory.store import MemoryStore
+from lucidgate.memory.errors import GitStoreError
+from lucidgate.memory.forget import forget
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.store import MemoryStore
 
 
 def git(workspace: Path, *args: str) -> str:

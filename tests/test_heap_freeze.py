@@ -15,8 +15,8 @@ from pathlib import Path
 
 PROBE = """
 import asyncio, gc, json, os, sys
-from config.loader import load_config
-from gateway.app import build_gateway
+from lucidgate.config.loader import load_config
+from lucidgate.gateway.app import build_gateway
 
 async def main():
     report = {}

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from gateway.app import Gateway, build_gateway
-from scheduler import SchedulerService
-from scheduler.heartbeat import heartbeat_tasks
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.scheduler import SchedulerService
+from lucidgate.scheduler.heartbeat import heartbeat_tasks
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply, ToolCalls
 from tests.waiting import until

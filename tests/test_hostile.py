@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from channels._netguard import Refused, resolve_checked
-from channels._ratelimit import DeliveryFailed, DeliveryRetry
-from channels.webhook.callbacks import CallbackPoster, check_callback_url
+from lucidgate.channels._netguard import Refused, resolve_checked
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry
+from lucidgate.channels.webhook.callbacks import CallbackPoster, check_callback_url
 from tests.test_webhook import CallbackSink
 
 PUBLIC = "93.184.216.34"

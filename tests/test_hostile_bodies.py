@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.daemon.serve import GatewayServer
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.console_kit import CONSOLE_TOKEN, WEBHOOK_TOKEN
 from tests.fakes.llm import FakeLLMServer, Reply
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from gateway.cli import build_app
-from memory.gitstore import GitStore
-from memory.sessions import load_session_file
+from lucidgate.gateway.cli import build_app
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.sessions import load_session_file
 
 TG_TOKEN = "123456:nanobot-telegram-token"
 

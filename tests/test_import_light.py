@@ -37,7 +37,7 @@ def exit_and_report(code):
     report()
     real_exit(code)
 os._exit = exit_and_report
-from gateway.cli import main
+from lucidgate.gateway.cli import main
 config = [] if os.environ.get('PROBE_NO_CONFIG') else ['--config', sys.argv[1]]
 sys.argv = ['lucid', *(os.environ.get('PROBE_ARGS') or 'agent -m hi').split(), *config]
 try:
@@ -48,8 +48,8 @@ finally:
 
 GATEWAY_PROBE = """
 import os, sys
-from config.loader import load_config
-from gateway.app import build_gateway
+from lucidgate.config.loader import load_config
+from lucidgate.gateway.app import build_gateway
 build_gateway(load_config(sys.argv[1]), "daemon")  # the channels lucid gateway would run
 with open(os.environ['PROBE_OUT'], 'w') as out:
     out.write('\\n'.join(sorted({name.split('.')[0] for name in list(sys.modules)})))
@@ -127,7 +127,7 @@ def test_commands_that_call_no_model_never_import_litellm(tmp_path: Path) -> Non
               "providers": {"openai": {"apiKey": "sk-probe", "apiBase": "http://127.0.0.1:9/v1"}}}
     for n, args in enumerate(["status", "sessions", "memory search tea", "jobs", "skills list", "memory log"]):
         modules = imported(tmp_path / str(n), AGENT_PROBE, config, args)
-        assert "gateway" in modules and "typer" in modules, args  # the command really ran
+        assert "lucidgate" in modules and "typer" in modules, args  # the command really ran
         assert "litellm" not in modules and "openai" not in modules, args
         if args == "memory search tea":  # hits print with typer's styling; no gateway, no HTTP client
             assert modules.isdisjoint({"rich", "http"}), sorted(modules & {"rich", "http"})
@@ -138,7 +138,7 @@ def test_help_and_version_load_no_config_schema_no_rich_no_event_loop(tmp_path: 
     rich and asyncio load only in the commands that use them."""
     for n, args in enumerate(["--help", "--version"]):
         modules = imported(tmp_path / str(n), AGENT_PROBE, {}, args, PROBE_NO_CONFIG="1")
-        assert "gateway" in modules and "typer" in modules, args  # the command really ran
+        assert "lucidgate" in modules and "typer" in modules, args  # the command really ran
         heavy = modules & {"pydantic", "pydantic_core", "rich", "asyncio", "litellm", "numpy"}
         assert not heavy, (args, sorted(heavy))
 
@@ -149,8 +149,8 @@ def test_litellms_tokenizer_stand_in_counts_like_ours() -> None:
     (gateway._offline) must count as the real one would once something uses it."""
     import sys
 
-    from gateway._offline import _DeferredEncoding, import_litellm
-    from memory import tokens
+    from lucidgate.gateway._offline import _DeferredEncoding, import_litellm
+    from lucidgate.memory import tokens
 
     import_litellm()
     assert "encoding" in vars(sys.modules["litellm.main"])  # the stand-in (or a real one) is in place

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from gateway.cli import build_app
-from memory.gitstore import GitStore
+from lucidgate.gateway.cli import build_app
+from lucidgate.memory.gitstore import GitStore
 from tests.test_import import make_nanobot, tree
 
 SECRET = "sk-very-secret-key"

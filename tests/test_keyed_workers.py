@@ -11,12 +11,12 @@ from typing import Any
 
 import httpx
 
-from channels.bus import Delivery, MessageBus
-from channels.keyed import KeyedWorkers
-from channels.messages import InboundMessage, OutboundText, Target
-from channels.outbox import Outbox
-from gateway.app import build_gateway
-from gateway.daemon.serve import GatewayServer
+from lucidgate.channels.bus import Delivery, MessageBus
+from lucidgate.channels.keyed import KeyedWorkers
+from lucidgate.channels.messages import InboundMessage, OutboundText, Target
+from lucidgate.channels.outbox import Outbox
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply
 

@@ -1,5 +1,6 @@
 """The package layering of DESIGN §1, enforced on the source: config ← memory ← (scheduler,
-channels) ← gateway, and no import cycles between modules.
+channels) ← gateway, and no import cycles between modules. The five folders install as one
+namespace (``lucidgate.config``, ...): an absolute import of ours always names it.
 
 Every ``import`` in every .py of our five packages counts — module level, inside functions
 and under ``TYPE_CHECKING`` alike — because a function-level import is a dependency that
@@ -14,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("config", "memory", "channels", "scheduler", "gateway")
+NAMESPACE = "lucidgate"
 
 # What each package may import from ours (besides itself).
 ALLOWED: dict[str, frozenset[str]] = {
@@ -73,11 +75,11 @@ def _imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                target = _ours(alias.name)
+                target = _ours(_unprefixed(alias.name))
                 if target:
                     yield node.lineno, target
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
+            base = _unprefixed(node.module or "")
             if node.level:
                 anchor = name.split(".")
                 anchor = anchor if is_package else anchor[:-1]
@@ -88,6 +90,21 @@ def _imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
                 target = _ours(f"{base}.{alias.name}") or _ours(base)
                 if target:
                     yield node.lineno, target
+
+
+def _unprefixed(dotted: str) -> str:
+    """``lucidgate.gateway.app`` -> ``gateway.app``; anything else unchanged."""
+    return dotted.removeprefix(f"{NAMESPACE}.")
+
+
+def _bare_imports(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, name) for each absolute import of one of our packages without the namespace."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        for name in names:
+            if name.split(".")[0] in PACKAGES:
+                yield node.lineno, name
 
 
 def _ours(dotted: str) -> str | None:
@@ -113,6 +130,14 @@ def test_the_walk_sees_every_package() -> None:
     assert len(MODULES) > 60
     # The parser really resolves imports, relative ones included.
     assert "config.schema" in _graph()["gateway.app"]
+
+
+def test_every_import_of_ours_names_the_namespace() -> None:
+    """Installed, only ``lucidgate`` exists: ``import config`` works in the repository alone."""
+    sources = [*MODULES.values(), *sorted((ROOT / "tests").rglob("*.py")), *sorted((ROOT / "bench").rglob("*.py"))]
+    bare = [f"{path.relative_to(ROOT)}:{line} imports {name}" for path in sources
+            for line, name in _bare_imports(path)]
+    assert not bare, f"imports without the {NAMESPACE}. namespace:\n" + "\n".join(bare)
 
 
 def test_packages_import_only_lower_layers() -> None:

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gateway.app import build_gateway
-from gateway.runtime import Gateway
-from gateway.daemon.serve import GatewayServer, ListenError
-from gateway.daemon.server import create_app
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.runtime import Gateway
+from lucidgate.gateway.daemon.serve import GatewayServer, ListenError
+from lucidgate.gateway.daemon.server import create_app
 
 
 class RecordingChannel:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.errors import LLMError
-from gateway.model.client import LiteLLMChatModel
+from lucidgate.gateway.errors import LLMError
+from lucidgate.gateway.model.client import LiteLLMChatModel
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 
@@ -49,7 +49,7 @@ async def test_refused_key_names_the_real_config_key(fake_llm: FakeLLMServer, ma
 
 
 async def test_the_user_hears_which_entry_to_fix_when_the_provider_is_down(make_config: Callable) -> None:
-    from gateway.app import build_gateway
+    from lucidgate.gateway.app import build_gateway
 
     config = make_config(api_base=closed_port_url(), agents={"defaults": {"llmRetries": 0}})
     gw = build_gateway(config)
@@ -81,7 +81,7 @@ def test_retry_after_is_read_from_litellm_errors_and_bounded() -> None:
     import httpx
     import litellm
 
-    from gateway.model.errors import MAX_RETRY_AFTER_S, is_transient, retry_after_s
+    from lucidgate.gateway.model.errors import MAX_RETRY_AFTER_S, is_transient, retry_after_s
 
     def limited(headers: dict[str, str]) -> litellm.RateLimitError:
         return litellm.RateLimitError("slow down", llm_provider="openai", model="m",
@@ -105,8 +105,8 @@ RenamedRateLimit.__name__ = "RateLimitError"
 
 
 def test_classification_is_by_class_not_by_name() -> None:
-    from gateway.model.fallback import is_fallback_error
-    from gateway.model.errors import is_transient
+    from lucidgate.gateway.model.fallback import is_fallback_error
+    from lucidgate.gateway.model.errors import is_transient
 
     assert not is_transient(RenamedRateLimit("x"))
     assert not is_fallback_error(RenamedRateLimit("x"))

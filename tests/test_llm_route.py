@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.model.client import LiteLLMChatModel, _compatible_route
+from lucidgate.gateway.model.client import LiteLLMChatModel, _compatible_route
 from tests.fakes.llm import FakeLLMServer, Reply
 
 

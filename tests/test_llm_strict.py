@@ -115,7 +115,7 @@ async def test_a_failed_stream_falls_back_to_one_plain_call(
     fake_llm.strict.stream_fails_with_tools = True
     fake_llm.queue(Reply("first try"), Reply("second try"))
     config = make_config(providers={"openai": {"streamToolCalls": True}})  # claimed, but it breaks
-    with caplog.at_level(logging.WARNING, logger="gateway.model.client"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.gateway.model.client"):
         async with running(config) as (gw, ch):
             gw.parts.agent.runner.streaming_channels = frozenset({"cli"})
             await ch.say("hi", **OWNER)
@@ -187,7 +187,7 @@ async def test_the_providers_own_message_is_logged_and_shown_to_the_owner_only(
     said = "Failed to parse input at pos 12: grammar error"
     fake_llm.queue(Fail(500, said), Fail(500, said))
     config = make_config(channels={"webhook": {"owners": ["boss"]}}, agents={"defaults": {"llmRetries": 0}})
-    with caplog.at_level(logging.WARNING, logger="gateway.model.client"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.gateway.model.client"):
         async with running(config, name="webhook") as (_, ch):
             await ch.say("hi", sender_id="boss", chat_id="1")
             await ch.wait_replies(1, WAIT)

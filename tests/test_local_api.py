@@ -12,12 +12,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memory.sessions import load_session_file
+from lucidgate.memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply
 from tests.test_import_light import AGENT_PROBE, run_probe
 from tests.test_shutdown import GatewayProcess, _env
 
-LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+LUCID = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()"]
 
 
 async def lucid(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -48,7 +48,7 @@ def _chat_once(config_path: Path, env: dict[str, str], line: str, answer: str) -
     ``answer`` on the screen, then leave; returns the banner it printed first."""
     import pexpect
 
-    child = pexpect.spawn(sys.executable, ["-c", "from gateway.cli import main; main()", "agent", "-c",
+    child = pexpect.spawn(sys.executable, ["-c", "from lucidgate.gateway.cli import main; main()", "agent", "-c",
                                            str(config_path)], env={**env, "PROMPT_TOOLKIT_NO_CPR": "1"},
                           encoding="utf-8", timeout=90, dimensions=(40, 120))
     try:
@@ -119,7 +119,7 @@ async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path
 
 
 async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
-    from gateway.daemon.local_client import find_running, publish
+    from lucidgate.gateway.daemon.local_client import find_running, publish
 
     publish(tmp_path, "http://127.0.0.1:9", "t")
     assert find_running(tmp_path) == ("http://127.0.0.1:9", "t")  # this very process is alive
@@ -132,8 +132,8 @@ async def test_a_stale_local_file_is_ignored(tmp_path: Path) -> None:
 
 
 async def test_local_route_checks_the_token_before_reading_the_body(make_config, fake_llm) -> None:
-    from gateway.daemon.local_api import MAX_LOCAL_BODY_BYTES
-    from gateway.daemon.serve import GatewayServer
+    from lucidgate.gateway.daemon.local_api import MAX_LOCAL_BODY_BYTES
+    from lucidgate.gateway.daemon.serve import GatewayServer
 
     config = make_config(gateway={"port": 0})
     async with GatewayServer(config, access_log=False) as server:

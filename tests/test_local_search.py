@@ -90,9 +90,9 @@ async def test_search_asks_the_running_gateway_and_prints_what_in_process_prints
 
 
 async def test_search_route_guards_validates_and_says_when_search_is_disabled(make_config) -> None:
-    from gateway.daemon.local_client import LocalRefused, search_running
-    from gateway.daemon.local_search import DISABLED
-    from gateway.daemon.serve import GatewayServer
+    from lucidgate.gateway.daemon.local_client import LocalRefused, search_running
+    from lucidgate.gateway.daemon.local_search import DISABLED
+    from lucidgate.gateway.daemon.serve import GatewayServer
 
     config = make_config(gateway={"port": 0}, agents={"defaults": {"memory": {"search": {"enabled": False}}}})
     async with GatewayServer(config, access_log=False) as server:
@@ -124,9 +124,9 @@ async def test_search_route_guards_validates_and_says_when_search_is_disabled(ma
 
 
 async def test_a_file_written_just_now_is_found_and_a_closing_index_says_so(make_config, workspace) -> None:
-    from gateway.daemon.local_client import search_running
-    from gateway.daemon.local_search import STOPPING
-    from gateway.daemon.serve import GatewayServer
+    from lucidgate.gateway.daemon.local_client import search_running
+    from lucidgate.gateway.daemon.local_search import STOPPING
+    from lucidgate.gateway.daemon.serve import GatewayServer
 
     config = make_config(gateway={"port": 0},
                          agents={"defaults": {"memory": {"search": {"embedding": {"model": "none"}}}}})
@@ -155,7 +155,7 @@ async def test_a_file_written_just_now_is_found_and_a_closing_index_says_so(make
 
 
 async def test_no_gateway_means_no_answer(tmp_path: Path) -> None:
-    from gateway.daemon.local_client import find_running, search_running
+    from lucidgate.gateway.daemon.local_client import find_running, search_running
 
     assert find_running(tmp_path) is None
     # a port nothing listens on (the discard port): unreachable, so the caller searches itself

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from channels._markdown import link_allowed, to_plain, utf16_len
-from channels.slack.format import payload, to_chunks
-from channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, markdown_to_html, render
+from lucidgate.channels._markdown import link_allowed, to_plain, utf16_len
+from lucidgate.channels.slack.format import payload, to_chunks
+from lucidgate.channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, markdown_to_html, render
 from tests.fakes.telegram_api import html_error
 
 TELEGRAM_TAGS = {"b", "i", "s", "code", "pre", "a", "blockquote"}

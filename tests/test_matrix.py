@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from channels._ratelimit import DeliveryFailed
-from channels.matrix import build as build_matrix
-from channels.matrix.channel import MatrixChannel
-from channels.matrix.state import load_state
-from channels.messages import OutboundText, Target
-from config.schema import Config
-from gateway.app import Gateway, build_gateway
-from gateway.ops.matrix_check import matrix_checks
+from lucidgate.channels._ratelimit import DeliveryFailed
+from lucidgate.channels.matrix import build as build_matrix
+from lucidgate.channels.matrix.channel import MatrixChannel
+from lucidgate.channels.matrix.state import load_state
+from lucidgate.channels.messages import OutboundText, Target
+from lucidgate.config.schema import Config
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.ops.matrix_check import matrix_checks
 from tests.fakes.llm import FakeLLMServer, HeldReply, Reply, ToolCalls
 from tests.matrix_kit import Homeserver, OutageProxy, Person
 from tests.waiting import until

@@ -10,12 +10,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from channels.matrix import preflight
-from channels.matrix.calls import MatrixCallError, classify
-from channels.matrix.events import Attachment, file_name, parse_message, safe_component
-from channels.matrix.format import edit_content, message_content, reply_to, split_markdown, to_html
-from channels.matrix.state import MatrixState, load_state, save_state
-from config.schema import Config
+from lucidgate.channels.matrix import preflight
+from lucidgate.channels.matrix.calls import MatrixCallError, classify
+from lucidgate.channels.matrix.events import Attachment, file_name, parse_message, safe_component
+from lucidgate.channels.matrix.format import edit_content, message_content, reply_to, split_markdown, to_html
+from lucidgate.channels.matrix.state import MatrixState, load_state, save_state
+from lucidgate.config.schema import Config
 from tests.matrix_kit import require_synapse
 
 BOT = "@lucid:example.org"
@@ -162,7 +162,7 @@ def test_a_missing_homeserver_skips_or_fails_when_a_real_one_is_required(
 
 
 def test_every_channel_sections_delivery_deadline_reaches_the_outbox(tmp_path: Path) -> None:
-    from gateway.parts import WorkspaceParts
+    from lucidgate.gateway.parts import WorkspaceParts
 
     config = Config.model_validate({
         "agents": {"defaults": {"workspace": str(tmp_path)}},

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from gateway.app import Gateway, build_gateway
-from gateway.mcp import McpManager, probe, tool_name
-from gateway.mcp.tools import compact_schema
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.mcp import McpManager, probe, tool_name
+from lucidgate.gateway.mcp.tools import compact_schema
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.served import served
@@ -201,7 +201,7 @@ async def test_mcp_tools_are_owner_only_unless_listed_in_guest_tools(
 
 
 async def test_probe_reports_each_server_for_doctor(tmp_path: Path) -> None:
-    from config.schema import McpServerConfig
+    from lucidgate.config.schema import McpServerConfig
 
     statuses = await probe({"time": McpServerConfig(**TIME_SERVER),
                             "ghost": McpServerConfig(command=str(tmp_path / "missing"))})
@@ -222,7 +222,7 @@ def test_names_and_schemas_are_provider_safe() -> None:
 def test_config_needs_exactly_one_transport() -> None:
     from pydantic import ValidationError
 
-    from config.schema import McpServerConfig
+    from lucidgate.config.schema import McpServerConfig
 
     with pytest.raises(ValidationError, match="exactly one"):
         McpServerConfig(command="x", url="http://127.0.0.1:1/mcp")

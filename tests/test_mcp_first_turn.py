@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from gateway.app import build_gateway
-from gateway.mcp import McpManager
-from gateway.tools.base import ToolRegistry
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.mcp import McpManager
+from lucidgate.gateway.tools.base import ToolRegistry
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.test_cli import lucid, write_config
@@ -136,7 +136,7 @@ async def test_servers_start_together_so_the_wait_is_the_slowest_not_the_sum(tmp
     # Two silent servers: each one's deadline runs from the start, so once the first has
     # timed out the second is past its own deadline too and nothing waits on it further.
     servers = {name: silent_server(tmp_path, timeout_s=1.0) for name in ("a", "b")}
-    from config.schema import McpServerConfig
+    from lucidgate.config.schema import McpServerConfig
 
     manager = McpManager({n: McpServerConfig.model_validate(s) for n, s in servers.items()},
                          ToolRegistry(), backoff_base_s=3600.0)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.app import build_gateway
+from lucidgate.gateway.app import build_gateway
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from gateway.app import Gateway, build_gateway
-from memory.gitstore import GitStore
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.memory.gitstore import GitStore
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.waiting import until
@@ -71,7 +71,7 @@ async def test_hand_edits_are_committed_at_start_and_shown_by_memory_log(
     assert set(latest.files) == {"SOUL.md", "memory/2026-11-20.md"}
     (workspace / "USER.md").write_text("# User\n\nEdited while nothing ran.\n")
 
-    from gateway.cli import build_app
+    from lucidgate.gateway.cli import build_app
 
     config_file = workspace.parent / "config.json"
     config_file.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}}}))

@@ -14,9 +14,9 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-from gateway.agent.memory_flush import FLUSH_KIND, NO_REPLY
-from memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_PROMPT
-from channels.messages import InboundMessage
+from lucidgate.gateway.agent.memory_flush import FLUSH_KIND, NO_REPLY
+from lucidgate.memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_PROMPT
+from lucidgate.channels.messages import InboundMessage
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls, message_text
 from tests.test_agent_loop import running
 
@@ -117,8 +117,8 @@ async def test_todays_and_yesterdays_notes_are_in_the_owner_prompt_only(
 
 
 def test_flush_settings_have_documented_defaults() -> None:
-    from config.schema import AgentDefaults, MemoryConfig
-    from gateway.agent.memory_flush import flush_threshold
+    from lucidgate.config.schema import AgentDefaults, MemoryConfig
+    from lucidgate.gateway.agent.memory_flush import flush_threshold
 
     memory = MemoryConfig()
     assert (memory.flush_soft_threshold_tokens, memory.flush_transcript_bytes, memory.flush_instruction) == \

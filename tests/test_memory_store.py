@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory import _history_index
-from memory.errors import MemoryStoreError
-from memory.store import MemoryStore
+from lucidgate.memory import _history_index
+from lucidgate.memory.errors import MemoryStoreError
+from lucidgate.memory.store import MemoryStore
 
 
 def lines(store: MemoryStore) -> list[dict]:

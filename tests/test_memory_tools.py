@@ -23,7 +23,7 @@ async def test_the_model_lists_then_forgets_for_the_owner(fake_llm: FakeLLMServe
     fake_llm.queue(ToolCalls([("memory_list", {"text": "Cats"})]),
                    ToolCalls([("memory_forget", {"text": "cats"}), ("memory_forget", {"text": "a"})]),
                    ToolCalls([("memory_list", {"text": "cats"})]), Reply("Forgotten."))
-    caplog.set_level(logging.INFO, logger="memory.forget")
+    caplog.set_level(logging.INFO, logger="lucidgate.memory.forget")
     async with running(make_config()) as (gw, ch):
         (workspace / "USER.md").write_text("# User\n- lives in Lisbon\n- likes cats\n")
         (workspace / "memory" / "MEMORY.md").write_text("# Memory\n- the cats are Tom and Mia\n")

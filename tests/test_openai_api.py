@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.daemon.serve import GatewayServer
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 from tests.test_webhook import TOKEN, transcript
 

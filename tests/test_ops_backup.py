@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from memory.naming import session_file_stem
-from config import load_config
-from gateway.cli import build_app
-from gateway.ops.backup import BackupError, create_backup, restore_backup
-from memory.gitstore import GitStore
-from memory.sessions import load_session_file
-from gateway.console.links import LoginLinks
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.config import load_config
+from lucidgate.gateway.cli import build_app
+from lucidgate.gateway.ops.backup import BackupError, create_backup, restore_backup
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.sessions import load_session_file
+from lucidgate.gateway.console.links import LoginLinks
 from tests.fakes.llm import Reply
 from tests.test_webhook import TOKEN, body, serving
 
@@ -131,7 +131,7 @@ def test_restore_refuses_a_non_empty_directory_and_foreign_archives(tmp_path):
 
 
 def test_the_cli_round_trip(tmp_path, workspace):
-    from config.onboard import install_templates
+    from lucidgate.config.onboard import install_templates
 
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}},

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from config import ConfigError, load_config
-from gateway.cli import build_app
+from lucidgate.config import ConfigError, load_config
+from lucidgate.gateway.cli import build_app
 from tests.real_tools import need_tool
 
 

@@ -69,7 +69,7 @@ def test_the_health_check_needs_no_curl_and_the_command_exists():
     steps = instructions()
     health = next(args for word, args in steps if word == "HEALTHCHECK")
     assert '"lucid", "healthcheck"' in health and "curl" not in health and "wget" not in health
-    done = subprocess.run([sys.executable, "-c", "from gateway.cli import main; main()", "healthcheck", "--help"],
+    done = subprocess.run([sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "healthcheck", "--help"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "/healthz" in done.stdout
 
@@ -96,7 +96,7 @@ def test_the_build_context_leaves_out_venv_git_tests_and_bench():
                  "gateway/__pycache__/cli.cpython-311.pyc", ".ci/run"):
         assert _ignored(path, patterns), path
     for path in ("gateway/daemon/server.py", "gateway/static/console.html", "config/templates/SOUL.md",
-                 "pyproject.toml", "requirements.lock", "README.md", "memory/store.py"):
+                 "pyproject.toml", "setup.py", "requirements.lock", "README.md", "memory/store.py"):
         assert not _ignored(path, patterns), path
 
 
@@ -115,7 +115,7 @@ def test_compose_runs_it_hardened_with_a_health_check():
 
 
 def test_the_env_example_has_no_live_placeholder_and_reaches_a_host_model_server(tmp_path: Path):
-    from config import load_config
+    from lucidgate.config import load_config
 
     lines = (REPO / "deploy" / "lucidgate.env.example").read_text().splitlines()
     live = [line for line in lines if line.strip() and not line.lstrip().startswith("#")]

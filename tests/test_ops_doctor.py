@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from config.onboard import install_templates
-from gateway.ops.doctor import as_json, render, run_checks
+from lucidgate.config.onboard import install_templates
+from lucidgate.gateway.ops.doctor import as_json, render, run_checks
 from tests.fakes.llm import FakeLLMServer
 from tests.fakes.telegram_api import TOKEN as TG_TOKEN
 from tests.fakes.telegram_api import FakeTelegramAPI
@@ -136,7 +136,7 @@ def _unprivileged() -> list[str]:
 
 async def _lucid(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        *_unprivileged(), sys.executable, "-c", "from gateway.cli import main; main()", *args,
+        *_unprivileged(), sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", *args,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "NO_COLOR": "1", **(env or {})})
     out, err = await asyncio.wait_for(proc.communicate(), 120)

@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 from tests.fakes.llm import Fail, Reply
-from gateway.daemon.provider_watch import PROBE_INTERVAL_S
-from gateway.daemon.serve import GatewayServer
+from lucidgate.gateway.daemon.provider_watch import PROBE_INTERVAL_S
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.test_webhook import AUTH, TOKEN, body, serving
 
 
@@ -141,7 +141,7 @@ async def test_permission_denied_is_one_clear_line_in_the_cli(tmp_path: Path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     try:
-        code, out, err = await _run(*_unprivileged(), sys.executable, "-c", "from gateway.cli import main; main()",
+        code, out, err = await _run(*_unprivileged(), sys.executable, "-c", "from lucidgate.gateway.cli import main; main()",
                                     "onboard", "--config", str(locked / "conf" / "config.json"))
     finally:
         locked.chmod(0o700)
@@ -153,7 +153,7 @@ async def test_permission_denied_is_one_clear_line_in_the_cli(tmp_path: Path):
 
 @pytest.mark.slow
 async def test_lucid_healthcheck_exit_codes(health_config):
-    cli = [sys.executable, "-c", "from gateway.cli import main; main()", "healthcheck"]
+    cli = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "healthcheck"]
     async with serving(health_config) as (server, _):
         ok = await _run(*cli, "--url", server.url)
     gone = await _run(*cli, "--url", server.url, "--timeout", "5")
@@ -162,7 +162,7 @@ async def test_lucid_healthcheck_exit_codes(health_config):
 
 
 async def test_storage_errors_keep_other_errors_generic(health_config):
-    from gateway.daemon.health import describe_os_error
+    from lucidgate.gateway.daemon.health import describe_os_error
 
     import errno
 

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from gateway.cli import build_app
-from gateway.logs import setup_logging, turn_log_context
-from gateway.daemon.serve import GatewayServer
+from lucidgate.gateway.cli import build_app
+from lucidgate.gateway.logs import setup_logging, turn_log_context
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.fakes.llm import Fail, Reply, ToolCalls
 from tests.test_shutdown import GatewayProcess, _env
 from tests.test_webhook import AUTH, TOKEN, body
@@ -101,7 +101,7 @@ async def _start_json(proc: GatewayProcess) -> None:
     import sys
 
     proc.proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from gateway.cli import main; main()", "gateway", *proc.config_args,
+        sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "gateway", *proc.config_args,
         "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=proc.env)
     proc._url = asyncio.get_running_loop().create_future()
     proc._readers = [asyncio.create_task(proc._read(proc.proc.stdout, proc.stdout)),
@@ -162,7 +162,7 @@ def test_chatty_libraries_stay_quiet_at_info(json_log):
     for name in ("watchfiles.main", "httpx", "litellm", "apscheduler.scheduler"):
         assert not logging.getLogger(name).isEnabledFor(logging.INFO), name
         assert logging.getLogger(name).isEnabledFor(logging.WARNING), name
-    assert logging.getLogger("gateway.agent.runner").isEnabledFor(logging.INFO)
+    assert logging.getLogger("lucidgate.gateway.agent.runner").isEnabledFor(logging.INFO)
 
 
 async def test_connection_errors_reach_people_without_object_reprs():
@@ -170,7 +170,7 @@ async def test_connection_errors_reach_people_without_object_reprs():
 
     import aiohttp
 
-    from gateway.model.errors import provider_detail
+    from lucidgate.gateway.model.errors import provider_detail
 
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))

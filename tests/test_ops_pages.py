@@ -132,7 +132,7 @@ async def test_the_docs_assets_are_the_packaged_ones_and_carry_no_cdn_reference(
 async def test_a_new_html_route_gets_the_default_csp(pages_config):
     from fastapi.responses import HTMLResponse
 
-    from gateway.daemon.server import create_app
+    from lucidgate.gateway.daemon.server import create_app
 
     app = create_app(pages_config)
 
@@ -140,7 +140,7 @@ async def test_a_new_html_route_gets_the_default_csp(pages_config):
     async def late() -> HTMLResponse:
         return HTMLResponse("<p>hi</p>")
 
-    from gateway.daemon.serve import GatewayServer
+    from lucidgate.gateway.daemon.serve import GatewayServer
 
     async with GatewayServer(pages_config, app=app, access_log=False) as server:
         async with httpx.AsyncClient(base_url=server.url) as client:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.daemon.sdnotify import Notifier
-from gateway.ops.unit import UnitSpec, render_unit, shipped_unit
-from gateway.daemon.serve import GatewayServer
+from lucidgate.gateway.daemon.sdnotify import Notifier
+from lucidgate.gateway.ops.unit import UnitSpec, render_unit, shipped_unit
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.test_shutdown import GatewayProcess, _env
 from tests.real_tools import need_tool
 
@@ -218,7 +218,7 @@ async def test_sighup_drains_like_sigterm_and_systemd_hears_all_of_it(tmp_path, 
         await asyncio.to_thread(notify_socket.wait_for, "WATCHDOG")
         # `lucid status` sees the running gateway (and a configured provider: exit 0).
         status = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", "from gateway.cli import main; main()", "status", "--config", str(config_path),
+            sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "status", "--config", str(config_path),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(home))
         out, err = await asyncio.wait_for(status.communicate(), 120)
         assert status.returncode == 0, err
@@ -287,7 +287,7 @@ async def test_a_config_error_exits_2_so_systemd_does_not_restart_it(tmp_path):
     config_path = tmp_path / "config.json"
     config_path.write_text(json.dumps({"gateway": {"prot": 1}}))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from gateway.cli import main; main()", "gateway", "--config", str(config_path),
+        sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "gateway", "--config", str(config_path),
         "--log-format", "json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=_env(tmp_path))
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 2  # RestartPreventExitStatus=2 in the unit

@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from channels._ratelimit import OutboundLimiter
-from channels.bus import MessageBus
-from channels.inbox import InboxJournal
-from channels.messages import OutboundText, Target
-from channels.outbox import Outbox, read_counts
-from channels.telegram import TelegramChannel, TelegramSettings
-from channels.telegram.send import classify
+from lucidgate.channels._ratelimit import OutboundLimiter
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import OutboundText, Target
+from lucidgate.channels.outbox import Outbox, read_counts
+from lucidgate.channels.telegram import TelegramChannel, TelegramSettings
+from lucidgate.channels.telegram.send import classify
 from tests.fakes.telegram_api import TOKEN, FakeTelegramAPI
 from tests.waiting import until
 
@@ -199,7 +199,7 @@ async def test_a_refusal_waiting_out_a_flood_limit_is_durable_and_never_stalls_i
 def test_lucid_status_counts_pending_and_dead_letters(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from gateway.cli import build_app
+    from lucidgate.gateway.cli import build_app
     from tests.test_cli import write_config
 
     workspace = tmp_path / "ws"
@@ -243,7 +243,7 @@ async def test_the_bus_purges_week_old_delivered_items_and_keeps_the_rest(tmp_pa
 async def test_a_flush_does_not_wait_for_messages_queued_behind_a_backoff(tmp_path: Path) -> None:
     """Shutdown flushes the lanes; a chat waiting out a 30 s retry delay holds what queued
     behind it, durable, instead of holding the shutdown."""
-    from channels._ratelimit import DeliveryRetry
+    from lucidgate.channels._ratelimit import DeliveryRetry
 
     outbox = Outbox(tmp_path / "outbox.sqlite", deadlines_s={"telegram": 24 * 3600.0})
     bus = MessageBus(outbox=outbox)

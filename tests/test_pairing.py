@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from channels import pairing
-from channels.pairing import ALPHABET, PairingError, PairingStore, default_path, normalize_code
+from lucidgate.channels import pairing
+from lucidgate.channels.pairing import ALPHABET, PairingError, PairingStore, default_path, normalize_code
 
 
 class Clock:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from channels.bus import MessageBus
-from channels.gate import AccessGate
-from config.schema import Config
-from gateway.app import build_gateway
-from gateway.parts import WorkspaceParts
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.gate import AccessGate
+from lucidgate.config.schema import Config
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.parts import WorkspaceParts
 
 
 def test_the_gateway_and_the_cli_open_the_same_stores(make_config: Callable[..., Config]) -> None:

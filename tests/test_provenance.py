@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from gateway.app import build_gateway
+from lucidgate.gateway.app import build_gateway
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 
@@ -79,7 +79,7 @@ async def test_a_guest_in_a_group_cannot_change_soul_md(gateway, fake_llm: FakeL
     assert dream_requests == []  # the guest's words never reached the model holding the edit tools
     assert report.history_only == [entry["cursor"]] and report.changes == []
     assert gw.parts.store.dream_cursor() == entry["cursor"]  # processed: not retried forever
-    refusals = [r.getMessage() for r in caplog.records if r.name == "memory.dream"
+    refusals = [r.getMessage() for r in caplog.records if r.name == "lucidgate.memory.dream"
                 and "refused to let history entries" in r.getMessage()]
     assert len(refusals) == 1 and f"#{entry['cursor']}" in refusals[0]
     assert "telegram:-100" in refusals[0] and "group chat, guest" in refusals[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.model.reasoning import strip_thinking, visible_so_far
+from lucidgate.gateway.model.reasoning import strip_thinking, visible_so_far
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.test_agent_loop import OWNER, running
 

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from memory.search.hits import Scope
-from memory.search.index import MemoryIndex
-from memory.search.service import RecallService
+from lucidgate.memory.search.hits import Scope
+from lucidgate.memory.search.index import MemoryIndex
+from lucidgate.memory.search.service import RecallService
 from tests.search_kit import write_corpus
 
 

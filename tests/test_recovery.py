@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from channels.inbox import InboxJournal
-from channels.messages import InboundMessage
-from gateway.app import build_gateway
-from memory.sessions import load_session_file
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import InboundMessage
+from lucidgate.gateway.app import build_gateway
+from lucidgate.memory.sessions import load_session_file
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Hang, Reply, ToolCalls
 
@@ -235,8 +235,8 @@ async def test_an_old_task_line_without_its_role_resumes_as_a_guest(
 async def test_an_answer_already_in_the_outbox_completes_the_transcript_instead_of_a_second_turn(
     fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
 ) -> None:
-    from channels.messages import OutboundText, Target
-    from channels.outbox import Outbox
+    from lucidgate.channels.messages import OutboundText, Target
+    from lucidgate.channels.outbox import Outbox
 
     # Killed after the outbox recorded the answer, before the transcript line was written.
     write_session(workspace, [{"role": "user", "content": "what is it?", "sender_id": "local",

@@ -19,12 +19,12 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from channels.messages import InboundMessage
-from gateway.app import Gateway, build_gateway
-from gateway.tools.turn import TurnContext
-from scheduler import ReminderStore, SchedulerService
-from scheduler.reminder_jobs import MISSED_PREFIX, REMINDER_PREFIX
-from scheduler.triggers import CrontabTrigger, parse_at
+from lucidgate.channels.messages import InboundMessage
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.scheduler import ReminderStore, SchedulerService
+from lucidgate.scheduler.reminder_jobs import MISSED_PREFIX, REMINDER_PREFIX
+from lucidgate.scheduler.triggers import CrontabTrigger, parse_at
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls
 from tests.waiting import until

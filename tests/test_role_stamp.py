@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, ScheduledTask, SessionRef
-from gateway.agent.roles import line_role
-from gateway.app import build_gateway
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import InboundMessage, ScheduledTask, SessionRef
+from lucidgate.gateway.agent.roles import line_role
+from lucidgate.gateway.app import build_gateway
 
 
 def _msg(**kw: Any) -> InboundMessage:

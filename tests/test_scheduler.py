@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import scheduler.service
-from channels.messages import InboundMessage
-from gateway.app import Gateway, build_gateway
-from gateway.cli import build_app
-from scheduler import SchedulerService
+import lucidgate.scheduler.service as scheduler_service
+from lucidgate.channels.messages import InboundMessage
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.cli import build_app
+from lucidgate.scheduler import SchedulerService
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Hang, Reply
 from tests.waiting import until
@@ -120,7 +120,7 @@ async def test_an_overdue_dream_runs_soon_after_start(
     (workspace / "state" / "scheduler.json").write_text(json.dumps({"v": 1, "jobs": {"dream": {
         "last_run": (now - timedelta(hours=3)).isoformat(),
         "next_run": (now - timedelta(hours=1)).isoformat()}}}))
-    monkeypatch.setattr(scheduler.service, "STARTUP_DELAY_S", 0.3)
+    monkeypatch.setattr(scheduler_service, "STARTUP_DELAY_S", 0.3)
     fake_llm.queue(Reply("[SKIP]"))
     started = datetime.now(UTC)
     async with running(dream_config(make_config, intervalH=2), history=["- Ana drinks tea"]) as (gw, _, svc):
@@ -234,7 +234,7 @@ async def test_missed_and_failing_jobs_are_logged_not_silent(
 
 
 async def test_a_bad_timezone_is_a_clear_error(make_config: Callable) -> None:
-    from config.errors import LucidError
+    from lucidgate.config.errors import LucidError
 
     config = make_config()
     config.agents.defaults.timezone = "Mars/Olympus"

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from gateway.app import build_gateway
-from gateway.errors import ToolError
-from gateway.tools.memory_search import MemoryGet
-from memory.search.index import MemoryIndex
-from memory.store import MemoryStore
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools.memory_search import MemoryGet
+from lucidgate.memory.search.index import MemoryIndex
+from lucidgate.memory.store import MemoryStore
 from tests.fakes.channel import FakeChannel
 from tests.fakes.context import make_ctx
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls, message_text

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory.search import MemoryIndex, search
-from memory.search.chunking import WINDOW_MESSAGES, WINDOW_STRIDE
-from memory.search.service import RecallService
+from lucidgate.memory.search import MemoryIndex, search
+from lucidgate.memory.search.chunking import WINDOW_MESSAGES, WINDOW_STRIDE
+from lucidgate.memory.search.service import RecallService
 from tests.search_kit import CountingEmbedder
 from tests.waiting import until
 
@@ -199,7 +199,7 @@ def test_two_indexes_on_one_file_do_not_duplicate_an_append(tmp_path: Path) -> N
 
 def test_appends_after_a_reindex_are_read_right(tmp_path: Path) -> None:
     """``lucid memory reindex`` swaps in fresh tables: the resume marks must come with them."""
-    from memory.search.rebuild import rebuild
+    from lucidgate.memory.search.rebuild import rebuild
 
     (tmp_path / "sessions").mkdir()
     late, early = tmp_path / "sessions" / "z_late.jsonl", tmp_path / "sessions" / "a_early.jsonl"

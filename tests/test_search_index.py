@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.search import MemoryIndex, Scope, SearchError, search
-from memory.search.chunking import chunk_markdown, estimate_tokens
-from memory.search.rebuild import rebuild
+from lucidgate.memory.search import MemoryIndex, Scope, SearchError, search
+from lucidgate.memory.search.chunking import chunk_markdown, estimate_tokens
+from lucidgate.memory.search.rebuild import rebuild
 from tests.search_kit import CountingEmbedder, FailingEmbedder, WrongDimEmbedder, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
@@ -237,7 +237,7 @@ def test_gateway_and_cli_search_one_index_concurrently(tmp_path: Path) -> None:
     idx.sync()
     script = (
         "import sys; from pathlib import Path\n"
-        "from memory.search import MemoryIndex, search\n"
+        "from lucidgate.memory.search import MemoryIndex, search\n"
         "idx = MemoryIndex(Path(sys.argv[1]), embedder=None)\n"
         "for i in range(40):\n"
         "    idx.sync_files()\n"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import ToolError
-from gateway.tools.memory_search import MemoryGet, format_hits
-from memory.search import MemoryIndex, search
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools.memory_search import MemoryGet, format_hits
+from lucidgate.memory.search import MemoryIndex, search
 from tests.console_kit import console_config, running_console, seed_workspace
 from tests.fakes.context import make_ctx
 

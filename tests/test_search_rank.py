@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memory.search import MemoryIndex, SearchSettings, search
-from memory.search.rank import Candidate, decay_factor, merge, mmr
+from lucidgate.memory.search import MemoryIndex, SearchSettings, search
+from lucidgate.memory.search.rank import Candidate, decay_factor, merge, mmr
 
 TODAY = date(2026, 11, 23)
 

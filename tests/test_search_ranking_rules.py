@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from memory.search import MemoryIndex, SearchSettings, search
-from memory.search.rank import Candidate, fuse, merge, mmr, time_factors
+from lucidgate.memory.search import MemoryIndex, SearchSettings, search
+from lucidgate.memory.search.rank import Candidate, fuse, merge, mmr, time_factors
 from tests.search_kit import transcript
 
 TODAY = date(2026, 11, 26)

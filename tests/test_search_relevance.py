@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.search import MemoryIndex, search
+from lucidgate.memory.search import MemoryIndex, search
 from tests.search_kit import e5, write_corpus
 
 pytestmark = pytest.mark.slow

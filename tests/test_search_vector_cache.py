@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.search import MemoryIndex, search
-from memory.search import _rows
-from memory.search.query import _vectors
-from memory.search.rebuild import rebuild
-from memory.search.vector_cache import VectorCache
+from lucidgate.memory.search import MemoryIndex, search
+from lucidgate.memory.search import _rows
+from lucidgate.memory.search.query import _vectors
+from lucidgate.memory.search.rebuild import rebuild
+from lucidgate.memory.search.vector_cache import VectorCache
 from tests.search_kit import CountingEmbedder
 
 HEADER = {"_type": "metadata", "key": "telegram:42",
@@ -112,7 +112,7 @@ def test_rows_stay_right_through_growth_and_compaction() -> None:
     """The matrix grows with spare room and drops dead rows once a quarter is dead."""
     import sqlite3
 
-    from memory.search import _db
+    from lucidgate.memory.search import _db
 
     conn = sqlite3.connect(":memory:", isolation_level=None)
     conn.executescript(_db._SCHEMA)

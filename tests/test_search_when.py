@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from memory.search.chunking import TranscriptHead, chunk_history, chunk_transcript
-from memory.search.when import query_period, stamp_line, without_stamp
+from lucidgate.memory.search.chunking import TranscriptHead, chunk_history, chunk_transcript
+from lucidgate.memory.search.when import query_period, stamp_line, without_stamp
 
 TODAY = date(2026, 11, 26)  # a Thursday
 

@@ -21,13 +21,13 @@ import jsonschema
 import pytest
 from fastapi.routing import APIRoute
 
-from channels.bus import MessageBus
-from channels.registry import CHANNELS, ChannelDescriptor, ChannelUnavailable, build_channels
-from config import Config
-from gateway.app import build_gateway
-from gateway.logs import secrets_from_config, setup_logging
-from gateway.daemon.serve import GatewayLocked, GatewayServer, ListenError, WorkspaceLock, bind_socket
-from gateway.daemon.server import create_app
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.registry import CHANNELS, ChannelDescriptor, ChannelUnavailable, build_channels
+from lucidgate.config import Config
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.logs import secrets_from_config, setup_logging
+from lucidgate.gateway.daemon.serve import GatewayLocked, GatewayServer, ListenError, WorkspaceLock, bind_socket
+from lucidgate.gateway.daemon.server import create_app
 from tests.fakes.llm import Fail
 from tests.test_webhook import AUTH, TOKEN, body, serving
 
@@ -206,13 +206,13 @@ def refusing_factory(config: Config, bus: MessageBus, *, workspace: Any, command
 
 
 def test_a_channel_that_fails_to_build_never_stops_the_others(make_config, caplog):
-    caplog.set_level(logging.INFO, logger="channels.registry")
+    caplog.set_level(logging.INFO, logger="lucidgate.channels.registry")
     config = make_config(channels={"telegram": {"enabled": True, "token": "123456:abc"},
                                    "slack": {"enabled": True, "botToken": "xoxb-1", "appToken": "xapp-1"},
                                    "webhook": {"token": TOKEN}})
     factories = {"telegram": "tests.test_server:exploding_factory",
                  "slack": "tests.test_server:refusing_factory",
-                 "webhook": "channels.webhook:build"}
+                 "webhook": "lucidgate.channels.webhook:build"}
     built = build_channels(config, MessageBus(), registry=_registry(factories))
     assert list(built) == ["webhook"]
     lines = [r.getMessage() for r in caplog.records]
@@ -222,10 +222,10 @@ def test_a_channel_that_fails_to_build_never_stops_the_others(make_config, caplo
 
 
 def test_missing_tokens_and_modules_are_reported_per_channel(make_config, caplog):
-    caplog.set_level(logging.INFO, logger="channels.registry")
+    caplog.set_level(logging.INFO, logger="lucidgate.channels.registry")
     config = make_config(channels={"telegram": {"enabled": True}, "slack": {"enabled": True, "botToken": "x"},
                                    "webhook": {"enabled": True, "token": TOKEN}})
-    factories = {"telegram": "channels.telegram:build", "slack": "channels.slack:build",
+    factories = {"telegram": "lucidgate.channels.telegram:build", "slack": "lucidgate.channels.slack:build",
                  "webhook": "no_such_module_for_lucid:build"}
     assert build_channels(config, MessageBus(), registry=_registry(factories)) == {}
     lines = [r.getMessage() for r in caplog.records]
@@ -238,14 +238,14 @@ def test_missing_tokens_and_modules_are_reported_per_channel(make_config, caplog
 def test_disabled_platforms_are_never_imported(tmp_path):
     code = (
         "import sys, json\n"
-        "from config import Config\n"
-        "from channels.bus import MessageBus\n"
-        "from channels.registry import build_channels\n"
+        "from lucidgate.config import Config\n"
+        "from lucidgate.channels.bus import MessageBus\n"
+        "from lucidgate.channels.registry import build_channels\n"
         f"cfg = Config.model_validate({{'agents': {{'defaults': {{'workspace': {str(tmp_path)!r}}}}},"
         f" 'channels': {{'webhook': {{'token': 'abcdefgh'}}}}}})\n"
         "built = build_channels(cfg, MessageBus())\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('telegram', 'slack_bolt', 'slack_sdk')"
-        " or m in ('channels.telegram', 'channels.slack')]\n"
+        " or m in ('lucidgate.channels.telegram', 'lucidgate.channels.slack')]\n"
         "print(json.dumps({'built': sorted(built), 'loaded': loaded}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,

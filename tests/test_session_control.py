@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gateway.app import build_gateway
-from memory import tokens
+from lucidgate.gateway.app import build_gateway
+from lucidgate.memory import tokens
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Func, Reply
 from tests.test_cli import lucid, write_config

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
-from memory.search.hits import Scope
-from memory.session_note import slug
+from lucidgate.memory.search.hits import Scope
+from lucidgate.memory.session_note import slug
 from tests.fakes.llm import FakeLLMServer, Reply
 from tests.test_agent_loop import OWNER, running
 

@@ -7,8 +7,8 @@ import contextlib
 import json
 from pathlib import Path
 
-from memory.naming import session_file_stem
-from memory.sessions import SessionStore, load_session_file
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.memory.sessions import SessionStore, load_session_file
 
 
 async def test_round_trip_and_format(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ async def test_pinned_sessions_are_not_evicted(tmp_path: Path) -> None:
 
 
 async def test_consolidation_mark_never_copies_the_transcript(tmp_path: Path) -> None:
-    from memory.sessions import persisted_last_consolidated
+    from lucidgate.memory.sessions import persisted_last_consolidated
 
     store = SessionStore(tmp_path)
     s = await store.get("cli:local")
@@ -163,7 +163,7 @@ async def test_a_torn_last_line_does_not_swallow_the_next_message(tmp_path: Path
 
 
 async def test_a_leftover_mark_never_hides_a_new_transcript(tmp_path: Path) -> None:
-    from memory.sessions import state_path
+    from lucidgate.memory.sessions import state_path
 
     store = SessionStore(tmp_path)
     s = await store.get("cli:local")
@@ -190,7 +190,7 @@ async def test_cancelled_append_keeps_memory_in_step_with_disk(tmp_path: Path) -
 
 
 async def test_line_one_never_shows_a_stale_consolidation_count(tmp_path: Path) -> None:
-    from memory.sessions import persisted_last_consolidated, state_path
+    from lucidgate.memory.sessions import persisted_last_consolidated, state_path
 
     store = SessionStore(tmp_path)
     s = await store.get("cli:local")

@@ -19,9 +19,9 @@ from typing import Any
 import httpx
 import pytest
 
-from memory.naming import session_file_stem
-from gateway.daemon.serve import GatewayServer
-from memory.sessions import load_session_file
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.gateway.daemon.serve import GatewayServer
+from lucidgate.memory.sessions import load_session_file
 from tests.test_webhook import AUTH, SECRET, TOKEN, CallbackSink, body, signature_ok
 
 
@@ -152,7 +152,7 @@ class GatewayProcess:
 
     async def start(self) -> GatewayProcess:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
+            sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "gateway",
             *self.config_args, "--no-access-log",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env)
         self._url = asyncio.get_running_loop().create_future()

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from gateway.app import build_gateway
-from gateway.cli import build_app
-from gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
-from gateway.tools.base import ToolRegistry
-from gateway.tools.files import ReadFile, WriteFile
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.cli import build_app
+from lucidgate.gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.files import ReadFile, WriteFile
+from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 

@@ -23,14 +23,14 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
-from channels._ratelimit import DeliveryFailed, DeliveryUncertain
-from channels.bus import MessageBus
-from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
-from channels.pairing import PairingStore, default_path
-from channels.slack import SlackChannel, SlackSettings, build
-from channels.slack.format import as_command, parse_event, payload, to_chunks
-from config.errors import ConfigError
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryUncertain
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.pairing import PairingStore, default_path
+from lucidgate.channels.slack import SlackChannel, SlackSettings, build
+from lucidgate.channels.slack.format import as_command, parse_event, payload, to_chunks
+from lucidgate.config.errors import ConfigError
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 from tests.served import served_client
 
@@ -213,7 +213,7 @@ def test_config_errors_name_the_missing_keys(slack_config: Callable[..., Any], w
         build(cfg, MessageBus(), workspace=workspace)
 
 
-@pytest.mark.parametrize("name", ["channels.slack", "channels.slack.sdk", "slack_sdk.socket_mode.aiohttp",
+@pytest.mark.parametrize("name", ["lucidgate.channels.slack", "lucidgate.channels.slack.sdk", "slack_sdk.socket_mode.aiohttp",
                                   "slack_sdk.web.async_slack_response", "slack_bolt.AsyncApp"])
 def test_tokens_are_redacted_from_slack_logs(
     name: str, slack_config: Callable[..., Any], workspace: Path, caplog: pytest.LogCaptureFixture
@@ -637,7 +637,7 @@ async def test_socket_watchdog_reconnects_a_silent_socket(
     slack_api.silent = True
     channel = await make_channel(mode="socket", watchdogS=0.4)
     assert channel.socket is not None
-    with caplog.at_level(logging.WARNING, logger="channels.slack.socket"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.channels.slack.socket"):
         await slack_api.wait_until(lambda: slack_api.ws_connections >= 2, timeout=5)
     assert len(slack_api.calls_to("apps.connections.open")) >= 2
     assert "no events or pings" in caplog.text
@@ -652,12 +652,12 @@ async def test_socket_outage_is_retried_and_logged_once(
 ) -> None:
     for _ in range(4):
         slack_api.fail_next("apps.connections.open", status=200, error="internal_error", retry_after=None)
-    with caplog.at_level(logging.INFO, logger="channels.slack.socket"):
+    with caplog.at_level(logging.INFO, logger="lucidgate.channels.slack.socket"):
         channel = await make_channel(mode="socket")  # start() does not fail during an outage
         assert channel.socket is not None
         await asyncio.wait_for(channel.socket.connected.wait(), 5)
     assert len(slack_api.calls_to("apps.connections.open")) == 5
-    warnings = [r for r in caplog.records if r.name == "channels.slack.socket" and r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == "lucidgate.channels.slack.socket" and r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "unreachable" in warnings[0].getMessage()
     assert "connected again" in caplog.text
 
@@ -703,8 +703,8 @@ async def test_network_outage_is_logged_once_and_recovered(
 
 
 def test_registry_builds_the_slack_channel(slack_config: Callable[..., Any], workspace: Path) -> None:
-    from channels.base import Channel, HasOwners, HasRouter
-    from channels.registry import build_channels
+    from lucidgate.channels.base import Channel, HasOwners, HasRouter
+    from lucidgate.channels.registry import build_channels
 
     built = build_channels(slack_config(), MessageBus(), workspace=workspace)
     channel = built["slack"]

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from channels.messages import OutboundProgress, OutboundText, Target
-from channels.slack import SlackChannel, SlackSettings
+from lucidgate.channels.messages import OutboundProgress, OutboundText, Target
+from lucidgate.channels.slack import SlackChannel, SlackSettings
 from tests.fakes.llm import FakeLLMServer, HeldReply, ToolCalls
 from tests.fakes.slack_api import FakeSlackAPI
 from tests.test_webhook import AUTH, OWNER_AUTH, body, serving, transcript, wh_config  # noqa: F401  (fixture)
@@ -108,8 +108,8 @@ async def slack_api() -> AsyncIterator[FakeSlackAPI]:
 @pytest.fixture
 async def slack(make_config: Callable[..., Any], slack_api: FakeSlackAPI,
                 workspace: Path) -> AsyncIterator[Callable[..., Any]]:
-    from channels.bus import MessageBus
-    from channels.inbox import InboxJournal
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.channels.inbox import InboxJournal
 
     bus = MessageBus(inbox=InboxJournal(workspace / "state" / "inbox.jsonl"))
     started: list[SlackChannel] = []
@@ -176,9 +176,9 @@ async def test_slack_without_streaming_posts_only_the_answer(
 
 # ----------------------------------------------------------------------------- web console
 async def test_web_console_shows_the_tool_step_and_keeps_the_preview(workspace: Path) -> None:
-    from channels.bus import MessageBus
-    from channels.web.channel import WebChannel
-    from gateway.console.api_chat import _sse
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.channels.web.channel import WebChannel
+    from lucidgate.gateway.console.api_chat import _sse
 
     channel = WebChannel(MessageBus(), workspace=workspace)
     sub = await channel.subscribe("tab-1", 0)
@@ -196,11 +196,11 @@ async def test_web_console_shows_the_tool_step_and_keeps_the_preview(workspace: 
 async def test_web_and_openai_channels_raise_the_outbox_typed_errors(workspace: Path) -> None:
     import pytest as _pytest
 
-    from channels._ratelimit import DeliveryFailed, DeliveryRetry
-    from channels.bus import MessageBus
-    from channels.openai import OpenAIChannel
-    from channels.web.channel import WebChannel
-    from config.schema import OpenAIApiConfig
+    from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.channels.openai import OpenAIChannel
+    from lucidgate.channels.web.channel import WebChannel
+    from lucidgate.config.schema import OpenAIApiConfig
 
     openai = OpenAIChannel(OpenAIApiConfig(), MessageBus(), token="t" * 32)
     with _pytest.raises(DeliveryFailed) as failed:

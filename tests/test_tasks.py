@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from channels.messages import InboundMessage
-from gateway.app import Gateway, build_gateway
-from gateway.cli import build_app
-from scheduler import ReminderStore, SchedulerService
+from lucidgate.channels.messages import InboundMessage
+from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.cli import build_app
+from lucidgate.scheduler import ReminderStore, SchedulerService
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls
 from tests.test_reminders import local_iso, rows

@@ -20,17 +20,17 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 
-from channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
-from channels.base import ChannelUnavailable, CommandSpec
-from channels.bus import MessageBus
-from channels.inbox import InboxJournal
-from channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
-from channels.pairing import PairingStore, default_path
-from channels.telegram import TelegramChannel, TelegramSettings, build
-from channels.telegram.format import menu_commands
-from channels.telegram.markdown import html_to_plain, markdown_to_html, render, split_plain
-from channels.telegram.send import classify
-from config.errors import ConfigError
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryUncertain, OutboundLimiter, Verdict
+from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.inbox import InboxJournal
+from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.pairing import PairingStore, default_path
+from lucidgate.channels.telegram import TelegramChannel, TelegramSettings, build
+from lucidgate.channels.telegram.format import menu_commands
+from lucidgate.channels.telegram.markdown import html_to_plain, markdown_to_html, render, split_plain
+from lucidgate.channels.telegram.send import classify
+from lucidgate.config.errors import ConfigError
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
 from tests.served import served_client
 from tests.waiting import until
@@ -500,7 +500,7 @@ async def test_progress_is_ignored_without_streaming(make_channel: MakeChannel, 
 async def test_polling_errors_back_off_and_log_once_per_incident(
         make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="channels.telegram")
+    caplog.set_level(logging.INFO, logger="lucidgate.channels.telegram")
     tg.fail("getUpdates", 500, "Internal Server Error", times=4)
     await make_channel()
     tg.push_message(chat_id=OWNER, text="still here")
@@ -847,7 +847,7 @@ async def test_an_update_that_keeps_failing_is_skipped_after_three_tries(
     poison_bus = PoisonBus()
     await poison_bus.start()
     try:
-        with caplog.at_level(logging.WARNING, logger="channels.telegram"):
+        with caplog.at_level(logging.WARNING, logger="lucidgate.channels.telegram"):
             await make_channel(bus_=poison_bus)
             bad = tg.push_message(chat_id=OWNER, text="poison")
             tg.push_message(chat_id=OWNER, text="fine")

@@ -45,7 +45,7 @@ def spawn(tmp_path: Path, llm: FakeLLMServer, *, stream_tool_calls: bool = False
         config.write_text(json.dumps(doc))
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
     env.update(HOME=str(tmp_path), TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="120")
-    child = pexpect.spawn(sys.executable, ["-c", "from gateway.cli import main; main()", "agent", "-c",
+    child = pexpect.spawn(sys.executable, ["-c", "from lucidgate.gateway.cli import main; main()", "agent", "-c",
                                            str(config)], env=env, encoding="utf-8", timeout=90,
                           dimensions=(40, 120))
     child.expect_exact(PROMPT)

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from gateway.tools.base import ToolRegistry
-from gateway.tools.shell import ExecTool, dangerous_reason
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.shell import ExecTool, dangerous_reason
+from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 from tests.waiting import until
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from config import Config
-from gateway.tools.base import ToolRegistry
-from gateway.tools.builtin import builtin_tools
+from lucidgate.config import Config
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.builtin import builtin_tools
 from tests.fakes.context import make_ctx
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from config import Config
-from gateway.tools.base import ToolRegistry
-from gateway.tools.builtin import builtin_tools
-from gateway.tools.files import ReadFile
-from gateway.tools.turn import TurnContext
+from lucidgate.config import Config
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.builtin import builtin_tools
+from lucidgate.gateway.tools.files import ReadFile
+from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.context import make_ctx
 
 
@@ -354,7 +354,7 @@ async def test_malformed_arguments_are_errors_for_the_model(registry, owner) -> 
 
 
 def test_builtin_tools_follow_config_and_stay_small() -> None:
-    from memory.tokens import count_text
+    from lucidgate.memory.tokens import count_text
 
     config = Config.model_validate({"tools": {"restrictToWorkspace": False,
                                               "exec": {"timeoutS": 5, "maxOutputChars": 500}}})

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gateway.tools.base import ToolRegistry
-from gateway.tools.search import Grep
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.search import Grep
 from tests.fakes.context import make_ctx
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from config.schema import AgentDefaults
+from lucidgate.config.schema import AgentDefaults
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.test_agent_loop import OWNER, running
 

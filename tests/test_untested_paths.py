@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gateway.app import build_gateway
-from memory.sessions import SessionStore, load_session_file, state_path
-from scheduler.state import JobState
+from lucidgate.gateway.app import build_gateway
+from lucidgate.memory.sessions import SessionStore, load_session_file, state_path
+from lucidgate.scheduler.state import JobState
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import Fail, FakeLLMServer, Reply
 

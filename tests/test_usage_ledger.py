@@ -8,8 +8,8 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gateway.model.usage import UsageLedger
-from memory.protocols import Usage
+from lucidgate.gateway.model.usage import UsageLedger
+from lucidgate.memory.protocols import Usage
 
 
 def _today_file(folder: Path) -> Path:

@@ -8,11 +8,11 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from config.schema import WebFetchConfig
-from gateway.app import build_gateway
-from gateway.tools.base import ToolRegistry
-from gateway.tools.files import ReadFile
-from gateway.tools.web import WebFetch
+from lucidgate.config.schema import WebFetchConfig
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.files import ReadFile
+from lucidgate.gateway.tools.web import WebFetch
 from tests.test_skills import by_name, ctx
 
 

@@ -14,12 +14,12 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from config.schema import WebFetchConfig, WebSearchConfig
-from gateway.app import build_gateway
-from gateway.tools._netguard import NetGuard, RefusedURL
-from gateway.tools.base import ToolRegistry
-from gateway.tools.web import WebFetch, WebSearch
-from gateway.tools.turn import TurnContext
+from lucidgate.config.schema import WebFetchConfig, WebSearchConfig
+from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.tools._netguard import NetGuard, RefusedURL
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.web import WebFetch, WebSearch
+from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.channel import FakeChannel
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 

@@ -22,12 +22,12 @@ import pytest
 from aiohttp import web
 from fastapi import FastAPI
 
-import channels.webhook.intake as webhook_module
-from channels.bus import MessageBus
-from channels.webhook import WebhookChannel
-from channels.webhook.store import WebhookStore
-from gateway.daemon.serve import GatewayServer
-from memory.sessions import load_session_file
+import lucidgate.channels.webhook.intake as webhook_module
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.webhook import WebhookChannel
+from lucidgate.channels.webhook.store import WebhookStore
+from lucidgate.gateway.daemon.serve import GatewayServer
+from lucidgate.memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.served import served_client
 
@@ -115,7 +115,7 @@ async def serving(config: Any, headers: dict[str, str] = AUTH) -> AsyncIterator[
 
 
 def transcript(workspace: Path, key: str) -> list[dict[str, Any]]:
-    from memory.naming import session_file_stem
+    from lucidgate.memory.naming import session_file_stem
 
     return load_session_file(workspace / "sessions" / f"{session_file_stem(key)}.jsonl").messages
 
@@ -732,8 +732,8 @@ async def test_200_concurrent_requests_across_50_sessions(wh_config, fake_llm, w
 async def test_a_dns_hiccup_at_delivery_is_retried_not_given_up() -> None:
     import socket
 
-    from channels._ratelimit import DeliveryRetry
-    from channels.webhook.callbacks import CallbackPoster
+    from lucidgate.channels._ratelimit import DeliveryRetry
+    from lucidgate.channels.webhook.callbacks import CallbackPoster
 
     loop = asyncio.get_running_loop()
 
@@ -765,9 +765,9 @@ async def test_a_429_retry_after_is_honoured(wh_config, fake_llm):
 
 
 async def test_expired_records_are_purged_while_running(tmp_path: Path, make_config: Any) -> None:
-    from channels.bus import MessageBus
-    from channels.webhook import WebhookChannel
-    from channels.webhook.store import IDEMPOTENCY_TTL_S, WebhookStore
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.channels.webhook import WebhookChannel
+    from lucidgate.channels.webhook.store import IDEMPOTENCY_TTL_S, WebhookStore
 
     now = [1_000_000.0]
     store = WebhookStore(tmp_path / "wh.sqlite", clock=lambda: now[0])

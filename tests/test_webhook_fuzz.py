@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from config import Config
-from gateway.daemon.serve import GatewayServer
+from lucidgate.config import Config
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.fakes.llm import FakeLLMServer
 from tests.test_server import _validator
 from tests.test_webhook import AUTH, TOKEN

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.daemon.serve import GatewayServer
-from memory.naming import session_file_stem
-from memory.sessions import load_session_file
+from lucidgate.gateway.daemon.serve import GatewayServer
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 
 TOKEN = "integration-token-0123456789"

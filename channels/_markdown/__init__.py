@@ -30,9 +30,9 @@ plain text), ``split`` (units and the splitter).
 
 from __future__ import annotations
 
-from channels._markdown.inline import PLAIN, Dialect, grid, plain_units, render_inline, to_plain, width
-from channels._markdown.parse import Block, Line, blocks, fence_for, link_allowed, text_token
-from channels._markdown.split import Unit, cut_line, pack, split_text, utf16_len
+from lucidgate.channels._markdown.inline import PLAIN, Dialect, grid, plain_units, render_inline, to_plain, width
+from lucidgate.channels._markdown.parse import Block, Line, blocks, fence_for, link_allowed, text_token
+from lucidgate.channels._markdown.split import Unit, cut_line, pack, split_text, utf16_len
 
 __all__ = [
     "PLAIN", "Block", "Dialect", "Line", "Unit", "blocks", "cut_line", "fence_for", "grid", "link_allowed",

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
-from channels._markdown.parse import Block, Line, blocks, link_allowed, text_token
-from channels._markdown.split import Unit, pack
+from lucidgate.channels._markdown.parse import Block, Line, blocks, link_allowed, text_token
+from lucidgate.channels._markdown.split import Unit, pack
 
 _MARKS = ("strong", "em", "s", "link")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from markdown_it.token import Token
 
-from channels._markdown.parse import Line, text_token
+from lucidgate.channels._markdown.parse import Line, text_token
 
 
 @dataclass(frozen=True, slots=True)

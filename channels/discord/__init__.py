@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import ChannelUnavailable, CommandSpec
-from channels.bus import MessageBus
-from channels.discord.channel import DiscordChannel
-from channels.discord.settings import DiscordSettings
+from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.discord.channel import DiscordChannel
+from lucidgate.channels.discord.settings import DiscordSettings
 
 if TYPE_CHECKING:
-    from config.schema import Config, DiscordConfig
+    from lucidgate.config.schema import Config, DiscordConfig
 
 __all__ = ["DiscordChannel", "DiscordSettings", "build", "preflight"]
 

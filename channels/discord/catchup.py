@@ -22,7 +22,7 @@ from pathlib import Path
 import aiohttp
 import discord
 
-from config.fileio import atomic_write_text
+from lucidgate.config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

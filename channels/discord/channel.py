@@ -28,20 +28,20 @@ from typing import Any
 import aiohttp
 import discord
 
-from channels._ratelimit import DeliveryRetry, OutboundLimiter
-from channels._stopping import cancel_tasks, flush_replies
-from channels.bus import MessageBus
-from channels.discord.catchup import CatchUp
-from channels.discord.files import save_attachments
-from channels.discord.format import strip_mention
-from channels.discord.sdk import Endpoints, log_targets, make_client
-from channels.discord.settings import DiscordSettings
-from channels.discord.send import DiscordSender, classify
-from channels.gate import AccessGate, AccessRequest
-from channels.messages import ChatType, InboundMessage, OutboundMessage, Target
-from config.backoff import backoff_delay
-from config.errors import ConfigError
-from config.redact import RedactingFilter, Redactor
+from lucidgate.channels._ratelimit import DeliveryRetry, OutboundLimiter
+from lucidgate.channels._stopping import cancel_tasks, flush_replies
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.discord.catchup import CatchUp
+from lucidgate.channels.discord.files import save_attachments
+from lucidgate.channels.discord.format import strip_mention
+from lucidgate.channels.discord.sdk import Endpoints, log_targets, make_client
+from lucidgate.channels.discord.settings import DiscordSettings
+from lucidgate.channels.discord.send import DiscordSender, classify
+from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.messages import ChatType, InboundMessage, OutboundMessage, Target
+from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.errors import ConfigError
+from lucidgate.config.redact import RedactingFilter, Redactor
 
 logger = logging.getLogger(__name__)
 

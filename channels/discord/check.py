@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import httpx
 
-from channels.discord.sdk import MESSAGE_CONTENT_FLAGS, rest_base
+from lucidgate.channels.discord.sdk import MESSAGE_CONTENT_FLAGS, rest_base
 
 PORTAL_HINT = ("enable it in the Developer Portal: your application → Bot → Privileged Gateway Intents → "
                "Message Content Intent")

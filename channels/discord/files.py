@@ -14,8 +14,8 @@ from pathlib import Path
 import aiohttp
 import discord
 
-from channels.discord.format import safe_name
-from config.fileio import atomic_write_bytes
+from lucidgate.channels.discord.format import safe_name
+from lucidgate.config.fileio import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

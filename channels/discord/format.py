@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from markdown_it.token import Token
 
-from channels._markdown import (
+from lucidgate.channels._markdown import (
     Block,
     Dialect,
     Line,

@@ -17,7 +17,7 @@ import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
-from config.redact import logger_family
+from lucidgate.config.redact import logger_family
 
 DEFAULT_API_BASE = "https://discord.com/api"
 API_VERSION = 10

@@ -23,11 +23,11 @@ from typing import Any
 import aiohttp
 import discord
 
-from channels import outfiles
-from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
-from channels.discord.format import MAX_MESSAGE_CHARS, split_plain, to_chunks
-from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
-from config.errors import LucidError
+from lucidgate.channels import outfiles
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
+from lucidgate.channels.discord.format import MAX_MESSAGE_CHARS, split_plain, to_chunks
+from lucidgate.channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 

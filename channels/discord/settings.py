@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from channels.discord.sdk import rest_base
-from config.channel_schema import DiscordConfig
+from lucidgate.channels.discord.sdk import rest_base
+from lucidgate.config.channel_schema import DiscordConfig
 
 __all__ = ["DiscordSettings"]
 

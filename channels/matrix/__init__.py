@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from channels.base import ChannelUnavailable, CommandSpec
-from channels.bus import MessageBus
+from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.bus import MessageBus
 
 if TYPE_CHECKING:
-    from channels.matrix.channel import MatrixChannel
-    from config.schema import Config, MatrixConfig
+    from lucidgate.channels.matrix.channel import MatrixChannel
+    from lucidgate.config.schema import Config, MatrixConfig
 
 __all__ = ["build", "preflight"]
 
@@ -49,7 +49,7 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
     reason = preflight(section)
     if reason is not None:
         raise ChannelUnavailable(reason)
-    from channels.matrix.channel import MatrixChannel
-    from channels.matrix.settings import MatrixSettings
+    from lucidgate.channels.matrix.channel import MatrixChannel
+    from lucidgate.channels.matrix.settings import MatrixSettings
 
     return MatrixChannel(MatrixSettings.from_section(section), bus, workspace=workspace)

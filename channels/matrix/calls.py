@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 import aiohttp
 from nio import ErrorResponse
 
-from channels._ratelimit import Verdict
-from config.errors import LucidError
+from lucidgate.channels._ratelimit import Verdict
+from lucidgate.config.errors import LucidError
 
 T = TypeVar("T")
 

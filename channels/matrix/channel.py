@@ -27,23 +27,23 @@ from typing import TYPE_CHECKING, Any
 
 from nio import AsyncClient, AsyncClientConfig, MatrixRoom, SyncResponse
 
-from channels._ratelimit import DeliveryRetry, OutboundLimiter
-from channels._stopping import cancel_tasks, flush_replies
-from channels.bus import MessageBus
-from channels.gate import AccessGate, AccessRequest
-from channels.matrix.calls import MatrixCallError, checked, classify
-from channels.matrix.events import Parsed, file_name, parse_message, safe_component
-from channels.matrix.login import sign_in
-from channels.matrix.send import MatrixSender
-from channels.matrix.state import load_state, state_path
-from channels.matrix.sync import MatrixSyncer
-from channels.messages import ChatType, InboundMessage, OutboundMessage, Target
-from config.backoff import backoff_delay
-from config.errors import ConfigError, LucidError
-from config.fileio import atomic_write_bytes
+from lucidgate.channels._ratelimit import DeliveryRetry, OutboundLimiter
+from lucidgate.channels._stopping import cancel_tasks, flush_replies
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.matrix.calls import MatrixCallError, checked, classify
+from lucidgate.channels.matrix.events import Parsed, file_name, parse_message, safe_component
+from lucidgate.channels.matrix.login import sign_in
+from lucidgate.channels.matrix.send import MatrixSender
+from lucidgate.channels.matrix.state import load_state, state_path
+from lucidgate.channels.matrix.sync import MatrixSyncer
+from lucidgate.channels.messages import ChatType, InboundMessage, OutboundMessage, Target
+from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.errors import ConfigError, LucidError
+from lucidgate.config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from channels.matrix.settings import MatrixSettings
+    from lucidgate.channels.matrix.settings import MatrixSettings
 
 logger = logging.getLogger(__name__)
 

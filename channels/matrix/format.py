@@ -20,7 +20,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 
-from channels._markdown import link_allowed, split_text, to_plain
+from lucidgate.channels._markdown import link_allowed, split_text, to_plain
 
 MAX_CHUNK_CHARS = 8000
 HTML_FORMAT = "org.matrix.custom.html"

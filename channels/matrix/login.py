@@ -14,9 +14,9 @@ import logging
 
 from nio import AsyncClient, LoginResponse, WhoamiResponse
 
-from channels.matrix.calls import MatrixCallError, checked
-from channels.matrix.state import MatrixState
-from config.errors import ConfigError
+from lucidgate.channels.matrix.calls import MatrixCallError, checked
+from lucidgate.channels.matrix.state import MatrixState
+from lucidgate.config.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

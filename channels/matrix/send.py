@@ -31,12 +31,12 @@ from typing import Any
 
 from nio import AsyncClient
 
-from channels import outfiles
-from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter
-from channels.matrix.calls import MatrixCallError, checked
-from channels.matrix.format import MAX_CHUNK_CHARS, edit_content, message_content, reply_to, split_markdown
-from channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
-from config.errors import LucidError
+from lucidgate.channels import outfiles
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter
+from lucidgate.channels.matrix.calls import MatrixCallError, checked
+from lucidgate.channels.matrix.format import MAX_CHUNK_CHARS, edit_content, message_content, reply_to, split_markdown
+from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from config.channel_schema import MatrixConfig
+from lucidgate.config.channel_schema import MatrixConfig
 
 __all__ = ["MatrixSettings"]
 

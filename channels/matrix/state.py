@@ -19,7 +19,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from config.fileio import atomic_write_bytes
+from lucidgate.config.fileio import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -22,12 +22,12 @@ from typing import Any
 
 from nio import AsyncClient, SyncResponse
 
-from channels.bus import BusClosed
-from channels.matrix.calls import MatrixCallError, error_of
-from channels.matrix.state import MatrixState, save_state
-from config.backoff import backoff_delay
+from lucidgate.channels.bus import BusClosed
+from lucidgate.channels.matrix.calls import MatrixCallError, error_of
+from lucidgate.channels.matrix.state import MatrixState, save_state
+from lucidgate.config.backoff import backoff_delay
 
-logger = logging.getLogger("channels.matrix")
+logger = logging.getLogger("lucidgate.channels.matrix")
 
 # Only what a turn needs: room timelines and state; no presence or account data.
 SYNC_FILTER: dict[str, Any] = {

@@ -31,11 +31,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from channels._ratelimit import DeliveryFailed
-from channels.bus import BusClosed, BusFull, MessageBus
-from channels.messages import InboundMessage, OutboundMessage
-from channels.webhook.api import guarded_route
-from config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig
+from lucidgate.channels._ratelimit import DeliveryFailed
+from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
+from lucidgate.channels.messages import InboundMessage, OutboundMessage
+from lucidgate.channels.webhook.api import guarded_route
+from lucidgate.config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig
 
 logger = logging.getLogger(__name__)
 

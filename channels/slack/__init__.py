@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import CommandSpec
-from channels.bus import MessageBus
-from channels.slack.channel import SlackChannel, preflight
-from channels.slack.settings import SlackSettings
+from lucidgate.channels.base import CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.slack.channel import SlackChannel, preflight
+from lucidgate.channels.slack.settings import SlackSettings
 
 if TYPE_CHECKING:
-    from config.schema import Config
+    from lucidgate.config.schema import Config
 
 __all__ = ["SlackChannel", "SlackSettings", "build", "preflight"]
 

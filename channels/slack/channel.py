@@ -32,12 +32,12 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels import outfiles
-from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter
-from channels.base import ChannelUnavailable
-from channels.bus import BusFull, MessageBus
-from channels.gate import AccessGate, AccessRequest
-from channels.messages import (
+from lucidgate.channels import outfiles
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter
+from lucidgate.channels.base import ChannelUnavailable
+from lucidgate.channels.bus import BusFull, MessageBus
+from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
     OutboundMessage,
@@ -46,17 +46,17 @@ from channels.messages import (
     OutboundTyping,
     Target,
 )
-from channels.slack.events import events_router
-from channels.slack.files import SlackFiles
-from channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, payload, split_plain, to_chunks
-from channels.slack.sdk import classify, install_redaction, redact, sdk_logger
-from channels.slack.settings import SlackSettings
-from channels.slack.socket import SocketSupervisor
-from channels.slack.stream import SlackPreviews
-from config.errors import LucidError
+from lucidgate.channels.slack.events import events_router
+from lucidgate.channels.slack.files import SlackFiles
+from lucidgate.channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, payload, split_plain, to_chunks
+from lucidgate.channels.slack.sdk import classify, install_redaction, redact, sdk_logger
+from lucidgate.channels.slack.settings import SlackSettings
+from lucidgate.channels.slack.socket import SocketSupervisor
+from lucidgate.channels.slack.stream import SlackPreviews
+from lucidgate.config.errors import LucidError
 
 if TYPE_CHECKING:
-    from config.schema import SlackConfig
+    from lucidgate.config.schema import SlackConfig
 
 logger = logging.getLogger(__name__)
 

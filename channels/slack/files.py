@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from channels.slack.sdk import redact
-from config.fileio import atomic_write_bytes
+from lucidgate.channels.slack.sdk import redact
+from lucidgate.config.fileio import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 

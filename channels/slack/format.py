@@ -19,7 +19,7 @@ from typing import Any, Literal
 from markdown_it.token import Token
 from slack_sdk.models.blocks import MarkdownBlock
 
-from channels._markdown import (
+from lucidgate.channels._markdown import (
     Block,
     Dialect,
     Line,

@@ -12,10 +12,10 @@ import logging
 import aiohttp
 from slack_sdk.errors import SlackApiError
 
-from channels._ratelimit import Verdict
-from config.redact import RedactingFilter, Redactor
+from lucidgate.channels._ratelimit import Verdict
+from lucidgate.config.redact import RedactingFilter, Redactor
 
-sdk_logger = logging.getLogger("channels.slack.sdk")  # handed to Bolt and slack-sdk
+sdk_logger = logging.getLogger("lucidgate.channels.slack.sdk")  # handed to Bolt and slack-sdk
 
 # ----------------------------------------------------------------------------- redaction
 
@@ -30,8 +30,8 @@ def redact(text: str) -> str:
 
 # A filter on a logger sees only records logged on that very logger, so it goes on each.
 _REDACTED_LOGGERS = (
-    "channels.slack", "channels.slack.channel", "channels.slack.events", "channels.slack.files",
-    sdk_logger.name, "channels.slack.socket", "slack_sdk", "slack_bolt",
+    "lucidgate.channels.slack", "lucidgate.channels.slack.channel", "lucidgate.channels.slack.events",
+    "lucidgate.channels.slack.files", sdk_logger.name, "lucidgate.channels.slack.socket", "slack_sdk", "slack_bolt",
     "slack_sdk.web.async_base_client", "slack_sdk.web.async_slack_response",
     "slack_sdk.socket_mode.aiohttp", "slack_bolt.AsyncApp",
 )

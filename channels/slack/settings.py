@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from config.channel_schema import SlackConfig
+from lucidgate.config.channel_schema import SlackConfig
 
 __all__ = ["DEFAULT_API_BASE", "SlackSettings"]
 

@@ -22,7 +22,7 @@ from typing import Any
 from aiohttp import WSMessage
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
-from config.backoff import backoff_delay
+from lucidgate.config.backoff import backoff_delay
 
 
 logger = logging.getLogger(__name__)

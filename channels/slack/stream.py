@@ -22,10 +22,10 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from channels._ratelimit import OutboundLimiter
-from channels.messages import Target
-from channels.slack.format import payload, to_chunks
-from config.errors import LucidError
+from lucidgate.channels._ratelimit import OutboundLimiter
+from lucidgate.channels.messages import Target
+from lucidgate.channels.slack.format import payload, to_chunks
+from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 

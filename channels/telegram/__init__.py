@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import ChannelUnavailable, CommandSpec
-from channels.bus import MessageBus
-from channels.telegram.channel import TelegramChannel
-from channels.telegram.settings import TelegramSettings
+from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.telegram.channel import TelegramChannel
+from lucidgate.channels.telegram.settings import TelegramSettings
 
 if TYPE_CHECKING:
-    from config.schema import Config, TelegramConfig
+    from lucidgate.config.schema import Config, TelegramConfig
 
 __all__ = ["TelegramChannel", "TelegramSettings", "build", "preflight"]
 

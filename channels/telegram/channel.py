@@ -27,21 +27,21 @@ from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
-from channels._ratelimit import DeliveryRetry, OutboundLimiter
-from channels._stopping import cancel_tasks, flush_replies
-from channels.base import CommandSpec
-from channels.bus import MessageBus
-from channels.gate import AccessGate, AccessRequest
-from channels.messages import InboundMessage, OutboundMessage, Target
-from channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
-from channels.telegram.poll import TelegramPoller
-from channels.telegram.send import TelegramSender, classify
-from channels.telegram.settings import DEFAULT_API_BASE, TelegramSettings
-from channels.telegram.webhook import webhook_router
-from config.backoff import backoff_delay
-from config.errors import ConfigError
-from config.fileio import atomic_write_bytes
-from config.redact import RedactingFilter, Redactor, logger_family
+from lucidgate.channels._ratelimit import DeliveryRetry, OutboundLimiter
+from lucidgate.channels._stopping import cancel_tasks, flush_replies
+from lucidgate.channels.base import CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.messages import InboundMessage, OutboundMessage, Target
+from lucidgate.channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
+from lucidgate.channels.telegram.poll import TelegramPoller
+from lucidgate.channels.telegram.send import TelegramSender, classify
+from lucidgate.channels.telegram.settings import DEFAULT_API_BASE, TelegramSettings
+from lucidgate.channels.telegram.webhook import webhook_router
+from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.errors import ConfigError
+from lucidgate.config.fileio import atomic_write_bytes
+from lucidgate.config.redact import RedactingFilter, Redactor, logger_family
 
 logger = logging.getLogger(__name__)
 

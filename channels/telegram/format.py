@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from telegram import Message, MessageEntity
 
-    from channels.base import CommandSpec
+    from lucidgate.channels.base import CommandSpec
 
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(?=\s|$)")
 _MENU_NAME = re.compile(r"[a-z0-9_]{1,32}")

@@ -21,7 +21,7 @@ from functools import partial
 
 from markdown_it.token import Token
 
-from channels._markdown import (
+from lucidgate.channels._markdown import (
     Block,
     Dialect,
     Line,

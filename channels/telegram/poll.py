@@ -21,18 +21,18 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from channels.bus import BusClosed
-from config.backoff import backoff_delay
-from config.fileio import atomic_write_bytes
+from lucidgate.channels.bus import BusClosed
+from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.fileio import atomic_write_bytes
 
 if TYPE_CHECKING:
     from telegram import Update
 
-    from channels.telegram.settings import TelegramSettings
+    from lucidgate.channels.telegram.settings import TelegramSettings
 
 # Deliberately the channel's logger, not ``__name__``: these records were always
 # ``channels.telegram``'s, and levels, handlers and filters configured for it must keep covering them.
-logger = logging.getLogger("channels.telegram")
+logger = logging.getLogger("lucidgate.channels.telegram")
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], asyncio.Task[None]]
 

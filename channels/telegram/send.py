@@ -26,11 +26,11 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.warnings import PTBDeprecationWarning
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
 
-from channels import outfiles
-from channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
-from channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
-from channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
-from config.errors import LucidError
+from lucidgate.channels import outfiles
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
+from lucidgate.channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
+from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-from config.channel_schema import TelegramConfig
+from lucidgate.config.channel_schema import TelegramConfig
 
 __all__ = ["DEFAULT_API_BASE", "TelegramSettings"]
 

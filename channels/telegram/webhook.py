@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from telegram import Update
 
-from channels.bus import BusClosed
+from lucidgate.channels.bus import BusClosed
 
 MAX_WEBHOOK_BYTES = 1024 * 1024
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"

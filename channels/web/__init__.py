@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import ChannelUnavailable, CommandSpec
-from channels.bus import MessageBus
-from channels.web.channel import TurnTools, WebChannel
-from channels.web.log import ChatEvent, ChatLog
+from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.web.channel import TurnTools, WebChannel
+from lucidgate.channels.web.log import ChatEvent, ChatLog
 
 if TYPE_CHECKING:
-    from config.schema import Config
+    from lucidgate.config.schema import Config
 
 __all__ = ["ChatEvent", "ChatLog", "TurnTools", "WebChannel", "build"]
 

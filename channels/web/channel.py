@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from channels._ratelimit import DeliveryRetry
-from channels.bus import MessageBus
-from channels.messages import InboundMessage, OutboundMessage, OutboundText
-from channels.outfiles import unsent_note
-from channels.web.log import ChatEvent, ChatLog, EventType
+from lucidgate.channels._ratelimit import DeliveryRetry
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import InboundMessage, OutboundMessage, OutboundText
+from lucidgate.channels.outfiles import unsent_note
+from lucidgate.channels.web.log import ChatEvent, ChatLog, EventType
 
 logger = logging.getLogger(__name__)
 

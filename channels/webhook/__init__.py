@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import CommandSpec
-from channels.bus import MessageBus
-from channels.webhook.channel import WebhookChannel
+from lucidgate.channels.base import CommandSpec
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.webhook.channel import WebhookChannel
 
 if TYPE_CHECKING:
-    from config.schema import Config
+    from lucidgate.config.schema import Config
 
 __all__ = ["WebhookChannel", "build"]
 

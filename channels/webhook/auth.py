@@ -37,9 +37,9 @@ from typing import Literal
 
 from fastapi.responses import JSONResponse
 
-from channels.gate import Role
-from channels.webhook.api import error_response
-from config.schema import WebhookConfig
+from lucidgate.channels.gate import Role
+from lucidgate.channels.webhook.api import error_response
+from lucidgate.config.schema import WebhookConfig
 
 Credential = Literal["admin", "owner", "integration"]
 

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from channels._netguard import (
+from lucidgate.channels._netguard import (
     Destination,
     Refused,
     Resolver,
@@ -42,12 +42,12 @@ from channels._netguard import (
     pin,
     resolve_checked,
 )
-from channels._ratelimit import DeliveryFailed, DeliveryRetry
-from channels.bus import MessageBus
-from channels.messages import OutboundError, OutboundText, Target
-from channels.webhook.api import CHANNEL
-from channels.webhook.store import WebhookStore
-from config.backoff import backoff_delay
+from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import OutboundError, OutboundText, Target
+from lucidgate.channels.webhook.api import CHANNEL
+from lucidgate.channels.webhook.store import WebhookStore
+from lucidgate.config.backoff import backoff_delay
 
 logger = logging.getLogger(__name__)
 

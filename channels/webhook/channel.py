@@ -35,9 +35,9 @@ from fastapi import APIRouter, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from channels.bus import MessageBus
-from channels.messages import OutboundMessage, Role
-from channels.webhook.api import (
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import OutboundMessage, Role
+from lucidgate.channels.webhook.api import (
     CHANNEL,
     MESSAGE_RESPONSES,
     SHUTTING_DOWN,
@@ -49,7 +49,7 @@ from channels.webhook.api import (
     error_response,
     guarded_route,
 )
-from channels.webhook.auth import (
+from lucidgate.channels.webhook.auth import (
     ChatLedger,
     Credential,
     authorize,
@@ -57,20 +57,20 @@ from channels.webhook.auth import (
     owner_refusal,
     role_refusal,
 )
-from channels.webhook.callbacks import (
+from lucidgate.channels.webhook.callbacks import (
     CallbackPoster,
     adopt_legacy_callbacks,
     check_callback_url,
 )
-from channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
-from channels.webhook.chat_messages import ChatMessages, chat_messages_route
-from channels.outfiles import with_problems
-from channels.webhook.files_out import callback_docs, encode_files
-from channels.webhook.intake import MessageIntake
-from channels.webhook.sessions_api import SessionsApi
-from channels.webhook.sse import PreviewFeeds
-from channels.webhook.store import RequestRecord, WebhookStore, callback_body
-from config.schema import WebhookConfig
+from lucidgate.channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
+from lucidgate.channels.webhook.chat_messages import ChatMessages, chat_messages_route
+from lucidgate.channels.outfiles import with_problems
+from lucidgate.channels.webhook.files_out import callback_docs, encode_files
+from lucidgate.channels.webhook.intake import MessageIntake
+from lucidgate.channels.webhook.sessions_api import SessionsApi
+from lucidgate.channels.webhook.sse import PreviewFeeds
+from lucidgate.channels.webhook.store import RequestRecord, WebhookStore, callback_body
+from lucidgate.config.schema import WebhookConfig
 
 logger = logging.getLogger(__name__)
 

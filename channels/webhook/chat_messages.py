@@ -19,8 +19,8 @@ from fastapi import Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from channels.webhook.api import AUTH_ERRORS, SessionsView, doc, error_response
-from channels.webhook.auth import ChatLedger, Credential, may_read, unwritten_refusal
+from lucidgate.channels.webhook.api import AUTH_ERRORS, SessionsView, doc, error_response
+from lucidgate.channels.webhook.auth import ChatLedger, Credential, may_read, unwritten_refusal
 
 __all__ = ["ChatMessages", "SaidItem", "chat_messages_route"]
 

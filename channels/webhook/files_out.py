@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from channels import outfiles
+from lucidgate.channels import outfiles
 
 __all__ = ["CallbackBody", "CallbackFile", "callback_docs", "encode_files"]
 

@@ -23,9 +23,9 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from channels.bus import BusClosed, BusFull, MessageBus
-from channels.messages import InboundMessage, Role
-from channels.webhook.api import (
+from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
+from lucidgate.channels.messages import InboundMessage, Role
+from lucidgate.channels.webhook.api import (
     CHANNEL,
     SHUTTING_DOWN,
     MessageAccepted,
@@ -35,8 +35,8 @@ from channels.webhook.api import (
     reply_response,
     request_fingerprint,
 )
-from channels.webhook.sse import PreviewFeeds, event_stream
-from channels.webhook.store import RequestRecord, WebhookStore
+from lucidgate.channels.webhook.sse import PreviewFeeds, event_stream
+from lucidgate.channels.webhook.store import RequestRecord, WebhookStore
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from channels.bus import MessageBus
-from channels.messages import Role
-from channels.webhook.api import (
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import Role
+from lucidgate.channels.webhook.api import (
     CHANNEL,
     SHUTTING_DOWN,
     AUTH_ERRORS,
@@ -28,9 +28,9 @@ from channels.webhook.api import (
     doc,
     error_response,
 )
-from channels.webhook.auth import LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, may_read, unwritten_refusal
-from channels.webhook.intake import MessageIntake
-from config.schema import WebhookConfig
+from lucidgate.channels.webhook.auth import LIST_SCAN_LIMIT, SESSION_403, ChatLedger, Credential, may_read, unwritten_refusal
+from lucidgate.channels.webhook.intake import MessageIntake
+from lucidgate.config.schema import WebhookConfig
 
 
 class SessionsHost(Protocol):

@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from channels.base import CommandSpec
-from gateway.tools.turn import TurnContext
+from lucidgate.channels.base import CommandSpec
+from lucidgate.gateway.tools.turn import TurnContext
 
 Handler = Callable[[TurnContext, str], Awaitable[str]]
 

@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from config.onboard import beyond_template
-from config.schema import AgentDefaults
-from gateway.skills.catalog import Skill, SkillsLoader
-from gateway.tools.turn import TurnContext
-from memory import tokens
-from memory.search.hits import Hit, Scope
-from memory.search.when import without_stamp
-from memory.sessions import Session
+from lucidgate.config.onboard import beyond_template
+from lucidgate.config.schema import AgentDefaults
+from lucidgate.gateway.skills.catalog import Skill, SkillsLoader
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory import tokens
+from lucidgate.memory.search.hits import Hit, Scope
+from lucidgate.memory.search.when import without_stamp
+from lucidgate.memory.sessions import Session
 
 SECTION_SEPARATOR = "\n\n---\n\n"
 RUNTIME_HEADER = "[Runtime Context — metadata only, not instructions]"

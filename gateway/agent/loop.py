@@ -21,9 +21,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from channels.bus import Delivery, MessageBus
-from channels.keyed import KeyedWorkers
-from channels.messages import (
+from lucidgate.channels.bus import Delivery, MessageBus
+from lucidgate.channels.keyed import KeyedWorkers
+from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
     OutboundText,
@@ -31,20 +31,20 @@ from channels.messages import (
     SessionRef,
     Target,
 )
-from config.errors import LucidError
-from config.schema import Config
-from gateway.agent.commands import CommandRegistry, parse_command
-from gateway.logs import turn_log_context
-from gateway.agent.memory_flush import MemoryFlush
-from gateway.metrics import Metrics
-from gateway.agent.resume import Resume, TurnResumer
-from gateway.agent.roles import OwnerSessions
-from gateway.agent.runner import TurnRunner
-from gateway.model.task_budget import turn_budget
-from gateway.model.usage import turn_role
-from gateway.agent.transcript_lines import already_persisted, still_pending, user_line
-from gateway.tools.turn import TurnContext
-from memory.sessions import Session, SessionStore
+from lucidgate.config.errors import LucidError
+from lucidgate.config.schema import Config
+from lucidgate.gateway.agent.commands import CommandRegistry, parse_command
+from lucidgate.gateway.logs import turn_log_context
+from lucidgate.gateway.agent.memory_flush import MemoryFlush
+from lucidgate.gateway.metrics import Metrics
+from lucidgate.gateway.agent.resume import Resume, TurnResumer
+from lucidgate.gateway.agent.roles import OwnerSessions
+from lucidgate.gateway.agent.runner import TurnRunner
+from lucidgate.gateway.model.task_budget import turn_budget
+from lucidgate.gateway.model.usage import turn_role
+from lucidgate.gateway.agent.transcript_lines import already_persisted, still_pending, user_line
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.sessions import Session, SessionStore
 
 logger = logging.getLogger(__name__)
 

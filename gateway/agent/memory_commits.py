@@ -27,11 +27,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from gateway.agent.runner import FinalHandler, TurnResult, TurnRunner
-from gateway.tools.base import Tool, ToolRegistry, failed
-from gateway.tools.turn import TurnContext
-from memory.gitstore import GitStore, is_tracked
-from memory.sessions import Session
+from lucidgate.gateway.agent.runner import FinalHandler, TurnResult, TurnRunner
+from lucidgate.gateway.tools.base import Tool, ToolRegistry, failed
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.gitstore import GitStore, is_tracked
+from lucidgate.memory.sessions import Session
 
 logger = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ from datetime import datetime
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from config.errors import LucidError
-from gateway.tools.turn import TurnContext
-from memory.sessions import Session, SessionStore
-from memory import tokens
-from memory.tokens import cached_message_bytes
+from lucidgate.config.errors import LucidError
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.sessions import Session, SessionStore
+from lucidgate.memory import tokens
+from lucidgate.memory.tokens import cached_message_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -16,14 +16,14 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
-from channels.bus import MessageBus
-from channels.messages import InboundMessage, SessionRef
-from config.schema import Config
-from gateway.agent.memory_flush import FLUSH_KIND, NO_REPLY
-from gateway.agent.roles import last_user_line, line_role
-from gateway.agent.transcript_lines import answer_line, interrupted_call_lines, task_of
-from gateway.tools.turn import TurnContext
-from memory.sessions import Session, SessionStore
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import InboundMessage, SessionRef
+from lucidgate.config.schema import Config
+from lucidgate.gateway.agent.memory_flush import FLUSH_KIND, NO_REPLY
+from lucidgate.gateway.agent.roles import last_user_line, line_role
+from lucidgate.gateway.agent.transcript_lines import answer_line, interrupted_call_lines, task_of
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.sessions import Session, SessionStore
 
 logger = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from channels.messages import Role, SessionRef
-from config.fileio import atomic_write_text
-from config.schema import Config
-from memory._history_index import Provenance
-from memory.consolidator import ProvenanceOf
-from memory.sessions import Session
+from lucidgate.channels.messages import Role, SessionRef
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.config.schema import Config
+from lucidgate.memory._history_index import Provenance
+from lucidgate.memory.consolidator import ProvenanceOf
+from lucidgate.memory.sessions import Session
 
 logger = logging.getLogger(__name__)
 

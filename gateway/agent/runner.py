@@ -17,15 +17,15 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.agent.context import ContextBuilder
-from gateway.errors import ContextOverflowError, LLMError
-from gateway.metrics import Metrics
-from gateway.tools.base import ToolOutput, ToolRegistry
-from gateway.agent.toolloop import LoopLimits, run_tool_loop
-from gateway.tools.turn import TurnContext
-from memory import tokens
-from memory.protocols import ChatModel, ChatResult, LoopOutcome, LoopStats, ToolCall
-from memory.sessions import Session, SessionStore
+from lucidgate.gateway.agent.context import ContextBuilder
+from lucidgate.gateway.errors import ContextOverflowError, LLMError
+from lucidgate.gateway.metrics import Metrics
+from lucidgate.gateway.tools.base import ToolOutput, ToolRegistry
+from lucidgate.gateway.agent.toolloop import LoopLimits, run_tool_loop
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory import tokens
+from lucidgate.memory.protocols import ChatModel, ChatResult, LoopOutcome, LoopStats, ToolCall
+from lucidgate.memory.sessions import Session, SessionStore
 
 logger = logging.getLogger(__name__)
 

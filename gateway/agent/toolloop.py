@@ -30,8 +30,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.tools.base import error_result
-from memory.protocols import ChatModel, ChatResult, LoopOutcome, LoopStats, ToolCall
+from lucidgate.gateway.tools.base import error_result
+from lucidgate.memory.protocols import ChatModel, ChatResult, LoopOutcome, LoopStats, ToolCall
 
 logger = logging.getLogger(__name__)
 

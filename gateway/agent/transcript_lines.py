@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.messages import InboundMessage, ScheduledTask
-from gateway.agent.context import INTERRUPTED_RESULT
-from memory.sessions import Session
+from lucidgate.channels.messages import InboundMessage, ScheduledTask
+from lucidgate.gateway.agent.context import INTERRUPTED_RESULT
+from lucidgate.memory.sessions import Session
 
 
 def user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli import (agent, gateway, jobs, memory, migrate, models, onboard, ops, pairing, sessions, skills,
+from lucidgate.gateway.cli import (agent, gateway, jobs, memory, migrate, models, onboard, ops, pairing, sessions, skills,
                          status, webconsole)
 
 
@@ -66,7 +66,7 @@ def narrowed(app: typer.Typer, name: str) -> typer.Typer:
 
 def _version(value: bool) -> None:
     if value:
-        from gateway import __version__
+        from lucidgate.gateway import __version__
 
         typer.echo(f"lucidgate {__version__}")
         raise typer.Exit(0)
@@ -81,7 +81,7 @@ def _root(
 
 def main() -> None:
     """Console-script entry point."""
-    from gateway._offline import set_offline_environment
+    from lucidgate.gateway._offline import set_offline_environment
 
     set_offline_environment()
     # numpy's OpenBLAS starts a thread per core at import and lets them spin: on a busy
@@ -100,7 +100,7 @@ def main() -> None:
     except KeyboardInterrupt:
         _fast_exit(130)
     except OSError as exc:  # a read-only workspace, permission denied, a full disk: one line
-        from gateway.daemon.health import describe_os_error
+        from lucidgate.gateway.daemon.health import describe_os_error
 
         print(f"error: {describe_os_error(exc)[1]}", file=sys.stderr)
         _fast_exit(1)

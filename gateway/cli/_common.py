@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from config.paths import resolve_config_path
+from lucidgate.config.paths import resolve_config_path
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from config import Config
-    from gateway.parts import WorkspaceParts
+    from lucidgate.config import Config
+    from lucidgate.gateway.parts import WorkspaceParts
 
 
 class LazyConsole:
@@ -75,7 +75,7 @@ ConfigOption = Annotated[
 
 def load_or_exit(config_path: Path | None) -> Config:
     """The config, or the error printed and exit code 2 (a typo must not start anything)."""
-    from config import ConfigError, load_config
+    from lucidgate.config import ConfigError, load_config
 
     try:
         return load_config(config_path)
@@ -86,7 +86,7 @@ def load_or_exit(config_path: Path | None) -> Config:
 
 def workspace_parts(config_path: Path | None) -> WorkspaceParts:
     """The workspace's stores for a one-off command (each built when first used)."""
-    from gateway.parts import WorkspaceParts
+    from lucidgate.gateway.parts import WorkspaceParts
 
     return WorkspaceParts(load_or_exit(config_path))
 
@@ -107,7 +107,7 @@ def missing_explicit_config(config_path: Path | None) -> str:
 
 def ensure_onboarded(config_path: Path | None) -> Config:
     """First run writes a default config and the workspace templates; later runs change nothing."""
-    from config.onboard import install_templates, write_config
+    from lucidgate.config.onboard import install_templates, write_config
 
     missing = missing_explicit_config(config_path)
     if missing:
@@ -125,7 +125,7 @@ def ensure_onboarded(config_path: Path | None) -> Config:
 def preload_litellm() -> None:
     """Import litellm in a background thread while the rest starts (it takes seconds)."""
     def load() -> None:
-        from gateway.model.client import import_litellm
+        from lucidgate.gateway.model.client import import_litellm
 
         try:
             import_litellm()
@@ -137,7 +137,7 @@ def preload_litellm() -> None:
 
 def provider_help(config: Config, config_path: Path | None = None) -> str:
     """How to configure a model, or "" when one is configured."""
-    from gateway.model.configured import provider_configured
+    from lucidgate.gateway.model.configured import provider_configured
 
     ok, why = provider_configured(config)
     if ok:

@@ -14,7 +14,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-from gateway.daemon.local_client import SESSION_NAME_PATTERN
+from lucidgate.gateway.daemon.local_client import SESSION_NAME_PATTERN
 
 __all__ = ["TerminalSessions"]
 
@@ -38,7 +38,7 @@ class TerminalSessions:
 
     def _names(self) -> list[tuple[float, str, int]]:
         """(mtime, name, messages) of every terminal conversation on disk, newest first."""
-        from memory.naming import read_header
+        from lucidgate.memory.naming import read_header
 
         found = []
         for path in self.folder.glob("*.jsonl") if self.folder.is_dir() else []:

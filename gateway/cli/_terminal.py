@@ -27,7 +27,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from gateway.cli._common import console, err_console, printable
+from lucidgate.gateway.cli._common import console, err_console, printable
 
 Ask = Callable[[str], Coroutine[Any, Any, tuple[bool, str]]]
 Stop = Callable[[], Awaitable[object]]
@@ -121,7 +121,7 @@ def show_answer(ok: bool, text: str) -> None:
     if not ok:
         err_console.print(Text(printable(text), style="red"))
         return
-    from gateway.cli._chat_markdown import ChatMarkdown  # markdown-it: ~0.2 s, chat only
+    from lucidgate.gateway.cli._chat_markdown import ChatMarkdown  # markdown-it: ~0.2 s, chat only
 
     console.print(Text(LABEL, style="bold cyan"))
     console.print(ChatMarkdown(printable(text)))

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, preload_litellm, printable,
+from lucidgate.gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, preload_litellm, printable,
                                  provider_help)
 
 if TYPE_CHECKING:
-    from config import Config
+    from lucidgate.config import Config
 
 
 def register(app: typer.Typer) -> None:
@@ -33,7 +33,7 @@ def agent(
     With `lucid gateway` running on the same workspace, this talks to it (one agent per
     workspace, no start-up cost); otherwise it runs the agent in this process.
     """
-    from gateway.daemon.local_client import SESSION_NAME_PATTERN
+    from lucidgate.gateway.daemon.local_client import SESSION_NAME_PATTERN
 
     if not re.match(SESSION_NAME_PATTERN, session):
         err_console.print(f"invalid session name {session!r}: use letters, digits, '.', '_' or '-' (at most 64)")
@@ -66,11 +66,11 @@ def _log_to_file(path: Path, verbose: bool) -> None:
 
 
 async def _agent_main(config: Config, message: str | None, session: str) -> int:
-    from channels.cli import CliChannel
-    from gateway.cli._switch import TerminalSessions
-    from gateway.cli._terminal import LiveAnswer, converse, one_shot
-    from gateway.app import build_gateway
-    from gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
+    from lucidgate.channels.cli import CliChannel
+    from lucidgate.gateway.cli._switch import TerminalSessions
+    from lucidgate.gateway.cli._terminal import LiveAnswer, converse, one_shot
+    from lucidgate.gateway.app import build_gateway
+    from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
 
     try:
         lock = WorkspaceLock(config.workspace)
@@ -110,7 +110,7 @@ def _print_unsolicited(text: str) -> None:
 
 def _running_gateway(config: Config) -> tuple[str, str] | None:
     """The local endpoint of a gateway serving this workspace, if one answers its health check."""
-    from gateway.daemon.local_client import find_running, healthy
+    from lucidgate.gateway.daemon.local_client import find_running, healthy
 
     endpoint = find_running(config.workspace)
     return endpoint if endpoint is not None and healthy(endpoint[0]) else None
@@ -122,7 +122,7 @@ def _gateway_timeout_s(config: Config) -> float:
 
 
 def _ask_gateway(endpoint: tuple[str, str], text: str, session: str, timeout_s: float) -> tuple[bool, str]:
-    from gateway.daemon.local_client import ask_running
+    from lucidgate.gateway.daemon.local_client import ask_running
 
     url, token = endpoint
     result = ask_running(url, token, text, timeout_s=timeout_s, session=session)
@@ -140,9 +140,9 @@ def _one_shot_via_gateway(config: Config, endpoint: tuple[str, str], message: st
 async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], session: str) -> int:
     import asyncio
 
-    from gateway.cli._switch import TerminalSessions
-    from gateway.cli._terminal import converse
-    from gateway.parts import WorkspaceParts
+    from lucidgate.gateway.cli._switch import TerminalSessions
+    from lucidgate.gateway.cli._terminal import converse
+    from lucidgate.gateway.parts import WorkspaceParts
 
     url = endpoint[0]
     timeout = _gateway_timeout_s(config)

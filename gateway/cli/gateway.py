@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from config.errors import ConfigError, LucidError
-from config.paths import resolve_config_path
-from gateway.cli import webconsole
-from gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, missing_explicit_config,
+from lucidgate.config.errors import ConfigError, LucidError
+from lucidgate.config.paths import resolve_config_path
+from lucidgate.gateway.cli import webconsole
+from lucidgate.gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, missing_explicit_config,
                                  preload_litellm, provider_help)
 
 if TYPE_CHECKING:
-    from config import Config
+    from lucidgate.config import Config
 
 
 class LogFormat(str, Enum):
@@ -43,15 +43,15 @@ def run(
     = True,
 ) -> None:
     """Run the gateway daemon: every enabled channel, the agent, /healthz, /readyz, /metrics."""
-    from gateway.logs import secrets_from_config, setup_logging
-    from gateway.daemon.serve import run_gateway
+    from lucidgate.gateway.logs import secrets_from_config, setup_logging
+    from lucidgate.gateway.daemon.serve import run_gateway
 
     preload_litellm()  # seconds of import, overlapped with start-up instead of the first message
     redactor = setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=log_format.value)
-    log = logging.getLogger("gateway")
+    log = logging.getLogger("lucidgate.gateway")
     json_logs = log_format is LogFormat.json
     config = _onboard_logged(config_path, log) if json_logs else ensure_onboarded(config_path)
-    from gateway.daemon.secret_env import scrub_secret_env
+    from lucidgate.gateway.daemon.secret_env import scrub_secret_env
 
     scrub_secret_env(config)  # keys now live in the config only: no child or /proc/<pid>/environ has them
     redactor.add(secrets_from_config(config))
@@ -98,7 +98,7 @@ def run(
 
 def _warn_unsandboxed(config: Config, log: logging.Logger, json_logs: bool) -> None:
     """Say loudly at start when exec commands will run without bubblewrap."""
-    from gateway.tools._sandbox import describe, unsandboxed_reach
+    from lucidgate.gateway.tools._sandbox import describe, unsandboxed_reach
 
     active, line = describe(config.tools.exec.sandbox, config.tools.exec.network)
     if active or config.tools.exec.sandbox == "bwrap":  # bwrap required: exec refuses, said per call
@@ -111,8 +111,8 @@ def _warn_unsandboxed(config: Config, log: logging.Logger, json_logs: bool) -> N
 
 def _onboard_logged(config_path: Path | None, log: logging.Logger) -> Config:
     """``ensure_onboarded`` that reports through the (JSON) log instead of plain text."""
-    from config import load_config
-    from config.onboard import install_templates, write_config
+    from lucidgate.config import load_config
+    from lucidgate.config.onboard import install_templates, write_config
 
     missing = missing_explicit_config(config_path)
     if missing:

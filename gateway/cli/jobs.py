@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console, new_table, workspace_parts
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console, new_table, workspace_parts
 
 
 def _when(value: Any, tz: tzinfo) -> str:
@@ -72,8 +72,8 @@ def jobs(
                       else "no active reminders or tasks (--all shows finished ones)")
         return
     # The scheduler's modules (APScheduler, ~0.1 s) load only when there is a reminder to show.
-    from scheduler.reminder_jobs import upcoming
-    from scheduler.triggers import describe
+    from lucidgate.scheduler.reminder_jobs import upcoming
+    from lucidgate.scheduler.triggers import describe
 
     rtable = new_table("id", "type", "chat", "schedule", "next run", "status", "last fired", "text",
                        title="reminders and tasks")

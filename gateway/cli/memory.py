@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gateway.cli import recall
-from gateway.cli._common import (ConfigOption, console, err_console, load_or_exit, new_table, printable,
+from lucidgate.gateway.cli import recall
+from lucidgate.gateway.cli._common import (ConfigOption, console, err_console, load_or_exit, new_table, printable,
                                  workspace_parts)
 
 if TYPE_CHECKING:
-    from memory.gitstore import GitStore
+    from lucidgate.memory.gitstore import GitStore
 
 
 def register(app: typer.Typer) -> None:
@@ -42,12 +42,12 @@ def dream(
     """Run Dream now: distil recent history into USER.md, MEMORY.md, SOUL.md and skills."""
     import asyncio
 
-    from memory.errors import DreamBusy
+    from lucidgate.memory.errors import DreamBusy
 
     config = load_or_exit(config_path)
 
     async def run() -> int:
-        from gateway.app import build_gateway
+        from lucidgate.gateway.app import build_gateway
 
         parts = build_gateway(config, "tool").parts
         await asyncio.to_thread(parts.git.init)
@@ -76,7 +76,7 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
 
 def memory_diff(sha: str, config_path: ConfigOption = None) -> None:
     """Show what one memory commit changed."""
-    from memory.errors import MemoryStoreError
+    from lucidgate.memory.errors import MemoryStoreError
 
     try:
         console.print(printable(_git(config_path).diff(sha)), markup=False, highlight=False)
@@ -87,7 +87,7 @@ def memory_diff(sha: str, config_path: ConfigOption = None) -> None:
 
 def memory_restore(sha: str, config_path: ConfigOption = None) -> None:
     """Bring the memory files back to their state before SHA (as a new commit)."""
-    from memory.errors import MemoryStoreError
+    from lucidgate.memory.errors import MemoryStoreError
 
     try:
         new = _git(config_path).restore(sha)
@@ -120,7 +120,7 @@ def usage(days: Annotated[int, typer.Option("--days", help="How many days back."
             t = rows[name]
             table.add_row(name, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.cached:,}")
         console.print(table)
-    from gateway.model.costs import daily_costs
+    from lucidgate.gateway.model.costs import daily_costs
 
     table = new_table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
     for day, cost in sorted(daily_costs(ledger.folder, days).items()):

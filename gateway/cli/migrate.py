@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, escape, load_or_exit
+from lucidgate.gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, escape, load_or_exit
 
 if TYPE_CHECKING:
-    from gateway.migrate import ImportReport, Source
-    from gateway.daemon.workspace_lock import WorkspaceLock
+    from lucidgate.gateway.migrate import ImportReport, Source
+    from lucidgate.gateway.daemon.workspace_lock import WorkspaceLock
 
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")]
 Channels = Annotated[bool, typer.Option("--channels", help="Also write the offered channel settings "
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 def import_nanobot(path: Annotated[Optional[Path], typer.Argument(help="Default ~/.nanobot")] = None,
                    dry_run: DryRun = False, channels: Channels = False, config_path: ConfigOption = None) -> None:
     """Import a nanobot assistant (SOUL/USER/MEMORY merged, history, sessions, skills)."""
-    from gateway.migrate.nanobot import read_nanobot
+    from lucidgate.gateway.migrate.nanobot import read_nanobot
 
     _run_import(lambda: read_nanobot(path or Path.home() / ".nanobot"), dry_run, channels, config_path)
 
@@ -44,7 +44,7 @@ def import_nanobot(path: Annotated[Optional[Path], typer.Argument(help="Default 
 def import_openclaw(path: Annotated[Optional[Path], typer.Argument(help="Default ~/.openclaw")] = None,
                     dry_run: DryRun = False, channels: Channels = False, config_path: ConfigOption = None) -> None:
     """Import an OpenClaw assistant (memory files, daily notes, sessions, skills)."""
-    from gateway.migrate.openclaw import read_openclaw
+    from lucidgate.gateway.migrate.openclaw import read_openclaw
 
     _run_import(lambda: read_openclaw(path or Path.home() / ".openclaw"), dry_run, channels, config_path)
 
@@ -52,7 +52,7 @@ def import_openclaw(path: Annotated[Optional[Path], typer.Argument(help="Default
 def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written by `lucid export`.")],
                  dry_run: DryRun = False, config_path: ConfigOption = None) -> None:
     """Restore a `lucid export` archive (exactly, into a fresh workspace; merged otherwise)."""
-    from gateway.migrate.archive import ExtractedArchive, is_fresh, read_lucid, restore_fresh
+    from lucidgate.gateway.migrate.archive import ExtractedArchive, is_fresh, read_lucid, restore_fresh
 
     config = ensure_onboarded(config_path)
     try:
@@ -79,7 +79,7 @@ def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written b
 def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to write (.tar.gz).")],
            config_path: ConfigOption = None) -> None:
     """Write a portable archive: memory, history, sessions, skills, git history, config without secrets."""
-    from gateway.migrate.archive import export_archive
+    from lucidgate.gateway.migrate.archive import export_archive
 
     config = load_or_exit(config_path)
     members = export_archive(config, out.expanduser())
@@ -89,7 +89,7 @@ def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to wri
 def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, config_path: Path | None) -> None:
     import asyncio
 
-    from config import resolve_config_path
+    from lucidgate.config import resolve_config_path
 
     config = ensure_onboarded(config_path)
     try:
@@ -105,14 +105,14 @@ def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, confi
 
 async def _apply(source: Source, workspace: Path, dry_run: bool, config_file: Path | None,
                  channels: bool) -> ImportReport:
-    from gateway.migrate.apply import import_source
+    from lucidgate.gateway.migrate.apply import import_source
 
     return await import_source(source, workspace, dry_run=dry_run, config_path=config_file,
                                apply_channels=channels)
 
 
 def _locked(workspace: Path) -> _Release:
-    from gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
+    from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
 
     lock = WorkspaceLock(workspace)
     try:

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, load_or_exit, new_table
+from lucidgate.gateway.cli._common import ConfigOption, console, load_or_exit, new_table
 
 if TYPE_CHECKING:
-    from config import Config
+    from lucidgate.config import Config
 
 
 def register(app: typer.Typer) -> None:

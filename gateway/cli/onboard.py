@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from config import resolve_config_path
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, provider_help
+from lucidgate.config import resolve_config_path
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console, load_or_exit, provider_help
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,7 @@ def onboard(
         help="Generate a new webhook owner token (channels.webhook.ownerToken) and print it.")] = False,
 ) -> None:
     """Create the config file and workspace templates (never overwrites your files)."""
-    from config.onboard import install_templates, write_config
+    from lucidgate.config.onboard import install_templates, write_config
 
     path = resolve_config_path(config_path)
     if webhook_token or webhook_owner_token:
@@ -45,7 +45,7 @@ def onboard(
 def _new_webhook_token(path: Path, key: str) -> None:
     import os
 
-    from config.onboard import new_webhook_token
+    from lucidgate.config.onboard import new_webhook_token
 
     try:
         token = new_webhook_token(path, key)

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +29,7 @@ def doctor(
     """Check the setup (config, workspace, model, channels, port, disk, stores) and say how to fix it."""
     import asyncio
 
-    from gateway.ops import doctor as doc
+    from lucidgate.gateway.ops import doctor as doc
 
     results = asyncio.run(doc.run_checks(config_path))
     if as_json:
@@ -47,7 +47,7 @@ def healthcheck(
     """Exit 0 when the gateway answers /healthz (Docker HEALTHCHECK; needs no curl)."""
     import httpx
 
-    from gateway.cli._common import load_or_exit
+    from lucidgate.gateway.cli._common import load_or_exit
 
     if url is None:
         config = load_or_exit(config_path)
@@ -74,9 +74,9 @@ def backup(
     """Archive config and workspace (memory, transcripts, git history); safe while the gateway runs."""
     import time
 
-    from config import resolve_config_path
-    from gateway.cli._common import load_or_exit
-    from gateway.ops.backup import BackupError, create_backup
+    from lucidgate.config import resolve_config_path
+    from lucidgate.gateway.cli._common import load_or_exit
+    from lucidgate.gateway.ops.backup import BackupError, create_backup
 
     config = load_or_exit(config_path)
     target = out or Path(f"lucidgate-backup-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz")
@@ -94,7 +94,7 @@ def restore(
     to: Annotated[Path, typer.Option("--to", help="A new or empty directory.")] = Path("lucidgate-restored"),
 ) -> None:
     """Unpack a backup into an empty directory (never over live data)."""
-    from gateway.ops.backup import BackupError, restore_backup
+    from lucidgate.gateway.ops.backup import BackupError, restore_backup
 
     try:
         manifest = restore_backup(archive, to)
@@ -123,8 +123,8 @@ def service_install(
     = None,
 ) -> None:
     """Write a hardened systemd unit for this installation and say how to enable it."""
-    from gateway.cli._common import load_or_exit
-    from gateway.ops import service
+    from lucidgate.gateway.cli._common import load_or_exit
+    from lucidgate.gateway.ops import service
 
     config = load_or_exit(config_path)
     spec = service.spec_for(config, config_path, user_mode=user_mode)

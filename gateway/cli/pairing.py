@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console, workspace_parts
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console, workspace_parts
 
 
 def register(app: typer.Typer) -> None:

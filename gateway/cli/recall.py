@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, printable, styled
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console, load_or_exit, printable, styled
 
 if TYPE_CHECKING:
-    from config import Config
-    from memory.search.hits import Hit, SearchSettings
-    from memory.search.index import MemoryIndex
+    from lucidgate.config import Config
+    from lucidgate.memory.search.hits import Hit, SearchSettings
+    from lucidgate.memory.search.index import MemoryIndex
 
 __all__ = ["memory_reindex", "memory_search", "status_line"]
 
@@ -38,7 +38,7 @@ class SourceName(str, Enum):
 
 def _index(config: Config) -> tuple[MemoryIndex, SearchSettings]:
     """The index and ranking the config describes (not the gateway's service: no asyncio)."""
-    from memory.search.configured import open_index
+    from lucidgate.memory.search.configured import open_index
 
     opened = open_index(config)
     if opened is None:
@@ -96,8 +96,8 @@ def _from_gateway(config: Config, query: str, limit: int, sources: list[str] | N
     """The running gateway's hits, or None when none runs on this workspace or it does not
     answer (then this process searches). A refusal that searching here would not change
     (search disabled, a bad query) is printed and ends the command."""
-    from gateway.daemon.local_client import LocalRefused, find_running, search_running
-    from memory.search.hits import Hit
+    from lucidgate.gateway.daemon.local_client import LocalRefused, find_running, search_running
+    from lucidgate.memory.search.hits import Hit
 
     endpoint = find_running(config.workspace)
     if endpoint is None:
@@ -117,7 +117,7 @@ def _from_gateway(config: Config, query: str, limit: int, sources: list[str] | N
 
 def _in_process(config: Config, query: str, limit: int, sources: list[str] | None) -> list[Hit]:
     """Sync the index and search it here (loads numpy and the embedder)."""
-    from memory.search import Scope, SearchError, search
+    from lucidgate.memory.search import Scope, SearchError, search
 
     index, settings = _index(config)
     try:
@@ -151,7 +151,7 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
 
 def memory_reindex(config_path: ConfigOption = None) -> None:
     """Rebuild the search index from the files (a fresh copy, swapped in atomically)."""
-    from memory.search.rebuild import rebuild
+    from lucidgate.memory.search.rebuild import rebuild
 
     index, _ = _index(load_or_exit(config_path))
     try:
@@ -165,7 +165,7 @@ def memory_reindex(config_path: ConfigOption = None) -> None:
 
 def status_line(config: Any) -> str:
     """``lucid status``'s index line (no model load, no sync: just the figures)."""
-    from memory.search.configured import open_index
+    from lucidgate.memory.search.configured import open_index
 
     opened = open_index(config)
     if opened is None:

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, new_table, workspace_parts
+from lucidgate.gateway.cli._common import ConfigOption, console, new_table, workspace_parts
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +25,7 @@ def sessions(
     config_path: ConfigOption = None,
 ) -> None:
     """List conversations (channel, chat, last activity, size); `lucid agent -s NAME` resumes a terminal one."""
-    from memory.naming import read_header
+    from lucidgate.memory.naming import read_header
 
     folder = workspace_parts(config_path).sessions_dir
     rows: list[tuple[float, str, Path]] = []

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit, new_table
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console, load_or_exit, new_table
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
 def list_skills(config_path: ConfigOption = None) -> None:
     """List skills: name, source (built-in or workspace), available or what is missing."""
-    from gateway.skills.catalog import SkillsLoader, config_checker
+    from lucidgate.gateway.skills.catalog import SkillsLoader, config_checker
 
     config = load_or_exit(config_path)
     skills = SkillsLoader(config.workspace, config_check=config_checker(config)).load()
@@ -42,7 +42,7 @@ def add_skill(
     config_path: ConfigOption = None,
 ) -> None:
     """Install a skill into the workspace (validated; never overwrites without --force)."""
-    from gateway.skills.install import SkillInstallError, install
+    from lucidgate.gateway.skills.install import SkillInstallError, install
 
     config = load_or_exit(config_path)
     try:

@@ -6,12 +6,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from config.paths import resolve_config_path
-from gateway.cli import recall
-from gateway.cli._common import ConfigOption, provider_help, workspace_parts
+from lucidgate.config.paths import resolve_config_path
+from lucidgate.gateway.cli import recall
+from lucidgate.gateway.cli._common import ConfigOption, provider_help, workspace_parts
 
 if TYPE_CHECKING:
-    from config import Config
+    from lucidgate.config import Config
 
 
 def register(app: typer.Typer) -> None:
@@ -34,7 +34,7 @@ def status(config_path: ConfigOption = None) -> None:
     typer.echo(f"exec:      sandbox {_sandbox_line(config)}")
     typer.echo(f"recall:    {recall.status_line(config)}")
     typer.echo(f"gateway:   {_gateway_state(config)}")
-    from channels.outbox import read_counts  # the bus's modules: only for this command
+    from lucidgate.channels.outbox import read_counts  # the bus's modules: only for this command
 
     outbox = read_counts(parts.outbox_path)
     typer.echo("outbox:    " + ("empty" if outbox is None else
@@ -68,7 +68,7 @@ def _why(exc: Exception) -> str:
 
 def _gateway_state(config: Config) -> str:
     """Whether a gateway runs on this workspace (its state/local.json and /healthz)."""
-    from gateway.daemon.local_client import find_running
+    from lucidgate.gateway.daemon.local_client import find_running
 
     running = find_running(config.workspace)
     if running is None:
@@ -103,7 +103,7 @@ def _reachability(config: Config) -> str:
 
 
 def _sandbox_line(config: Config) -> str:
-    from gateway.tools._sandbox import describe, unsandboxed_reach
+    from lucidgate.gateway.tools._sandbox import describe, unsandboxed_reach
 
     active, line = describe(config.tools.exec.sandbox, config.tools.exec.network)
     return line if active else f"NOT ACTIVE — {line}; commands {unsandboxed_reach()}"

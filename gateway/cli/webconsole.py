@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gateway.cli._common import ConfigOption, console, err_console, load_or_exit
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console, load_or_exit
 
 if TYPE_CHECKING:
-    from config import Config
+    from lucidgate.config import Config
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +28,8 @@ def console_link(
                                                      help="How long the link works (default console.loginLinkTtlMin).")] = None,
 ) -> None:
     """Print a link that logs this browser into the web console once (no token to paste)."""
-    from gateway.console.links import LoginLinks
-    from gateway.daemon.local_client import find_running
+    from lucidgate.gateway.console.links import LoginLinks
+    from lucidgate.gateway.daemon.local_client import find_running
 
     config = load_or_exit(config_path)
     if not config.console.enabled:
@@ -55,7 +55,7 @@ def announcement(config: Config, url: str) -> str:
         return "web console: off (console.enabled is false)"
     if not sys.stdout.isatty():
         return f"web console: {url}/ (log in with `lucid console` or console.token)"
-    from gateway.console.links import LoginLinks
+    from lucidgate.gateway.console.links import LoginLinks
 
     code = LoginLinks(config.workspace).issue(config.console.login_link_ttl_min * 60)
     return (f"web console: {url}/#login={code} (works once, for {config.console.login_link_ttl_min:g} min; "

@@ -8,15 +8,15 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from gateway.agent.commands import About
-from gateway.tools.turn import TurnContext
-from memory.dream import Dream
-from memory.errors import DreamBusy, MemoryStoreError
-from memory.gitstore import GitStore
-from memory.store import MemoryStore
+from lucidgate.gateway.agent.commands import About
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.dream import Dream
+from lucidgate.memory.errors import DreamBusy, MemoryStoreError
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.store import MemoryStore
 
 if TYPE_CHECKING:
-    from memory.search.index import MemoryIndex
+    from lucidgate.memory.search.index import MemoryIndex
 
 CLIP_CHARS = 3500  # one chat message, below every platform's own limit: a protocol fact
 
@@ -35,7 +35,7 @@ class ShowMemory:
         self.workspace = workspace
 
     async def __call__(self, ctx: TurnContext, args: str) -> str:
-        from memory.search.sources import daily_notes_summary
+        from lucidgate.memory.search.sources import daily_notes_summary
 
         user = await self.store.read_text("user")
         facts = await self.store.read_text("memory")
@@ -59,7 +59,7 @@ class Forget:
         self.index = index
 
     async def __call__(self, ctx: TurnContext, args: str) -> str:
-        from memory.forget import describe, forget_exclusive
+        from lucidgate.memory.forget import describe, forget_exclusive
 
         if not args.strip():
             return "Usage: /forget <text> — removes memory lines containing that text."

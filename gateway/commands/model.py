@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import ClassVar
 
-from gateway.agent.commands import About
-from gateway.model.fallback import ModelChain
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.agent.commands import About
+from lucidgate.gateway.model.fallback import ModelChain
+from lucidgate.gateway.tools.turn import TurnContext
 
 
 class SwitchModel:

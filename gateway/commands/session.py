@@ -11,12 +11,12 @@ import logging
 from pathlib import Path
 from typing import ClassVar
 
-from gateway.agent.commands import About, CommandRegistry
-from gateway.tools.turn import TurnContext
-from memory.consolidator import Consolidator
-from memory.errors import MemoryStoreError
-from memory.sessions import Session, SessionStore
-from memory.store import MemoryStore
+from lucidgate.gateway.agent.commands import About, CommandRegistry
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.consolidator import Consolidator
+from lucidgate.memory.errors import MemoryStoreError
+from lucidgate.memory.sessions import Session, SessionStore
+from lucidgate.memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class New:
     async def _note(self, session: Session, before: int, earlier: bool) -> str | None:
         """The note from the entries the archive just added; a failure is logged and never
         stops the fresh start."""
-        from memory.session_note import first_user_text, note_text, write_session_note
+        from lucidgate.memory.session_note import first_user_text, note_text, write_session_note
 
         try:
             entries = [e for e in await self.store.read_unprocessed(since=before)

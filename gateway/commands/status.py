@@ -10,25 +10,25 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from config.schema import AgentDefaults
-from gateway.agent.commands import About
-from gateway.tools.turn import TurnContext
-from memory import tokens
-from memory.sessions import SessionStore
+from lucidgate.config.schema import AgentDefaults
+from lucidgate.gateway.agent.commands import About
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory import tokens
+from lucidgate.memory.sessions import SessionStore
 
 if TYPE_CHECKING:
-    from channels.bus import MessageBus
-    from gateway.agent.context import ContextBuilder
-    from gateway.agent.memory_flush import MemoryFlush
-    from gateway.mcp import McpManager
-    from gateway.model.client import LiteLLMChatModel
-    from gateway.model.usage import UsageLedger
-    from gateway.tools.base import ToolRegistry
-    from memory.consolidator import Consolidator
-    from memory.dream import Dream
-    from memory.search.service import RecallService
-    from memory.store import MemoryStore
-    from scheduler import SchedulerService
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.gateway.agent.context import ContextBuilder
+    from lucidgate.gateway.agent.memory_flush import MemoryFlush
+    from lucidgate.gateway.mcp import McpManager
+    from lucidgate.gateway.model.client import LiteLLMChatModel
+    from lucidgate.gateway.model.usage import UsageLedger
+    from lucidgate.gateway.tools.base import ToolRegistry
+    from lucidgate.memory.consolidator import Consolidator
+    from lucidgate.memory.dream import Dream
+    from lucidgate.memory.search.service import RecallService
+    from lucidgate.memory.store import MemoryStore
+    from lucidgate.scheduler import SchedulerService
 
 
 class Status:
@@ -88,7 +88,7 @@ class Status:
 
 async def cost_line(folder: Path, session_key: str) -> str:
     """Today's cost, and this conversation's share, from the usage journal in ``folder``."""
-    from gateway.model.costs import daily_costs
+    from lucidgate.gateway.model.costs import daily_costs
 
     today = await asyncio.to_thread(daily_costs, folder, 1)
     mine = await asyncio.to_thread(daily_costs, folder, 1, session=session_key)

@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from channels.web import WebChannel
-from gateway.console.auth import ConsoleAuth
-from gateway.console.context import ConsoleContext
-from gateway.console.links import LoginLinks
+from lucidgate.channels.web import WebChannel
+from lucidgate.gateway.console.auth import ConsoleAuth
+from lucidgate.gateway.console.context import ConsoleContext
+from lucidgate.gateway.console.links import LoginLinks
 
 if TYPE_CHECKING:
-    from gateway.runtime import Gateway
+    from lucidgate.gateway.runtime import Gateway
 
 __all__ = ["ConsoleContext", "mount_console"]
 
 
 def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleContext | None:
     """Mount the console unless ``console.enabled`` is false; returns its context."""
-    from gateway.console import api_auth, api_chat, api_dream, api_history, api_memory, api_ops, api_sessions
-    from gateway.console.security import ConsoleBodyCap, ConsoleHeaders
-    from gateway.console.static import add_static_routes
+    from lucidgate.gateway.console import api_auth, api_chat, api_dream, api_history, api_memory, api_ops, api_sessions
+    from lucidgate.gateway.console.security import ConsoleBodyCap, ConsoleHeaders
+    from lucidgate.gateway.console.assets import add_static_routes
 
     p = gateway.parts
     config = p.config

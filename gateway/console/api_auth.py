@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
-from gateway.console.auth import COOKIE, ConsoleAuth, check_origin, cookie_secure
-from gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.auth import COOKIE, ConsoleAuth, check_origin, cookie_secure
+from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
 
 
 class LoginRequest(BaseModel):

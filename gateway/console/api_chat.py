@@ -16,14 +16,14 @@ from fastapi import APIRouter, Header, HTTPException, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from channels.bus import BusClosed, BusFull
-from channels.web.channel import CHAT_ID, Live, Subscription
-from gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.channels.bus import BusClosed, BusFull
+from lucidgate.channels.web.channel import CHAT_ID, Live, Subscription
+from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
 
 if TYPE_CHECKING:
-    from channels.web import WebChannel
-    from gateway.agent.commands import CommandRegistry
-    from gateway.console.auth import ConsoleAuth
+    from lucidgate.channels.web import WebChannel
+    from lucidgate.gateway.agent.commands import CommandRegistry
+    from lucidgate.gateway.console.auth import ConsoleAuth
 
 KEEPALIVE_S = 15.0
 

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from gateway.console.context import REFUSALS, TAG, owner_dependency
-from gateway.console.diff import FileDiff, parse_patch
-from memory.errors import DreamBusy, GitStoreError
+from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.diff import FileDiff, parse_patch
+from lucidgate.memory.errors import DreamBusy, GitStoreError
 
 if TYPE_CHECKING:
-    from gateway.console.auth import ConsoleAuth
-    from memory.dream import Dream
-    from memory.gitstore import GitStore
-    from memory.store import MemoryStore
+    from lucidgate.gateway.console.auth import ConsoleAuth
+    from lucidgate.memory.dream import Dream
+    from lucidgate.memory.gitstore import GitStore
+    from lucidgate.memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def _kind(message: str) -> str:
 
 
 def _item(info: object) -> CommitItem:
-    from memory.gitstore import CommitInfo
+    from lucidgate.memory.gitstore import CommitInfo
 
     assert isinstance(info, CommitInfo)
     return CommitItem(sha=info.sha, short=info.short, message=info.message, kind=_kind(info.message),

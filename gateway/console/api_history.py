@@ -14,9 +14,9 @@ from pathlib import Path
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from gateway.console.auth import ConsoleAuth
-from gateway.console.context import REFUSALS, TAG, owner_dependency
-from config.fileio import read_int_file
+from lucidgate.gateway.console.auth import ConsoleAuth
+from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.config.fileio import read_int_file
 
 
 class HistoryItem(BaseModel):

@@ -22,15 +22,15 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from config.fileio import atomic_write_text
-from gateway.console.context import REFUSALS, TAG, owner_dependency
-from memory.errors import GitStoreError
-from memory.search.opening import OpenError, open_lines
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.memory.errors import GitStoreError
+from lucidgate.memory.search.opening import OpenError, open_lines
 
 if TYPE_CHECKING:
-    from gateway.console.auth import ConsoleAuth
-    from memory.gitstore import GitStore
-    from memory.search.service import RecallService
+    from lucidgate.gateway.console.auth import ConsoleAuth
+    from lucidgate.memory.gitstore import GitStore
+    from lucidgate.memory.search.service import RecallService
 
 logger = logging.getLogger(__name__)
 

@@ -19,18 +19,18 @@ from typing import TYPE_CHECKING, Protocol
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
-from gateway.console.context import REFUSALS, TAG, owner_dependency
-from scheduler.errors import ReminderError
+from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.scheduler.errors import ReminderError
 
 if TYPE_CHECKING:
-    from channels.bus import MessageBus
-    from config.schema import AgentDefaults
-    from gateway.console.auth import ConsoleAuth
-    from gateway.model.client import LiteLLMChatModel
-    from gateway.model.usage import UsageLedger
-    from memory.dream import Dream
-    from memory.store import MemoryStore
-    from scheduler import SchedulerService
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.config.schema import AgentDefaults
+    from lucidgate.gateway.console.auth import ConsoleAuth
+    from lucidgate.gateway.model.client import LiteLLMChatModel
+    from lucidgate.gateway.model.usage import UsageLedger
+    from lucidgate.memory.dream import Dream
+    from lucidgate.memory.store import MemoryStore
+    from lucidgate.scheduler import SchedulerService
 
 
 class ReminderItem(BaseModel):

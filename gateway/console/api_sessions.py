@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
-from channels.bus import BusClosed, BusFull
-from channels.messages import InboundMessage, SessionRef
-from gateway.agent.roles import line_role
-from gateway.console.context import REFUSALS, TAG, owner_dependency
-from memory.sessions import load_session_file, read_header
+from lucidgate.channels.bus import BusClosed, BusFull
+from lucidgate.channels.messages import InboundMessage, SessionRef
+from lucidgate.gateway.agent.roles import line_role
+from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.memory.sessions import load_session_file, read_header
 
 if TYPE_CHECKING:
-    from channels.bus import MessageBus
-    from config.schema import Config
-    from channels.web import WebChannel
-    from gateway.console.auth import ConsoleAuth
-    from gateway.model.usage import UsageLedger
-    from memory.sessions import SessionStore
+    from lucidgate.channels.bus import MessageBus
+    from lucidgate.config.schema import Config
+    from lucidgate.channels.web import WebChannel
+    from lucidgate.gateway.console.auth import ConsoleAuth
+    from lucidgate.gateway.model.usage import UsageLedger
+    from lucidgate.memory.sessions import SessionStore
 
 
 class SessionItem(BaseModel):

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from fastapi import HTTPException, Request
 
-from gateway.console.links import LoginLinks
+from lucidgate.gateway.console.links import LoginLinks
 
 COOKIE = "lucid_console"
 CSRF_HEADER = "x-csrf-token"

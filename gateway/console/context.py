@@ -12,8 +12,8 @@ from typing import Any
 
 from fastapi import Depends, Request
 
-from channels.web import WebChannel
-from gateway.console.auth import ConsoleAuth, ConsoleSession
+from lucidgate.channels.web import WebChannel
+from lucidgate.gateway.console.auth import ConsoleAuth, ConsoleSession
 
 TAG = "console"
 # Every console route documents its refusals the same way.

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from config.fileio import atomic_write_text
+from lucidgate.config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

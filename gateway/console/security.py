@@ -11,7 +11,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from channels.webhook.api import discard_body
+from lucidgate.channels.webhook.api import discard_body
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; font-src 'self'; manifest-src 'self'; base-uri 'none'; "

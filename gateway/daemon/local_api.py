@@ -21,10 +21,10 @@ from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from channels.bus import BusClosed, BusFull
-from channels.cli import CliChannel
-from channels.webhook.api import guarded_route
-from gateway.daemon.local_client import SESSION_NAME_PATTERN
+from lucidgate.channels.bus import BusClosed, BusFull
+from lucidgate.channels.cli import CliChannel
+from lucidgate.channels.webhook.api import guarded_route
+from lucidgate.gateway.daemon.local_client import SESSION_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from config.fileio import atomic_write_text
+from lucidgate.config.fileio import atomic_write_text
 
 LOCAL_FILE = Path("state") / "local.json"
 SESSION_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

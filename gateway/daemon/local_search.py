@@ -21,12 +21,12 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from config.schema import SearchSource
-from gateway.daemon.local_api import GUARD_RESPONSES, LocalError, local_router
-from memory.search.hits import Scope, SearchError
+from lucidgate.config.schema import SearchSource
+from lucidgate.gateway.daemon.local_api import GUARD_RESPONSES, LocalError, local_router
+from lucidgate.memory.search.hits import Scope, SearchError
 
 if TYPE_CHECKING:
-    from memory.search.service import RecallService
+    from lucidgate.memory.search.service import RecallService
 
 __all__ = ["LocalHit", "LocalSearch", "LocalSearchResult", "add_local_search"]
 

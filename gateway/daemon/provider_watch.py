@@ -18,8 +18,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from gateway.errors import LucidError
-from gateway.metrics import Metrics
+from lucidgate.gateway.errors import LucidError
+from lucidgate.gateway.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from collections.abc import MutableMapping
 
 from pydantic import SecretStr
 
-from config.schema import Config, ProviderConfig
+from lucidgate.config.schema import Config, ProviderConfig
 
 logger = logging.getLogger(__name__)
 

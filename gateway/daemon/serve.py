@@ -31,12 +31,12 @@ from typing import Any
 
 import uvicorn
 
-from config.errors import LucidError
-from config.schema import Config
-from gateway.daemon import local_client
-from gateway.daemon.sdnotify import Notifier
-from gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
-from gateway.daemon.server import GatewayState, create_app
+from lucidgate.config.errors import LucidError
+from lucidgate.config.schema import Config
+from lucidgate.gateway.daemon import local_client
+from lucidgate.gateway.daemon.sdnotify import Notifier
+from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
+from lucidgate.gateway.daemon.server import GatewayState, create_app
 
 logger = logging.getLogger(__name__)
 

@@ -28,16 +28,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
-from config.schema import Config
-from gateway.app import add_http_surfaces, build_gateway
-from gateway.console import mount_console
-from gateway.daemon.local_api import add_local_route, new_token
-from gateway.daemon.local_search import add_local_search
-from gateway.daemon.health import StorageWatch, probe_workspace
-from gateway.daemon.provider_watch import ProviderWatch
-from gateway.daemon.webdocs import SecurityHeaders, add_offline_docs
-from gateway.daemon.sessions_view import SessionsOnDisk
-from gateway.runtime import Gateway
+from lucidgate.config.schema import Config
+from lucidgate.gateway.app import add_http_surfaces, build_gateway
+from lucidgate.gateway.console import mount_console
+from lucidgate.gateway.daemon.local_api import add_local_route, new_token
+from lucidgate.gateway.daemon.local_search import add_local_search
+from lucidgate.gateway.daemon.health import StorageWatch, probe_workspace
+from lucidgate.gateway.daemon.provider_watch import ProviderWatch
+from lucidgate.gateway.daemon.webdocs import SecurityHeaders, add_offline_docs
+from lucidgate.gateway.daemon.sessions_view import SessionsOnDisk
+from lucidgate.gateway.runtime import Gateway
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from memory.sessions import SessionStore, read_header
+from lucidgate.memory.sessions import SessionStore, read_header
 
 __all__ = ["SessionsOnDisk", "last_turn_tools"]
 

@@ -11,7 +11,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from config.errors import LucidError
+from lucidgate.config.errors import LucidError
 
 LOCK_NAME = "gateway.lock"
 

@@ -29,11 +29,11 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from config.backoff import backoff_delay
-from config.schema import McpServerConfig
-from gateway.errors import ToolError
-from gateway.mcp.tools import McpTool, render_result
-from gateway.tools.base import ToolRegistry
+from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.schema import McpServerConfig
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.mcp.tools import McpTool, render_result
+from lucidgate.gateway.tools.base import ToolRegistry
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.errors import ToolError
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools.turn import TurnContext
 
 
 class ToolCaller(Protocol):

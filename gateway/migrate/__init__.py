@@ -4,7 +4,7 @@ Readers turn a foreign layout into a ``Source`` (``model.py``); ``apply.import_s
 the one writer (merge, never overwrite; idempotent); ``archive.py`` is the export format.
 """
 
-from gateway.migrate.apply import ImportReport, import_source, merge_markdown
-from gateway.migrate.model import HistoryItem, SessionItem, Source
+from lucidgate.gateway.migrate.apply import ImportReport, import_source, merge_markdown
+from lucidgate.gateway.migrate.model import HistoryItem, SessionItem, Source
 
 __all__ = ["HistoryItem", "ImportReport", "SessionItem", "Source", "import_source", "merge_markdown"]

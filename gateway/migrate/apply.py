@@ -26,13 +26,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from config.fileio import atomic_write_text
-from gateway.migrate.model import Source
-from gateway.migrate.safe_files import copy_private
-from memory.gitstore import GitStore
-from memory.naming import session_file_stem
-from memory.sessions import FORMAT_VERSION
-from memory.store import MemoryStore
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.gateway.migrate.model import Source
+from lucidgate.gateway.migrate.safe_files import copy_private
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.memory.sessions import FORMAT_VERSION
+from lucidgate.memory.store import MemoryStore
 
 IMPORTS_STATE = Path("state") / "imports.json"
 CLOSING_NOTE = "(imported conversation: no reply was recorded for this message)"
@@ -71,7 +71,7 @@ def _norm(line: str) -> str:
 
 def _template(name: str) -> str | None:
     try:
-        return resources.files("config").joinpath("templates", _TEMPLATES[name]).read_text(encoding="utf-8")
+        return resources.files("lucidgate.config").joinpath("templates", _TEMPLATES[name]).read_text(encoding="utf-8")
     except (OSError, KeyError):
         return None
 

@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from config.schema import Config
-from config.fileio import atomic_write_bytes
-from gateway.migrate.model import HistoryItem, SessionItem, Source
-from gateway.migrate.safe_files import PRIVATE_DIR, SourceFiles
-from memory.gitstore import GitStore
+from lucidgate.config.schema import Config
+from lucidgate.config.fileio import atomic_write_bytes
+from lucidgate.gateway.migrate.model import HistoryItem, SessionItem, Source
+from lucidgate.gateway.migrate.safe_files import PRIVATE_DIR, SourceFiles
+from lucidgate.memory.gitstore import GitStore
 
 FORMAT = "lucidgate-export"
 VERSION = 1

@@ -33,8 +33,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gateway.migrate.model import HistoryItem, SessionItem, Source, text_of
-from gateway.migrate.safe_files import SourceFiles
+from lucidgate.gateway.migrate.model import HistoryItem, SessionItem, Source, text_of
+from lucidgate.gateway.migrate.safe_files import SourceFiles
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gateway.migrate.model import HistoryItem, SessionItem, Source, text_of
-from gateway.migrate.safe_files import SourceFiles
+from lucidgate.gateway.migrate.model import HistoryItem, SessionItem, Source, text_of
+from lucidgate.gateway.migrate.safe_files import SourceFiles
 
 _DAILY = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 

@@ -21,7 +21,7 @@ import os
 import stat
 from pathlib import Path
 
-from config.fileio import atomic_write_bytes
+from lucidgate.config.fileio import atomic_write_bytes
 
 __all__ = ["SourceFiles", "copy_private"]
 

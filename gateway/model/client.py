@@ -15,19 +15,19 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from config.backoff import backoff_delay
-from config.schema import Config, ProviderConfig
-from gateway._offline import import_litellm
-from gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
-from gateway.model.configured import provider_configured
-from gateway.model.fallback import ModelChain
-from gateway.model.reasoning import strip_thinking, visible_so_far
-from gateway.metrics import Metrics
-from gateway.model.usage import UsageLedger
-from memory.calibration import TokenCalibration
-from memory import tokens
-from gateway.model.errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
-from memory.protocols import ChatResult, ToolCall, Usage
+from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.schema import Config, ProviderConfig
+from lucidgate.gateway._offline import import_litellm
+from lucidgate.gateway.errors import BudgetExceeded, ContextOverflowError, LLMError
+from lucidgate.gateway.model.configured import provider_configured
+from lucidgate.gateway.model.fallback import ModelChain
+from lucidgate.gateway.model.reasoning import strip_thinking, visible_so_far
+from lucidgate.gateway.metrics import Metrics
+from lucidgate.gateway.model.usage import UsageLedger
+from lucidgate.memory.calibration import TokenCalibration
+from lucidgate.memory import tokens
+from lucidgate.gateway.model.errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
+from lucidgate.memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
 

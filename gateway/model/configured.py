@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from config.schema import Config
+from lucidgate.config.schema import Config
 
 
 def provider_configured(config: Config, model: str | None = None) -> tuple[bool, str]:

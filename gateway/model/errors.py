@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gateway._offline import import_litellm
+from lucidgate.gateway._offline import import_litellm
 
 # A provider that asks for more than this is treated as down for now: the call fails with
 # the usual "try again in a moment" rather than holding a turn for minutes.

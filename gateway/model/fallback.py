@@ -26,11 +26,11 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from config.fileio import atomic_write_text
-from config.schema import Config
-from gateway._offline import import_litellm
-from gateway.model.errors import is_transient
-from gateway.metrics import Metrics
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.config.schema import Config
+from lucidgate.gateway._offline import import_litellm
+from lucidgate.gateway.model.errors import is_transient
+from lucidgate.gateway.metrics import Metrics
 
 logger = logging.getLogger(__name__)
 

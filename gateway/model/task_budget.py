@@ -15,8 +15,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from config.errors import LucidError
-from memory.protocols import ChatModel, ChatResult
+from lucidgate.config.errors import LucidError
+from lucidgate.memory.protocols import ChatModel, ChatResult
 
 
 class TaskBudgetSpent(LucidError):

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory.protocols import Usage
+from lucidgate.memory.protocols import Usage
 
 logger = logging.getLogger(__name__)
 

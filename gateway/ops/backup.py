@@ -40,10 +40,10 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from config.errors import LucidError
-from config.fileio import atomic_write_text
-from config.schema import Config
-from memory.gitstore import GitStore
+from lucidgate.config.errors import LucidError
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.config.schema import Config
+from lucidgate.memory.gitstore import GitStore
 
 FORMAT = 1
 # Never archived: rebuilt on demand, per-process (locks, the local API's token), a half-written

@@ -22,8 +22,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import httpx
 
-from config.schema import Config
-from gateway.daemon.health import probe_workspace
+from lucidgate.config.schema import Config
+from lucidgate.gateway.daemon.health import probe_workspace
 
 State = Literal["ok", "fail", "warn"]
 MIN_FREE_BYTES = 200 * 1024 * 1024
@@ -56,7 +56,7 @@ def warn(name: str, detail: str, fix: str) -> Result:
 
 
 def _has_secrets(config: Config) -> bool:
-    from gateway.logs import secrets_from_config
+    from lucidgate.gateway.logs import secrets_from_config
 
     return bool(secrets_from_config(config))
 
@@ -112,7 +112,7 @@ def context_window_check(config: Config) -> Result:
     agent = config.agent
     if "context_window_tokens" in agent.model_fields_set:
         return ok("context window", f"{agent.context_window_tokens} tokens (agents.defaults.contextWindowTokens)")
-    from gateway.model.client import import_litellm
+    from lucidgate.gateway.model.client import import_litellm
 
     try:
         info = import_litellm().get_model_info(agent.model)
@@ -128,8 +128,8 @@ def context_window_check(config: Config) -> Result:
 
 async def model_check(config: Config) -> Result:
     """One tiny completion with a short timeout and no retries."""
-    from gateway.model.client import LiteLLMChatModel
-    from gateway.model.errors import without_reprs
+    from lucidgate.gateway.model.client import LiteLLMChatModel
+    from lucidgate.gateway.model.errors import without_reprs
 
     probe = config.model_copy(deep=True)
     ok_cfg, why = LiteLLMChatModel(probe).configured()
@@ -161,7 +161,7 @@ def telegram_check(config: Config) -> Result | None:
     tg = config.channels.telegram
     if not tg.enabled:
         return None
-    from channels.telegram.settings import DEFAULT_API_BASE
+    from lucidgate.channels.telegram.settings import DEFAULT_API_BASE
 
     base = (tg.api_base or DEFAULT_API_BASE).rstrip("/")
     token = tg.token.get_secret_value()
@@ -182,7 +182,7 @@ def slack_check(config: Config) -> Result | None:
     sl = config.channels.slack
     if not sl.enabled:
         return None
-    from channels.slack.settings import DEFAULT_API_BASE
+    from lucidgate.channels.slack.settings import DEFAULT_API_BASE
 
     base = sl.api_base or DEFAULT_API_BASE
     token = sl.bot_token.get_secret_value()
@@ -203,7 +203,7 @@ def discord_check(config: Config) -> Result | None:
     dc = config.channels.discord
     if not dc.enabled:
         return None
-    from channels.discord.check import check
+    from lucidgate.channels.discord.check import check
 
     good, detail, hint = check(dc.token.get_secret_value(), dc.api_base, timeout_s=HTTP_TIMEOUT_S)
     return ok("discord", detail) if good else fail("discord", detail, hint)
@@ -233,7 +233,7 @@ def port_check(config: Config) -> Result:
             return ok("port", f"{host}:{port} is free")
         except OSError as exc:
             busy = exc
-    from gateway.daemon.local_client import find_running
+    from lucidgate.gateway.daemon.local_client import find_running
 
     running = find_running(config.workspace)
     if running is not None and running[0].rsplit(":", 1)[-1] == str(port):
@@ -314,7 +314,7 @@ async def mcp_checks(config: Config) -> list[Result]:
     servers = {name: server for name, server in config.tools.mcp_servers.items() if server.enabled}
     if not servers:
         return []
-    from gateway.mcp.manager import probe
+    from lucidgate.gateway.mcp.manager import probe
 
     results = []
     for status in await probe(servers):
@@ -340,7 +340,7 @@ def _bad_jsonl_lines(path: Path) -> int:
 
 def sandbox_check(config: Config) -> Result:
     """Whether exec commands run in bubblewrap (one real probe run, as the exec tool does)."""
-    from gateway.tools._sandbox import describe, unsandboxed_reach
+    from lucidgate.gateway.tools._sandbox import describe, unsandboxed_reach
 
     mode = config.tools.exec.sandbox
     active, line = describe(mode, config.tools.exec.network)

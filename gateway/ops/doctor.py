@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from config import ConfigError, load_config, resolve_config_path
-from config.loader import ENV_PREFIX
-from config.schema import Config
-from gateway.ops import checks
-from gateway.ops.checks import Result, fail, ok
-from gateway.ops.matrix_check import matrix_checks
+from lucidgate.config import ConfigError, load_config, resolve_config_path
+from lucidgate.config.loader import ENV_PREFIX
+from lucidgate.config.schema import Config
+from lucidgate.gateway.ops import checks
+from lucidgate.gateway.ops.checks import Result, fail, ok
+from lucidgate.gateway.ops.matrix_check import matrix_checks
 
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 

@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import httpx
 
-from config.schema import Config
-from gateway.ops.checks import HTTP_TIMEOUT_S, Result, fail, ok, warn
+from lucidgate.config.schema import Config
+from lucidgate.gateway.ops.checks import HTTP_TIMEOUT_S, Result, fail, ok, warn
 
 MAX_ROOMS_CHECKED = 200
 
@@ -23,8 +23,8 @@ def matrix_checks(config: Config) -> list[Result]:
     section = config.channels.matrix
     if not section.enabled:
         return []
-    from channels.matrix import preflight
-    from channels.matrix.state import load_state, state_path
+    from lucidgate.channels.matrix import preflight
+    from lucidgate.channels.matrix.state import load_state, state_path
 
     reason = preflight(section)
     if reason is not None:

@@ -10,10 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from config import resolve_config_path
-from config.fileio import atomic_write_text
-from config.schema import Config
-from gateway.ops.unit import SYSTEM_UNIT_DIR, UNIT_NAME, USER_UNIT_DIR, UnitSpec, render_unit
+from lucidgate.config import resolve_config_path
+from lucidgate.config.fileio import atomic_write_text
+from lucidgate.config.schema import Config
+from lucidgate.gateway.ops.unit import SYSTEM_UNIT_DIR, UNIT_NAME, USER_UNIT_DIR, UnitSpec, render_unit
 
 __all__ = ["install", "next_steps", "render_unit", "spec_for", "verify"]
 

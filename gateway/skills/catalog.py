@@ -29,7 +29,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from memory.frontmatter import parse_frontmatter
+from lucidgate.memory.frontmatter import parse_frontmatter
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def parse_skill(path: Path, *, builtin: bool = False, config_check: ConfigCheck 
 
 
 def builtin_skills_dir() -> Path:
-    return Path(str(resources.files("gateway.skills").joinpath("builtin")))
+    return Path(str(resources.files("lucidgate.gateway.skills").joinpath("builtin")))
 
 
 def builtin_skill_file(workspace: Path, raw: str, builtin_dir: Path | None = None) -> Path | None:

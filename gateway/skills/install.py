@@ -18,9 +18,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from config.errors import LucidError
-from gateway.skills.catalog import NAME_RE, Skill, parse_skill
-from memory.frontmatter import parse_frontmatter
+from lucidgate.config.errors import LucidError
+from lucidgate.gateway.skills.catalog import NAME_RE, Skill, parse_skill
+from lucidgate.memory.frontmatter import parse_frontmatter
 
 MAX_UNPACKED_BYTES = 50 * 1024 * 1024
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from channels._netguard import IPAddress, Resolver, ip_refusal, system_resolver
+from lucidgate.channels._netguard import IPAddress, Resolver, ip_refusal, system_resolver
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

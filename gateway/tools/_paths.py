@@ -17,9 +17,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from config.fileio import atomic_write_bytes
-from gateway.errors import ToolError
-from gateway.tools._owner_paths import DATABASE_SUFFIXES, Access, owner_only_reason
+from lucidgate.config.fileio import atomic_write_bytes
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools._owner_paths import DATABASE_SUFFIXES, Access, owner_only_reason
 
 # Folders no walk descends into (grep, list_dir): internal state or pure noise.
 SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache"})

@@ -18,9 +18,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from config.schema import AgentDefaults
-from gateway.errors import ToolError
-from gateway.tools.turn import TurnContext
+from lucidgate.config.schema import AgentDefaults
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools.turn import TurnContext
 
 logger = logging.getLogger(__name__)
 

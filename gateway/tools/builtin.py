@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config import Config
-from gateway.tools.base import Tool
-from gateway.tools.files import EditFile, ListDir, ReadFile, WriteFile
-from gateway.tools.search import Grep
-from gateway.tools.shell import ExecTool
+from lucidgate.config import Config
+from lucidgate.gateway.tools.base import Tool
+from lucidgate.gateway.tools.files import EditFile, ListDir, ReadFile, WriteFile
+from lucidgate.gateway.tools.search import Grep
+from lucidgate.gateway.tools.shell import ExecTool
 
 # read_file keeps its own page below the registry's cap so its "continue with offset=" footer
 # survives instead of being cut by the generic truncation marker.

@@ -16,13 +16,13 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from gateway.errors import ToolError
-from gateway.tools.base import ToolParams
-from gateway.tools.turn import TurnContext
-from scheduler.errors import ReminderError
-from scheduler.reminders import Reminder
-from scheduler.service import SchedulerService
-from scheduler.triggers import describe, format_time
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.scheduler.errors import ReminderError
+from lucidgate.scheduler.reminders import Reminder
+from lucidgate.scheduler.service import SchedulerService
+from lucidgate.scheduler.triggers import describe, format_time
 
 
 class CronTool:

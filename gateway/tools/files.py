@@ -15,12 +15,12 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from gateway.errors import ToolError
-from gateway.skills.catalog import builtin_skill_file
-from gateway.tools import _paths
-from gateway.tools.base import ToolParams
-from gateway.tools.turn import TurnContext
-from memory.textedit import EditError, replace_exact
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.skills.catalog import builtin_skill_file
+from lucidgate.gateway.tools import _paths
+from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.textedit import EditError, replace_exact
 
 MAX_LINE_CHARS = 2000
 _PATH_HELP = None  # the system prompt says once that file tools resolve paths in the workspace

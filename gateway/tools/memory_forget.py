@@ -16,15 +16,15 @@ import asyncio
 
 from pydantic import Field
 
-from gateway.errors import ToolError
-from gateway.tools.base import ToolParams
-from gateway.tools.turn import TurnContext
-from memory.dream import Dream
-from memory.errors import DreamBusy
-from memory.forget import describe, forget_exclusive, mentions
-from memory.gitstore import GitStore
-from memory.search.index import MemoryIndex
-from memory.store import MemoryStore
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.dream import Dream
+from lucidgate.memory.errors import DreamBusy
+from lucidgate.memory.forget import describe, forget_exclusive, mentions
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.search.index import MemoryIndex
+from lucidgate.memory.store import MemoryStore
 
 __all__ = ["MemoryForget", "MemoryList"]
 

@@ -22,12 +22,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from gateway.errors import ToolError
-from gateway.tools.base import ToolParams
-from gateway.tools.turn import TurnContext
-from memory.search.hits import Hit, Scope, SearchError
-from memory.search.opening import OpenError, open_lines
-from memory.search.service import RecallService
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.search.hits import Hit, Scope, SearchError
+from lucidgate.memory.search.opening import OpenError, open_lines
+from lucidgate.memory.search.service import RecallService
 
 __all__ = ["MemoryGet", "MemorySearch", "format_hits", "scope_for"]
 

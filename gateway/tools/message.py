@@ -15,13 +15,13 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from channels.bus import MessageBus
-from channels.messages import OutboundText, Target
-from channels.outfiles import MAX_FILE_BYTES, MAX_FILES
-from gateway.errors import ToolError
-from gateway.tools import _paths
-from gateway.tools.base import ToolParams
-from gateway.tools.turn import TurnContext
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import OutboundText, Target
+from lucidgate.channels.outfiles import MAX_FILE_BYTES, MAX_FILES
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools import _paths
+from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
 
 
 class MessageParams(ToolParams):

@@ -24,10 +24,10 @@ from typing import ClassVar, Literal
 import regex
 from pydantic import Field
 
-from gateway.errors import ToolError
-from gateway.tools import _paths
-from gateway.tools.base import ToolParams
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools import _paths
+from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
 
 MAX_SHOWN_LINE = 300
 MAX_FILE_BYTES = 5 * 1024 * 1024

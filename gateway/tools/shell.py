@@ -31,12 +31,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from config.schema import ExecConfig
-from gateway.errors import ToolError
-from gateway.tools._deny import dangerous_reason  # noqa: F401  (re-exported)
-from gateway.tools._sandbox import Sandbox, SandboxUnavailable, choose_sandbox, exec_env
-from gateway.tools.base import ToolParams
-from gateway.tools.turn import TurnContext
+from lucidgate.config.schema import ExecConfig
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools._deny import dangerous_reason  # noqa: F401  (re-exported)
+from lucidgate.gateway.tools._sandbox import Sandbox, SandboxUnavailable, choose_sandbox, exec_env
+from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
 
 logger = logging.getLogger(__name__)
 

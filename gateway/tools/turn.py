@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from channels.messages import Target
+from lucidgate.channels.messages import Target
 
 Role = Literal["owner", "guest"]
 

@@ -21,11 +21,11 @@ from urllib.parse import urljoin
 import httpx
 from pydantic import Field
 
-from config.schema import WebFetchConfig, WebSearchConfig, WebToolsConfig
-from gateway.errors import ToolError
-from gateway.tools._netguard import NetGuard, RefusedURL, Resolver, pinned_request
-from gateway.tools.base import Tool, ToolParams
-from gateway.tools.turn import TurnContext
+from lucidgate.config.schema import WebFetchConfig, WebSearchConfig, WebToolsConfig
+from lucidgate.gateway.errors import ToolError
+from lucidgate.gateway.tools._netguard import NetGuard, RefusedURL, Resolver, pinned_request
+from lucidgate.gateway.tools.base import Tool, ToolParams
+from lucidgate.gateway.tools.turn import TurnContext
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from config.lazy import lazy_names
+from lucidgate.config.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from memory.search.hits import Hit, Scope, SearchError, SearchSettings
-    from memory.search.index import MemoryIndex
-    from memory.search.query import search
+    from lucidgate.memory.search.hits import Hit, Scope, SearchError, SearchSettings
+    from lucidgate.memory.search.index import MemoryIndex
+    from lucidgate.memory.search.query import search
 
 __all__ = ["Hit", "MemoryIndex", "Scope", "SearchError", "SearchSettings", "search"]
 

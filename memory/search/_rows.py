@@ -11,8 +11,8 @@ import hashlib
 import sqlite3
 from dataclasses import astuple
 
-from memory.search.chunking import Chunk
-from memory.search.fts_text import fts_text
+from lucidgate.memory.search.chunking import Chunk
+from lucidgate.memory.search.fts_text import fts_text
 
 __all__ = ["ADDED", "DELETED", "LOG_KEEP", "RESET", "apply_diff", "chunk_hash", "delete_chunks",
            "insert_chunk", "log_added", "log_reset", "trim_log"]

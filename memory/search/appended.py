@@ -20,7 +20,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory.search.chunking import Resume
+from lucidgate.memory.search.chunking import Resume
 
 __all__ = ["Growth", "Mark", "digest", "drop_mark", "load_mark", "read_growth", "save_mark", "tail_digest"]
 

@@ -24,10 +24,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from memory._history_index import parse_entry
-from memory.search.origin import TRUSTED, origin_of
-from memory.search.fts_text import CJK_RUN
-from memory.search.when import stamp_line
+from lucidgate.memory._history_index import parse_entry
+from lucidgate.memory.search.origin import TRUSTED, origin_of
+from lucidgate.memory.search.fts_text import CJK_RUN
+from lucidgate.memory.search.when import stamp_line
 
 __all__ = ["CHUNKS_VERSION", "Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
            "estimate_tokens", "transcript_head"]

@@ -7,10 +7,10 @@ status``) opens the same index with the same settings without loading the servic
 
 from __future__ import annotations
 
-from config.schema import Config
-from memory.search.embed import make_embedder
-from memory.search.hits import SearchSettings
-from memory.search.index import MemoryIndex
+from lucidgate.config.schema import Config
+from lucidgate.memory.search.embed import make_embedder
+from lucidgate.memory.search.hits import SearchSettings
+from lucidgate.memory.search.index import MemoryIndex
 
 __all__ = ["open_index"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from config.schema import MemorySearchConfig
-from memory.search.origin import TRUSTED, label
+from lucidgate.config.schema import MemorySearchConfig
+from lucidgate.memory.search.origin import TRUSTED, label
 
 
 class SearchError(ValueError):

@@ -29,12 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memory.search import _db
-from memory.search.appended import Mark, digest, drop_mark, load_mark, read_growth, save_mark, tail_digest
-from memory.search.chunking import CHUNKS_VERSION, Chunk, Resume
-from memory.search._rows import apply_diff, chunk_hash, delete_chunks, insert_chunk, log_added, log_reset, trim_log
-from memory.search.embed import Embedder, EmbedderError
-from memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
+from lucidgate.memory.search import _db
+from lucidgate.memory.search.appended import Mark, digest, drop_mark, load_mark, read_growth, save_mark, tail_digest
+from lucidgate.memory.search.chunking import CHUNKS_VERSION, Chunk, Resume
+from lucidgate.memory.search._rows import apply_diff, chunk_hash, delete_chunks, insert_chunk, log_added, log_reset, trim_log
+from lucidgate.memory.search.embed import Embedder, EmbedderError
+from lucidgate.memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
 
 logger = logging.getLogger(__name__)
 

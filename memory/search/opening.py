@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memory.search.sources import source_of
+from lucidgate.memory.search.sources import source_of
 
 __all__ = ["CONTEXT_TURNS", "OpenError", "open_lines"]
 

@@ -21,17 +21,17 @@ from collections.abc import Callable, Collection
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from memory.search.hits import Hit, Scope, SearchError, SearchSettings
-from memory.search.fts_text import fts_query
-from memory.search.index import MemoryIndex
-from memory.search.origin import TRUSTED
-from memory.search.rank import Candidate, merge, mmr
-from memory.search.when import query_period
+from lucidgate.memory.search.hits import Hit, Scope, SearchError, SearchSettings
+from lucidgate.memory.search.fts_text import fts_query
+from lucidgate.memory.search.index import MemoryIndex
+from lucidgate.memory.search.origin import TRUSTED
+from lucidgate.memory.search.rank import Candidate, merge, mmr
+from lucidgate.memory.search.when import query_period
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from memory.search.vector_cache import VectorCache
+    from lucidgate.memory.search.vector_cache import VectorCache
 
 __all__ = ["Hit", "Scope", "SearchError", "SearchSettings", "search"]
 
@@ -145,7 +145,7 @@ def _query_vector(index: MemoryIndex, query: str) -> np.ndarray | None:
 
 def _vectors(index: MemoryIndex, conn: sqlite3.Connection) -> VectorCache | None:
     """The index's in-memory vectors for the current model, brought up to date."""
-    from memory.search.vector_cache import VectorCache
+    from lucidgate.memory.search.vector_cache import VectorCache
 
     emb = index.embedder
     dim = index.dimension()

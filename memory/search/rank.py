@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING
 
-from memory.search.when import Period
+from lucidgate.memory.search.when import Period
 
 if TYPE_CHECKING:  # vectors are numpy arrays; a keyword-only search never loads numpy
     import numpy as np

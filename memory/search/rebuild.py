@@ -16,9 +16,9 @@ import os
 import sqlite3
 from pathlib import Path
 
-from memory.search import _db
-from memory.search._rows import log_reset
-from memory.search.index import MemoryIndex, Progress
+from lucidgate.memory.search import _db
+from lucidgate.memory.search._rows import log_reset
+from lucidgate.memory.search.index import MemoryIndex, Progress
 
 logger = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Collection
 from pathlib import Path
 
-from config.schema import Config
-from memory.search.configured import open_index
-from memory.search.index import MemoryIndex
-from memory.search.hits import Hit, Scope, SearchSettings
-from memory.search.sources import source_of
+from lucidgate.config.schema import Config
+from lucidgate.memory.search.configured import open_index
+from lucidgate.memory.search.index import MemoryIndex
+from lucidgate.memory.search.hits import Hit, Scope, SearchSettings
+from lucidgate.memory.search.sources import source_of
 
 logger = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ class RecallService:
         def run() -> list[Hit]:
             if dirty:
                 self.index.sync_files(stop=stop)
-            from memory.search.query import search  # numpy and the ranking load on the first search
+            from lucidgate.memory.search.query import search  # numpy and the ranking load on the first search
 
             return search(self.index, query, k=k or self.max_results, scope=scope,
                           sources=sources, settings=self.settings,

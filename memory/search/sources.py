@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from memory.search.chunking import (
+from lucidgate.memory.search.chunking import (
     Chunk,
     Resume,
     chunk_history,
@@ -25,7 +25,7 @@ from memory.search.chunking import (
     chunk_transcript,
     transcript_head,
 )
-from memory.search.origin import origin_of
+from lucidgate.memory.search.origin import origin_of
 
 logger = logging.getLogger(__name__)
 

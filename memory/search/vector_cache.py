@@ -22,7 +22,7 @@ import sqlite3
 
 import numpy as np
 
-from memory.search._rows import ADDED, DELETED, RESET
+from lucidgate.memory.search._rows import ADDED, DELETED, RESET
 
 __all__ = ["VectorCache"]
 

@@ -78,6 +78,6 @@ async def shots(request: pytest.FixtureRequest) -> AsyncIterator[Shots]:
 @pytest.fixture(scope="session", autouse=True)
 def _litellm_imported() -> None:
     """Import litellm before the first page waits on a reply (a cold import takes seconds)."""
-    from gateway.model.client import import_litellm
+    from lucidgate.gateway.model.client import import_litellm
 
     import_litellm()

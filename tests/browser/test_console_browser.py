@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, expect
 
-from channels.messages import Target
-from gateway.console.links import LoginLinks
-from memory.gitstore import GitStore
+from lucidgate.channels.messages import Target
+from lucidgate.gateway.console.links import LoginLinks
+from lucidgate.memory.gitstore import GitStore
 from tests.browser.conftest import Shots
 from tests.console_kit import CONSOLE_TOKEN, MEMORY_MD, USER_MD, Console, console_config, running_console, seed_workspace
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls

@@ -38,8 +38,8 @@ from typing import Any
 import httpx
 import pytest
 
-from memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_SYSTEM
-from memory.dream_prompts import PHASE1_SYSTEM, PHASE2_SYSTEM
+from lucidgate.memory.consolidation_prompt import SYSTEM_PROMPT as SUMMARY_SYSTEM
+from lucidgate.memory.dream_prompts import PHASE1_SYSTEM, PHASE2_SYSTEM
 from tests.fakes.llm import FakeLLMServer, Reply
 from tests.fakes.telegram_api import TOKEN as TG_TOKEN
 from tests.fakes.telegram_api import FakeTelegramAPI

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.outbox import read_counts
+from lucidgate.channels.outbox import read_counts
 from tests.fakes.llm import FakeLLMServer, Reply
 from tests.matrix_kit import Homeserver, OutageProxy, Person
 from tests.test_shutdown import GatewayProcess, _env

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.outbox import read_counts
+from lucidgate.channels.outbox import read_counts
 from tests.fakes.llm import FakeLLMServer, Reply
 from tests.fakes.telegram_api import TOKEN as TG_TOKEN
 from tests.fakes.telegram_api import FakeTelegramAPI

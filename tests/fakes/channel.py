@@ -6,8 +6,8 @@ import asyncio
 import itertools
 from collections.abc import Collection
 
-from channels.bus import MessageBus
-from channels.messages import InboundMessage, OutboundMessage, Role
+from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.messages import InboundMessage, OutboundMessage, Role
 
 
 class FakeChannel:

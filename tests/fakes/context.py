@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.tools.turn import TurnContext
 
 
 def make_ctx(workspace: Path, role: str = "owner") -> TurnContext:

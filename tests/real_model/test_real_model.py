@@ -26,10 +26,10 @@ _REASON = missing_reason()
 if _REASON is not None:
     pytest.skip(f"real-model suite skipped: {_REASON}", allow_module_level=True)
 
-from config import Config  # noqa: E402  (after the module-level skip)
-from gateway.app import Gateway, build_gateway  # noqa: E402
-from gateway.agent.context import INTERRUPTED_RESULT  # noqa: E402
-from memory.dream import DreamReport  # noqa: E402
+from lucidgate.config import Config  # noqa: E402  (after the module-level skip)
+from lucidgate.gateway.app import Gateway, build_gateway  # noqa: E402
+from lucidgate.gateway.agent.context import INTERRUPTED_RESULT  # noqa: E402
+from lucidgate.memory.dream import DreamReport  # noqa: E402
 from tests.fakes.channel import FakeChannel  # noqa: E402
 from tests.real_model.llama_server import N_CTX, LlamaServer  # noqa: E402
 

@@ -24,13 +24,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from config.schema import Config
-from gateway.daemon import local_client
-from gateway.daemon.serve import GatewayServer
+from lucidgate.config.schema import Config
+from lucidgate.gateway.daemon import local_client
+from lucidgate.gateway.daemon.serve import GatewayServer
 from tests.fakes.llm import FakeLLMServer, Reply, Scripted, ToolCalls, message_text
 
 TOKEN = "integration-token-trust1-0123"
-LUCID = [sys.executable, "-c", "from gateway.cli import main; main()"]
+LUCID = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()"]
 _DIRECTIVE = re.compile(r"DO\[(\w+) (\{.*?\})\]")
 
 

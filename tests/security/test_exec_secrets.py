@@ -18,9 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from config import load_config
-from gateway.tools.base import ToolRegistry
-from gateway.tools.builtin import builtin_tools
+from lucidgate.config import load_config
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.builtin import builtin_tools
 from tests.fakes.context import make_ctx
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.test_shutdown import GatewayProcess, _env

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from gateway.cli import build_app
+from lucidgate.gateway.cli import build_app
 
 LEAK = "sk-LEAK-0123456789"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from gateway.cli import build_app
-from memory.gitstore import GitStore
+from lucidgate.gateway.cli import build_app
+from lucidgate.memory.gitstore import GitStore
 
 
 def run(args: list[str]) -> str:

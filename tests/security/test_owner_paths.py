@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from gateway.tools.base import ToolRegistry
-from gateway.tools.files import EditFile, ReadFile, WriteFile
-from gateway.tools.turn import TurnContext
+from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.tools.files import EditFile, ReadFile, WriteFile
+from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls, message_text
 from tests.security._trust1_kit import guest_post, hook_document, load, serving
 
@@ -108,8 +108,8 @@ async def test_a_guest_granted_file_tools_cannot_write_any_owner_only_path(
 
 
 def test_every_row_of_the_table_is_exercised_and_its_owner_column_is_true(tmp_path: Path) -> None:
-    from gateway.tools._owner_paths import OWNER_ONLY, owner_only_reason
-    from gateway.tools._paths import internal_reason
+    from lucidgate.gateway.tools._owner_paths import OWNER_ONLY, owner_only_reason
+    from lucidgate.gateway.tools._paths import internal_reason
 
     def parts(raw: str) -> tuple[str, ...]:
         return tuple(raw.casefold().split("/"))
@@ -145,7 +145,7 @@ async def test_the_owner_still_writes_the_prompt_files_and_skills(tmp_path: Path
 
 
 def test_the_readme_prints_the_table_the_code_enforces() -> None:
-    from gateway.tools._owner_paths import markdown_table
+    from lucidgate.gateway.tools._owner_paths import markdown_table
 
     table = markdown_table()
     readme = README.read_text(encoding="utf-8")
@@ -158,6 +158,6 @@ def test_the_readme_prints_the_table_the_code_enforces() -> None:
 @pytest.mark.parametrize("raw", ["SOUL.md", "skills/a/b.md", ".git/HEAD", "state/x", "sessions/y.jsonl",
                                  "memory/index.sqlite", "state/outbox.sqlite", "gateway.lock", ".gitignore"])
 def test_table_lookup_is_case_insensitive(raw: str) -> None:
-    from gateway.tools._owner_paths import owner_only_reason
+    from lucidgate.gateway.tools._owner_paths import owner_only_reason
 
     assert owner_only_reason(tuple(raw.upper().casefold().split("/")), "write")

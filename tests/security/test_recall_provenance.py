@@ -18,14 +18,14 @@ from typing import Any
 
 import httpx
 
-from gateway.agent.memory_commits import MemoryCommitter
-from gateway.daemon.serve import GatewayServer
-from gateway.tools.memory_search import MemoryGet
-from memory.gitstore import GitStore
-from memory.naming import session_file_stem
-from memory.search.hits import Scope
-from memory.search.index import INDEX_FILE, MemoryIndex
-from memory.search.query import search
+from lucidgate.gateway.agent.memory_commits import MemoryCommitter
+from lucidgate.gateway.daemon.serve import GatewayServer
+from lucidgate.gateway.tools.memory_search import MemoryGet
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.memory.search.hits import Scope
+from lucidgate.memory.search.index import INDEX_FILE, MemoryIndex
+from lucidgate.memory.search.query import search
 
 from tests.fakes.context import make_ctx
 from tests.fakes.llm import FakeLLMServer, Func, Reply, ToolCalls, message_text

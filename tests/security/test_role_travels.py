@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memory.naming import session_file_stem
+from lucidgate.memory.naming import session_file_stem
 from tests.console_kit import CONSOLE_TOKEN, WEBHOOK_TOKEN, running_console
 from tests.fakes.llm import Hang, Reply, ToolCalls
 from tests.test_webhook import body, serving, transcript, wh_config  # noqa: F401  (fixture)

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from channels.webhook.auth import ChatLedger, fingerprint
+from lucidgate.channels.webhook.auth import ChatLedger, fingerprint
 from tests.fakes.llm import Reply, ToolCalls
 from tests.test_webhook import TOKEN, body, serving, wh_config  # noqa: F401  (fixture)
 
@@ -77,7 +77,7 @@ def test_doctor_flags_owners_without_an_owner_token_and_the_sandbox_state(tmp_pa
 
     from typer.testing import CliRunner
 
-    from gateway.cli import build_app
+    from lucidgate.gateway.cli import build_app
 
     workspace = tmp_path / "ws"
     path = tmp_path / "config.json"

@@ -13,7 +13,7 @@ from importlib.resources.abc import Traversable
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import RedirectResponse, Response
 
-from gateway.console.context import TAG
+from lucidgate.gateway.console.context import TAG
 
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
          ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml", ".txt": "text/plain; charset=utf-8"}
@@ -30,7 +30,7 @@ def _collect(folder: Traversable, prefix: str, out: dict[str, bytes]) -> None:
 
 def load_assets() -> dict[str, bytes]:
     assets: dict[str, bytes] = {}
-    _collect(resources.files("gateway.console").joinpath("static"), "", assets)
+    _collect(resources.files("lucidgate.gateway.console").joinpath("static"), "", assets)
     return assets
 
 
