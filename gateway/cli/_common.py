@@ -6,6 +6,7 @@ functions that need them, so ``lucid --help`` and ``lucid --version`` load typer
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from pathlib import Path
@@ -155,10 +156,35 @@ def provider_help(config: Config, config_path: Path | None = None) -> str:
 
 
 def new_table(*columns: str, **options: Any) -> Any:
-    """A rich ``Table`` (rich loads here, on the first table printed, not at ``lucid`` start)."""
+    """A rich ``Table`` whose text cells and title print exactly as written (rich loads here, on
+    the first table printed, not at ``lucid`` start).
+
+    Tables show stored words — chat ids, reminder texts, session keys, commit messages — and
+    some of them are strangers': ``[/oops]`` must not be parsed as markup (rich raises on it),
+    ``[link=…]`` must not become a link, and an escape sequence must not reach the terminal."""
+    table_class = _plain_table_class()
+    title = options.get("title")
+    if isinstance(title, str):
+        options["title"] = plain_text(title)
+    return table_class(*columns, **options)
+
+
+def plain_text(text: str) -> Any:
+    """``text`` as a rich ``Text``: never parsed as markup, without control characters."""
+    from rich.text import Text
+
+    return Text(printable(text))
+
+
+@functools.cache
+def _plain_table_class() -> type:
     from rich.table import Table
 
-    return Table(*columns, **options)
+    class PlainCellTable(Table):
+        def add_row(self, *cells: Any, **options: Any) -> None:
+            super().add_row(*(plain_text(c) if isinstance(c, str) else c for c in cells), **options)
+
+    return PlainCellTable
 
 
 def escape(text: str) -> str:

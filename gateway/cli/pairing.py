@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lucidgate.gateway.cli._common import ConfigOption, console, err_console, workspace_parts
+from lucidgate.gateway.cli._common import ConfigOption, console, err_console, printable, workspace_parts
 
 
 def register(app: typer.Typer) -> None:
@@ -20,4 +20,5 @@ def pairing_approve(code: str, config_path: ConfigOption = None) -> None:
         err_console.print("unknown, used or expired code (codes last one hour)")
         raise typer.Exit(1)
     channel, sender = result
-    console.print(f"approved {channel} user {sender}")
+    # A sender id is a stranger's word (a webhook caller picks its own): printed as plain text.
+    console.print(printable(f"approved {channel} user {sender}"), markup=False, highlight=False)
