@@ -116,6 +116,16 @@ async def test_version_and_help_screens(tmp_path: Path) -> None:
     assert all(name in out for name in ("onboard", "agent", "status", "gateway", "jobs", "memory", "pairing"))
 
 
+async def test_a_wide_terminal_shows_each_commands_description_uncut(tmp_path: Path) -> None:
+    for args in (["--help"], ["memory", "--help"]):
+        code, out, err = await lucid(*args, home=tmp_path, env={"COLUMNS": "200"})
+        assert code == 0, err
+        listed = out.split("Commands:", 1)[1].strip().splitlines()
+        assert len(listed) >= 5, out
+        cut = [line for line in listed if line.rstrip().endswith(("...", "…"))]
+        assert not cut, "\n".join(cut)
+
+
 async def test_models_lists_every_model_and_whether_its_provider_answers(fake_llm: FakeLLMServer, tmp_path: Path) -> None:
     import socket
 

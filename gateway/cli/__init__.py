@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from lucidgate.gateway.cli import (agent, gateway, jobs, memory, migrate, models, onboard, ops, pairing, sessions, skills,
-                         status, webconsole)
+from lucidgate.gateway.cli import (agent, gateway, jobs, memory, migrate, models, onboard, ops, pairing,
+                                   sessions, skills, status, webconsole)
 
 
 def build_app() -> typer.Typer:
@@ -26,6 +26,9 @@ def build_app() -> typer.Typer:
         pretty_exceptions_enable=False,
         # Plain help: flags without type noise, paragraphs wrapped to the terminal.
         rich_markup_mode=None,
+        # Click caps help at 80 columns and cuts each command's description to fit; a wide
+        # terminal shows the whole first sentence (subcommand groups inherit the width).
+        context_settings={"max_content_width": 200},
     )
     app.callback()(_root)
     onboard.register(app)
