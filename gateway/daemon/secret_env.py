@@ -61,9 +61,14 @@ def scrub_secret_env(config: Config, environ: MutableMapping[str, str] | None = 
         value = env.pop(name)
         if block is not None and pointer is not None:
             _wipe(pointer, name, value, block)
-    if names:
-        logger.info("removed %d secret variable(s) from the gateway's environment: %s", len(names),
-                    ", ".join(names))
+    secrets = [name for name in names if name.upper().endswith(SECRET_SUFFIXES)]
+    settings = [name for name in names if name not in secrets]
+    if secrets:
+        logger.info("removed %d secret variable(s) from the gateway's environment: %s", len(secrets),
+                    ", ".join(secrets))
+    if settings:  # applied to the config already; cleared because one of them may hold a key
+        logger.debug("cleared %d applied setting(s) from the gateway's environment: %s", len(settings),
+                     ", ".join(settings))
     return names
 
 
