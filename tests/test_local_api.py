@@ -151,3 +151,39 @@ async def test_local_route_checks_the_token_before_reading_the_body(make_config,
     assert anonymous.status_code == 401 and len(anonymous.content) < 500
     assert oversized.status_code == 413 and len(oversized.content) < 500
     assert fine.status_code == 200 and fine.json() == {"ok": True, "reply": "ok"}
+
+
+def test_a_wildcard_host_is_reached_at_loopback() -> None:
+    from lucidgate.gateway.daemon.urls import local_url
+
+    assert local_url("0.0.0.0", 18790) == "http://127.0.0.1:18790"
+    assert local_url("::", 1) == "http://[::1]:1" and local_url("[::]", 1) == "http://[::1]:1"
+    assert local_url("::1", 2) == "http://[::1]:2" and local_url("10.0.0.5", 3) == "http://10.0.0.5:3"
+
+
+@pytest.mark.slow
+async def test_healthcheck_checks_this_workspaces_gateway_and_names_its_url(
+    tmp_path: Path, fake_llm: FakeLLMServer
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    mine, other = tmp_path / "mine.json", tmp_path / "other.json"
+    # Listening on every interface, as in a container: the banner still names a URL one can open.
+    mine.write_text(json.dumps({"agents": {"defaults": {"workspace": str(tmp_path / "ws")}},
+                                "gateway": {"host": "0.0.0.0", "port": 0}}))
+    env = _env(home)
+    gateway, url = await start_published(mine, env, tmp_path / "ws" / "state" / "local.json")
+    try:
+        assert url.startswith("http://127.0.0.1:") and "0.0.0.0" not in gateway.output
+        port = int(url.rsplit(":", 1)[1])
+        # Another workspace configured on the very port this gateway answers on.
+        other.write_text(json.dumps({"agents": {"defaults": {"workspace": str(tmp_path / "other-ws")}},
+                                     "gateway": {"port": port}}))
+        code, out, err = await lucid("healthcheck", "-c", str(mine), env=env)
+        assert code == 0 and out.strip() == f"healthy: {url}", (out, err)
+        code, out, err = await lucid("healthcheck", "-c", str(other), env=env)
+        assert code == 1 and "no gateway is running on the workspace" in err and "other-ws" in err, (out, err)
+    finally:
+        assert await gateway.stop() == 0
+    code, out, err = await lucid("healthcheck", "-c", str(mine), env=env)
+    assert code == 1 and "unhealthy" in err

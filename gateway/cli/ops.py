@@ -41,19 +41,15 @@ def doctor(
 
 def healthcheck(
     config_path: ConfigOption = None,
-    url: Annotated[Optional[str], typer.Option("--url", help="Base URL (default: gateway.host/port).")] = None,
+    url: Annotated[Optional[str], typer.Option(
+        "--url", help="Base URL to check (default: the gateway running on this config's workspace).")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds.")] = 5.0,
 ) -> None:
-    """Exit 0 when the gateway answers /healthz (Docker HEALTHCHECK; needs no curl)."""
+    """Exit 0 when this workspace's gateway answers /healthz (Docker HEALTHCHECK; needs no curl)."""
     import httpx
 
-    from lucidgate.gateway.cli._common import load_or_exit
-
     if url is None:
-        config = load_or_exit(config_path)
-        host = config.gateway.host
-        host = "127.0.0.1" if host in ("0.0.0.0", "") else ("[::1]" if host == "::" else host)
-        url = f"http://{host}:{config.gateway.port}"
+        url = _own_gateway_url(config_path)
     try:
         response = httpx.get(url.rstrip("/") + "/healthz", timeout=timeout)
     except httpx.HTTPError as exc:
@@ -62,7 +58,24 @@ def healthcheck(
     if response.status_code != 200:
         err_console.print(f"unhealthy: {url}/healthz answered HTTP {response.status_code}", markup=False)
         raise typer.Exit(1)
-    console.print("healthy", markup=False)
+    console.print(f"healthy: {url}", markup=False)
+
+
+def _own_gateway_url(config_path: Path | None) -> str:
+    """The URL the gateway of this config's workspace published; exit 1 when none runs there.
+
+    Not the configured port alone: another gateway (another user's, another job's) may answer
+    there, and this workspace's gateway would then be reported healthy while it is down."""
+    from lucidgate.gateway.cli._common import load_or_exit
+    from lucidgate.gateway.daemon.local_client import find_running
+
+    config = load_or_exit(config_path)
+    running = find_running(config.workspace)
+    if running is None:
+        err_console.print(f"unhealthy: no gateway is running on the workspace {config.workspace} "
+                          "(or it has not finished starting)", markup=False)
+        raise typer.Exit(1)
+    return running[0]
 
 
 

@@ -41,8 +41,9 @@ def console_link(
     if running is not None:
         url = running[0]
     else:
-        host, port = config.gateway.host, config.gateway.port
-        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        from lucidgate.gateway.daemon.urls import local_url
+
+        url = local_url(config.gateway.host, config.gateway.port)
     console.print(f"{url}/#login={code}", markup=False, highlight=False, soft_wrap=True)
     err_console.print(f"open it in your browser: it works once, within {ttl_min:g} minutes"
                       + ("" if running else " (the gateway is not running: start `lucid gateway` first)"),

@@ -34,6 +34,7 @@ import uvicorn
 from lucidgate.config.errors import LucidError
 from lucidgate.config.schema import Config
 from lucidgate.gateway.daemon import local_client
+from lucidgate.gateway.daemon.urls import local_url
 from lucidgate.gateway.daemon.sdnotify import Notifier
 from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
 from lucidgate.gateway.daemon.server import GatewayState, create_app
@@ -103,7 +104,7 @@ class GatewayServer:
         self.state: GatewayState = self.app.state.lucid
         self.sock = sock or bind_socket(config.gateway.host, config.gateway.port)
         host, port = self.sock.getsockname()[:2]
-        self._url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        self._url = local_url(host, port)
         self._install_signals = install_signals
         self.server = _Uvicorn(uvicorn.Config(
             self.app, log_config=None, access_log=access_log, lifespan="on", proxy_headers=False,
