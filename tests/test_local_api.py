@@ -162,9 +162,7 @@ def test_a_wildcard_host_is_reached_at_loopback() -> None:
 
 
 @pytest.mark.slow
-async def test_healthcheck_checks_this_workspaces_gateway_and_names_its_url(
-    tmp_path: Path, fake_llm: FakeLLMServer
-) -> None:
+async def test_healthcheck_checks_this_workspaces_gateway_and_names_its_url(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     mine, other = tmp_path / "mine.json", tmp_path / "other.json"
