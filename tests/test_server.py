@@ -333,6 +333,11 @@ def test_one_gateway_per_workspace_lock(tmp_path):
         WorkspaceLock(tmp_path).acquire()
     # It says how several terminals can chat at once, not only "stop it".
     assert "several terminals" in str(refused.value) and "`lucid gateway`" in str(refused.value)
+    # A second gateway or an import cannot talk to the first: no advice to run a gateway.
+    for purpose, step in (("gateway", "One gateway serves a workspace"), ("import", "run the import")):
+        with pytest.raises(GatewayLocked) as refused:
+            WorkspaceLock(tmp_path, purpose).acquire()  # type: ignore[arg-type]
+        assert step in str(refused.value) and "several terminals" not in str(refused.value)
     first.release()
     with WorkspaceLock(tmp_path):
         pass

@@ -114,7 +114,7 @@ async def _apply(source: Source, workspace: Path, dry_run: bool, config_file: Pa
 def _locked(workspace: Path) -> _Release:
     from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
 
-    lock = WorkspaceLock(workspace)
+    lock = WorkspaceLock(workspace, "import")
     try:
         lock.acquire()
     except GatewayLocked as exc:

@@ -200,7 +200,7 @@ class GatewayServer:
 def run_gateway(config: Config, *, on_listening: Callable[[str], None] | None = None,
                 access_log: bool = True) -> int:
     """The ``lucid gateway`` process: lock the workspace, bind, serve until a signal. Exit code."""
-    with WorkspaceLock(config.workspace):
+    with WorkspaceLock(config.workspace, "gateway"):
         sock = bind_socket(config.gateway.host, config.gateway.port)
         return asyncio.run(_main(config, sock, on_listening, access_log))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import os
 from pathlib import Path
+from typing import Literal
 
 from lucidgate.config.errors import LucidError
 
@@ -20,11 +21,30 @@ class GatewayLocked(LucidError):
     """Another gateway already runs for this workspace."""
 
 
-class WorkspaceLock:
-    """An exclusive ``flock`` on ``workspace/gateway.lock``, released when the process ends."""
+Purpose = Literal["agent", "gateway", "import"]
 
-    def __init__(self, workspace: Path) -> None:
+# What the refused process should do next depends on what it was: a terminal chat can talk to
+# the running gateway, a second gateway or an import cannot share the workspace at all.
+_NEXT_STEP: dict[Purpose, str] = {
+    "agent": ("To chat from several terminals at once, run `lucid gateway` (or the service) instead: "
+              "every `lucid agent` then talks to it. Otherwise stop that process, or use another "
+              "workspace (agents.defaults.workspace)"),
+    "gateway": ("One gateway serves a workspace: if it is the service, `systemctl --user status "
+                "lucidgate` shows it; otherwise stop that process (or the `lucid agent` running "
+                "in-process), or give this config another workspace (agents.defaults.workspace)"),
+    "import": ("An import writes the workspace while nothing else does: stop that process (the "
+               "gateway or the service, or `lucid agent`), run the import, then start it again"),
+}
+
+
+class WorkspaceLock:
+    """An exclusive ``flock`` on ``workspace/gateway.lock``, released when the process ends.
+
+    ``purpose`` (what this process is) picks the advice given when another one holds it."""
+
+    def __init__(self, workspace: Path, purpose: Purpose = "agent") -> None:
         self.path = workspace / LOCK_NAME
+        self.purpose = purpose
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -38,9 +58,7 @@ class WorkspaceLock:
             who = f" (pid {holder})" if holder.isdigit() else ""
             raise GatewayLocked(
                 f"already running{who}: another lucid process (a gateway, or lucid agent) holds the "
-                f"workspace {self.path.parent}. To chat from several terminals at once, run "
-                "`lucid gateway` (or the service) instead: every `lucid agent` then talks to it. "
-                "Otherwise stop that process, or use another workspace (agents.defaults.workspace)"
+                f"workspace {self.path.parent}. {_NEXT_STEP[self.purpose]}"
             ) from None
         except BaseException:
             os.close(fd)
