@@ -29,8 +29,8 @@ _NEXT_STEP: dict[Purpose, str] = {
     "agent": ("To chat from several terminals at once, run `lucid gateway` (or the service) instead: "
               "every `lucid agent` then talks to it. Otherwise stop that process, or use another "
               "workspace (agents.defaults.workspace)"),
-    "gateway": ("One gateway serves a workspace: if it is the service, `systemctl --user status "
-                "lucidgate` shows it; otherwise stop that process (or the `lucid agent` running "
+    "gateway": ("One gateway serves a workspace: if it is the service, `systemctl status lucidgate` "
+                "(or `systemctl --user status lucidgate`) shows it; otherwise stop that process (or the `lucid agent` running "
                 "in-process), or give this config another workspace (agents.defaults.workspace)"),
     "import": ("An import writes the workspace while nothing else does: stop that process (the "
                "gateway or the service, or `lucid agent`), run the import, then start it again"),
