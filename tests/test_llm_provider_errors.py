@@ -110,3 +110,22 @@ def test_classification_is_by_class_not_by_name() -> None:
 
     assert not is_transient(RenamedRateLimit("x"))
     assert not is_fallback_error(RenamedRateLimit("x"))
+
+
+async def test_retry_and_failure_log_lines_name_the_call_model_and_session(
+    make_config: Callable, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = make_config(api_base=closed_port_url(),
+                         agents={"defaults": {"llmRetries": 1, "llmRetryBaseDelayS": 0.01}})
+    model = LiteLLMChatModel(config)
+    try:
+        with caplog.at_level("WARNING", logger="lucidgate.gateway.model.client"), pytest.raises(LLMError):
+            await model.complete([{"role": "user", "content": "hi"}], job="turn", session_key="telegram:42")
+    finally:
+        model.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "lucidgate.gateway.model.client"]
+    retry = next(line for line in lines if "retrying in" in line)
+    final = next(line for line in lines if "retrying" not in line and "failed" in line)
+    for line in (retry, final):
+        assert f"turn call to {config.agent.model} for telegram:42" in line, line
+        assert "connection failed" in line and "InternalServerError" not in line, line

@@ -176,3 +176,17 @@ async def test_mcp_servers_and_the_recall_index_are_checked(tmp_path, fake_llm):
     assert not checks["mcp gone"].ok and "tools.mcpServers.gone" in checks["mcp gone"].fix
     assert checks["recall index"].state == "warn" and "lucid memory reindex" in checks["recall index"].fix
     assert checks["outbox"].ok
+
+
+@pytest.mark.slow
+async def test_doctor_with_the_model_down_prints_its_list_first_and_names_a_refused_connection(tmp_path):
+    server = FakeLLMServer()
+    await server.start()
+    base = server.base_url
+    await server.stop()  # nothing listens there any more
+    code, out, err = await _lucid("doctor", "--config", str(write_setup(tmp_path, base)))
+    assert code == 1
+    assert err.strip() == "", err  # no raw log line before (or beside) the list
+    assert out.lstrip().startswith("✓ config"), out
+    model_line = next(line for line in out.splitlines() if "model" in line and "✗" in line)
+    assert "could not reach the model provider" in model_line and "InternalServerError" not in out

@@ -28,9 +28,13 @@ def doctor(
 ) -> None:
     """Check the setup (config, workspace, model, channels, port, disk, stores) and say how to fix it."""
     import asyncio
+    import logging
 
     from lucidgate.gateway.ops import doctor as doc
 
+    # The findings are the list below: a failing probe's own warning (the model call, a
+    # channel's API) would otherwise print first, unformatted, through logging's last resort.
+    logging.disable(logging.WARNING)
     results = asyncio.run(doc.run_checks(config_path))
     if as_json:
         console.print_json(json.dumps(doc.as_json(results)))

@@ -26,7 +26,8 @@ from lucidgate.gateway.metrics import Metrics
 from lucidgate.gateway.model.usage import UsageLedger
 from lucidgate.memory.calibration import TokenCalibration
 from lucidgate.memory import tokens
-from lucidgate.gateway.model.errors import is_overflow, is_transient, provider_detail, retry_after_s, user_message
+from lucidgate.gateway.model.errors import (failure_name, is_overflow, is_transient, provider_detail, retry_after_s,
+                                            user_message)
 from lucidgate.memory.protocols import ChatResult, ToolCall, Usage
 
 logger = logging.getLogger(__name__)
@@ -199,20 +200,21 @@ class LiteLLMChatModel:
                         f"the {job} request is too long for the model's context window "
                         "(agents.defaults.contextWindowTokens)", detail=detail
                     ) from exc
+                call = _describe_call(job, agent.model, session_key)
                 if stream:
-                    logger.warning("streamed %s call failed (%s: %s); trying once without streaming",
-                                   job, type(exc).__name__, detail)
+                    logger.warning("streamed %s failed (%s: %s); trying once without streaming",
+                                   call, failure_name(exc), detail)
                     stream = False
                     continue
                 if retries_left > 0 and is_transient(exc):
                     retries_left -= 1
                     asked = retry_after_s(exc)
                     delay = asked if asked is not None else backoff_delay(attempt, agent.llm_retry_base_delay_s)
-                    logger.warning("LLM call failed (%s: %s), retrying in %.2fs (%d left)",
-                                   type(exc).__name__, detail, delay, retries_left)
+                    logger.warning("LLM %s failed (%s: %s), retrying in %.2fs (%d left)",
+                                   call, failure_name(exc), detail, delay, retries_left)
                     await asyncio.sleep(delay)
                     continue
-                logger.warning("LLM %s call failed: %s: %s", job, type(exc).__name__, detail)
+                logger.warning("LLM %s failed: %s: %s", call, failure_name(exc), detail)
                 api_base = provider.api_base if provider is not None else None
                 raise LLMError(user_message(exc, provider_name, api_base), detail=detail) from exc
             logger.debug("LLM %s call took %.2fs", job, time.monotonic() - started)
@@ -359,3 +361,8 @@ def _to_result(response: Any) -> ChatResult:
         usage=usage,
         finish_reason=getattr(choice, "finish_reason", None),
     )
+
+
+def _describe_call(job: str, model: str, session_key: str | None) -> str:
+    """``turn call to openai/x for telegram:42``: which call failed, in a log line."""
+    return f"{job} call to {model}" + (f" for {session_key}" if session_key else "")

@@ -63,6 +63,12 @@ _CONNECT_FAILED = re.compile(r"connection error|cannot connect to host|connect c
                              r"connection refused", re.IGNORECASE)
 
 
+def failure_name(exc: BaseException) -> str:
+    """What failed, for a log line: the exception's class, except that a refused or failed
+    connection is called one (litellm reports some as a 500 ``InternalServerError``)."""
+    return "connection failed" if _CONNECT_FAILED.search(str(exc)) else type(exc).__name__
+
+
 def user_message(exc: BaseException, provider: str = "openai", api_base: str | None = None) -> str:
     ll = import_litellm()
     name = type(exc).__name__
