@@ -167,3 +167,17 @@ def test_the_command_line_builds_only_the_command_it_runs() -> None:
             [p.name for p in everything.commands[name].params], name  # type: ignore[attr-defined]
     for other in ("", "--help", "--version", "nosuch", "-c"):
         assert set(typer.main.get_command(narrowed(build_app(), other)).commands) == names, other
+
+
+async def test_status_with_a_missing_config_file_says_so_and_shows_no_other_workspace(tmp_path: Path) -> None:
+    code, out, err = await lucid("status", "-c", str(tmp_path / "missing.json"), home=tmp_path)
+    assert code == 2 and "missing.json does not exist" in err, (out, err)
+    assert "workspace:" not in out and "gateway:" not in out
+    assert not (tmp_path / "missing.json").exists()
+
+
+async def test_memory_diff_and_restore_name_their_argument_plainly(tmp_path: Path) -> None:
+    for command in ("diff", "restore"):
+        code, out, err = await lucid("memory", command, "--help", home=tmp_path)
+        assert code == 0, err
+        assert f"lucid memory {command} [OPTIONS] SHA" in out and "{sha}" not in out, out

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from lucidgate.memory.gitstore import GitStore
 
 
+ShaArgument = Annotated[str, typer.Argument(metavar="SHA", help="A commit, as `lucid memory log` lists it.")]
+
+
 def register(app: typer.Typer) -> None:
     memory_app = typer.Typer(help="Inspect and undo changes to long-term memory.", no_args_is_help=True)
     memory_app.command("log")(memory_log)
@@ -74,7 +77,7 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
     console.print(table)
 
 
-def memory_diff(sha: str, config_path: ConfigOption = None) -> None:
+def memory_diff(sha: ShaArgument, config_path: ConfigOption = None) -> None:
     """Show what one memory commit changed."""
     from lucidgate.memory.errors import MemoryStoreError
 
@@ -85,7 +88,7 @@ def memory_diff(sha: str, config_path: ConfigOption = None) -> None:
         raise typer.Exit(1) from None
 
 
-def memory_restore(sha: str, config_path: ConfigOption = None) -> None:
+def memory_restore(sha: ShaArgument, config_path: ConfigOption = None) -> None:
     """Bring the memory files back to their state before SHA (as a new commit)."""
     from lucidgate.memory.errors import MemoryStoreError
 

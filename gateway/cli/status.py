@@ -8,7 +8,7 @@ import typer
 
 from lucidgate.config.paths import resolve_config_path
 from lucidgate.gateway.cli import recall
-from lucidgate.gateway.cli._common import ConfigOption, provider_help, workspace_parts
+from lucidgate.gateway.cli._common import ConfigOption, missing_explicit_config, provider_help, workspace_parts
 
 if TYPE_CHECKING:
     from lucidgate.config import Config
@@ -21,6 +21,10 @@ def register(app: typer.Typer) -> None:
 def status(config_path: ConfigOption = None) -> None:
     """Show config path, workspace, model, provider reachability and session count."""
     # Plain lines (no rich): paths and URLs print as they are, and the command starts faster.
+    missing = missing_explicit_config(config_path)
+    if missing:  # not the default workspace's state, as if it were this config's
+        typer.echo(f"config error: {missing}", err=True)
+        raise typer.Exit(2)
     parts = workspace_parts(config_path)
     config = parts.config
     path = resolve_config_path(config_path)
