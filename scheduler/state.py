@@ -53,7 +53,11 @@ class JobState:
             return None
 
     def update(self, job: str, **fields: Any) -> None:
-        """Blocking: merge ``fields`` into ``job`` and write the file."""
+        """Blocking: merge ``fields`` into ``job`` as the file has it now, and write the file.
+
+        Re-read first: another process (``lucid dream`` beside the gateway) may have recorded
+        a run since this one loaded the file, and writing stale data would erase it."""
+        self.load()
         with self._lock:
             entry = self._data.setdefault(job, {})
             for key, value in fields.items():

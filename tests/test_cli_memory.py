@@ -236,6 +236,12 @@ async def test_dream_edits_user_md_then_log_diff_and_restore_undo_it(
     printed = re.search(r"Commit ([0-9a-f]{8})", out)
     assert printed, out
 
+    # `lucid jobs` shows this run as Dream's last one, not "never ran".
+    code, jobs_out, err = await lucid("jobs", "--config", str(config), home=tmp_path)
+    assert code == 0, err
+    dream_row = table_row(jobs_out, "dream")
+    assert dream_row[3] != "—" and "1 change(s)" in dream_row[4] and "lucid dream" in dream_row[4], jobs_out
+
     code, out, err = await lucid("memory", "log", "--config", str(config), home=tmp_path)
     assert code == 0, err
     dream_lines = [line for line in out.splitlines() if "dream:" in line]

@@ -52,14 +52,24 @@ def dream(
     async def run() -> int:
         from lucidgate.gateway.app import build_gateway
 
+        from datetime import datetime
+        from zoneinfo import ZoneInfo
+
+        from lucidgate.gateway.parts import WorkspaceParts
+
         parts = build_gateway(config, "tool").parts
         await asyncio.to_thread(parts.git.init)
+        started = datetime.now(ZoneInfo("UTC"))
         with console.status("dreaming…", spinner="dots"):
             try:
                 report = await parts.dream.run(dry_run=dry_run, from_cursor=from_cursor)
             except DreamBusy:
                 err_console.print("Dream is already running (in the gateway?); try again later.")
                 return 1
+        if not dry_run:  # `lucid jobs` and the console show this run as Dream's last one
+            result = report.summary().splitlines()[0] + (f" (error: {report.error})" if report.error else "")
+            await asyncio.to_thread(WorkspaceParts(config).job_state.update, "dream",
+                                    last_run=started, last_result=f"{result} (lucid dream)"[:300])
         console.print(report.summary(), markup=False)
         return 0 if report.error is None else 1
 
