@@ -71,6 +71,8 @@ async def test_context_shows_tokens_per_section_as_the_next_prompt_would_hold(
         await ch.say("/context", sender_id="stranger", chat_id="9")
         [*_, guest] = await ch.wait_replies(3)
     lines = {line.rsplit("  ", 1)[0].strip(): line for line in report.text.splitlines()[1:]}
+    assert len(lines) == len(report.text.splitlines()[1:]), report.text  # no two rows share a name
+    assert any(key.startswith("active skills") for key in lines), report.text  # the always-on memory skill
     for label in ("identity", "AGENTS.md", "SOUL.md", "skills", "memory (USER.md, MEMORY.md)",
                   "recent history", "tools (", "messages (2 in context, 0 archived)", "total"):
         assert any(key.startswith(label) for key in lines), (label, report.text)

@@ -189,3 +189,16 @@ def test_a_command_reply_keeps_its_lines_and_placeholders(tmp_path: Path, llm: F
     child.expect(pexpect.EOF)
     child.close()
     assert llm.requests == []  # a command never calls the model
+
+
+def test_help_in_the_terminal_also_names_its_own_commands(tmp_path: Path, llm: FakeLLMServer) -> None:
+    child = spawn(tmp_path, llm)
+    child.sendline("/help")
+    child.expect_exact("/status")  # the assistant's own list (a command: no model call)
+    child.expect_exact("/sessions")
+    child.expect_exact("/switch NAME")
+    child.expect_exact(PROMPT)
+    assert llm.requests == []
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()

@@ -186,7 +186,8 @@ class ContextBuilder:
         """The stable part of the prompt as (label, text) pairs, for ``/context``."""
         sections = [("identity", self._identity(ctx))]
         sections += [(name, f"## {name}\n{self.files.get(name)}") for name in self.BOOTSTRAP if self.files.get(name)]
-        sections += [("skills", text) for text in self._skills_sections()]
+        sections += [("active skills" if text.startswith("# Active Skills") else "skills", text)
+                     for text in self._skills_sections()]
         return sections
 
     def stable_prompt(self, ctx: TurnContext) -> str:

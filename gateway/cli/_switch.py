@@ -19,6 +19,9 @@ from lucidgate.gateway.daemon.local_client import SESSION_NAME_PATTERN
 __all__ = ["TerminalSessions"]
 
 CHANNEL = "cli"
+# Shown after the assistant's own /help: these two never reach it, so its list cannot name them.
+TERMINAL_HELP = ("In this terminal also: /sessions — list the terminal conversations; "
+                 "/switch NAME — continue another one (a new name starts one)")
 
 
 class TerminalSessions:

@@ -115,6 +115,10 @@ async def converse(ask: Ask, stop: Stop, banner: str, history_file: Path,
             console.print(Text(STOPPED_NOTE, style="yellow"))
             continue
         show_answer(*answer)
+        if local is not None and line.strip().lower() == "/help":
+            from lucidgate.gateway.cli._switch import TERMINAL_HELP
+
+            console.print(Text(TERMINAL_HELP, style="dim"))
 
 
 def show_answer(ok: bool, text: str) -> None:
