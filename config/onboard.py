@@ -9,9 +9,11 @@ from importlib import resources
 from pathlib import Path
 
 from lucidgate.config.fileio import atomic_write_text
+from lucidgate.config.paths import DEFAULT_CONFIG_PATH
 from lucidgate.config.schema import Config
 
-__all__ = ["default_config_document", "install_templates", "new_webhook_token", "write_config"]
+__all__ = ["default_config_document", "install_templates", "minimal_config_document", "new_webhook_token",
+           "workspace_beside", "write_config"]
 
 TEMPLATE_FILES = {
     "AGENTS.md": "AGENTS.md",
@@ -24,17 +26,35 @@ TEMPLATE_FILES = {
 
 
 def default_config_document() -> dict:
-    """The defaults of DESIGN §10 with fresh webhook and console secrets, as camelCase JSON."""
-    config = Config()
-    data = config.model_dump(mode="json", by_alias=True, exclude_none=False)
-    data["channels"]["webhook"]["token"] = secrets.token_urlsafe(32)
-    # Owners listed in channels.webhook.owners speak only with this one (never the integration token).
-    data["channels"]["webhook"]["ownerToken"] = secrets.token_urlsafe(32)
-    data["channels"]["webhook"]["callbackSecret"] = secrets.token_urlsafe(32)
+    """Every setting at its default, with fresh secrets, as camelCase JSON (``lucid config show
+    --defaults`` prints the same shape for a loaded config)."""
+    data = Config().model_dump(mode="json", by_alias=True, exclude_none=False)
+    data["channels"]["webhook"].update(_fresh_webhook_secrets())
     data["console"]["token"] = secrets.token_urlsafe(32)
-    # SecretStr dumps as "**********"; write real empty strings for the others.
-    _unmask(data)
+    _unmask(data)  # SecretStr dumps as "**********": write real empty strings for the others
     return data
+
+
+def minimal_config_document(workspace: Path | None = None) -> dict:
+    """What a new config file needs to say, and nothing that equals a default: the model and
+    its provider (the two settings a person fills in first), the generated secrets, and the
+    workspace when it is not the default one. It loads to the same effective config as
+    ``default_config_document`` with the same secrets."""
+    agent: dict[str, object] = {"model": Config().agent.model}
+    if workspace is not None:
+        agent["workspace"] = str(workspace)
+    return {
+        "agents": {"defaults": agent},
+        "providers": {"openai": {"apiKey": "", "apiBase": None}},
+        "channels": {"webhook": _fresh_webhook_secrets()},
+        "console": {"token": secrets.token_urlsafe(32)},
+    }
+
+
+def _fresh_webhook_secrets() -> dict[str, str]:
+    # Owners listed in channels.webhook.owners speak only with ownerToken (never the integration token).
+    return {"token": secrets.token_urlsafe(32), "ownerToken": secrets.token_urlsafe(32),
+            "callbackSecret": secrets.token_urlsafe(32)}
 
 
 def _unmask(node: object) -> None:
@@ -46,12 +66,22 @@ def _unmask(node: object) -> None:
                 _unmask(value)
 
 
+def workspace_beside(path: Path) -> Path | None:
+    """The workspace a new config at ``path`` gets: the default one for the default config
+    file, else ``workspace/`` in the config's folder — so ``onboard -c other/config.json``
+    never points a second setup at the live workspace."""
+    if path.expanduser().resolve() == DEFAULT_CONFIG_PATH.expanduser().resolve():
+        return None
+    return path.expanduser().resolve().parent / "workspace"
+
+
 def write_config(path: Path) -> bool:
-    """Write a default config at ``path`` unless one exists. Returns True if written."""
+    """Write a new minimal config at ``path`` unless one exists. Returns True if written."""
     if path.exists():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(default_config_document(), indent=2) + "\n")  # 0600: secrets
+    document = minimal_config_document(workspace_beside(path))
+    atomic_write_text(path, json.dumps(document, indent=2) + "\n")  # 0600: secrets
     return True
 
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lucidgate.config import ConfigError, load_config
-from lucidgate.config.onboard import default_config_document, install_templates, write_config
+from lucidgate.config import Config, ConfigError, load_config
+from lucidgate.config.onboard import (default_config_document, install_templates, minimal_config_document,
+                                      write_config)
 
 
 def write(path: Path, data: object) -> Path:
@@ -150,3 +152,39 @@ def test_cli_reports_bad_config_with_exit_2(tmp_path: Path) -> None:
                            "--config", str(path)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "gateway.prot" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_onboard_writes_a_short_config_that_loads_to_the_full_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "cfg" / "config.json"
+    assert write_config(path) is True
+    text = path.read_text()
+    assert len(text.splitlines()) < 40, text
+    written = json.loads(text)
+    # Nothing that equals a default but the model and its provider, the first things a person edits.
+    assert set(written) == {"agents", "providers", "channels", "console"}
+    assert set(written["channels"]) == {"webhook"} and "dream" not in written["agents"]["defaults"]
+    # Beside its file: a config outside the default place never points at the live workspace.
+    assert written["agents"]["defaults"]["workspace"] == str((tmp_path / "cfg" / "workspace").resolve())
+    full = default_config_document()
+    full["channels"]["webhook"].update(written["channels"]["webhook"])
+    full["console"]["token"] = written["console"]["token"]
+    full["agents"]["defaults"]["workspace"] = written["agents"]["defaults"]["workspace"]
+    assert load_config(path, environ={}).model_dump() == Config.model_validate(full).model_dump()
+    assert minimal_config_document()["agents"]["defaults"] == {"model": Config().agent.model}
+
+
+def test_config_show_prints_what_is_set_and_with_defaults_everything(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.json", {"agents": {"defaults": {"workspace": str(tmp_path / "ws")}},
+                                       "providers": {"openai": {"apiKey": "sk-very-secret"}}})
+    lucid = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "config", "show", "-c", str(path)]
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
+    shown = subprocess.run(lucid, capture_output=True, text=True, timeout=60, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {"agents": {"defaults": {"workspace": str(tmp_path / "ws")}},
+                                        "providers": {"openai": {"apiKey": "**********"}}}
+    env["LUCIDGATE_GATEWAY__PORT"] = "18799"
+    everything = subprocess.run([*lucid, "--defaults"], capture_output=True, text=True, timeout=60, env=env)
+    assert everything.returncode == 0, everything.stderr
+    document = json.loads(everything.stdout)
+    assert document["gateway"]["port"] == 18799 and document["agents"]["defaults"]["dream"]["intervalH"] == 2
+    assert "sk-very-secret" not in shown.stdout + everything.stdout

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from lucidgate.gateway.cli import (agent, gateway, jobs, memory, migrate, models, onboard, ops, pairing,
-                                   sessions, skills, status, webconsole)
+                                   sessions, settings, skills, status, webconsole)
 
 
 def build_app() -> typer.Typer:
@@ -32,6 +32,7 @@ def build_app() -> typer.Typer:
     )
     app.callback()(_root)
     onboard.register(app)
+    settings.register(app)
     agent.register(app)
     sessions.register(app)
     status.register(app)
