@@ -180,4 +180,6 @@ async def test_memory_diff_and_restore_name_their_argument_plainly(tmp_path: Pat
     for command in ("diff", "restore"):
         code, out, err = await lucid("memory", command, "--help", home=tmp_path)
         assert code == 0, err
-        assert f"lucid memory {command} [OPTIONS] SHA" in out and "{sha}" not in out, out
+        # typer braces a required argument in the usage line; the name and its help say what it is.
+        assert f"lucid memory {command} [OPTIONS] {{SHA}}" in out and "{sha}" not in out, out
+        assert "as `lucid memory log` lists it" in out, out
