@@ -68,6 +68,12 @@ def fingerprint(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def spender_of(token_fp: str) -> str:
+    """Who pays for the guest turns a credential starts: the credential itself, whatever
+    sender ids its caller names (``usage.guestShare`` is then one share per integration)."""
+    return f"credential:{token_fp[:16]}"
+
+
 def classify(credential: str, *, token: str, admin_token: str, owner_token: str = "") -> Credential | None:
     """Which credential ``credential`` is (constant-time compares, all of them), or None."""
     given = credential.encode("utf-8")
