@@ -69,3 +69,25 @@ def test_a_stored_line_keeps_its_stamp_and_older_lines_ask_the_config(make_confi
     assert line_role(config, "telegram", {"sender_id": "42"}) == "owner"
     assert line_role(config, "telegram", {"sender_id": "7", "sender_role": "admin"}) == "guest"
     assert line_role(config, "slack", {"sender_id": "42"}) == "guest"
+
+
+def test_who_pays_travels_with_the_message_the_inbox_and_a_resumed_turn(
+        make_config: Callable[..., Any], tmp_path: Path) -> None:
+    from lucidgate.gateway.agent.resume import resumed_message
+    from lucidgate.gateway.agent.transcript_lines import user_line
+    from lucidgate.memory.sessions import Session
+
+    config = make_config()
+    agent = build_gateway(config).parts.agent
+    paid = _msg(channel="webhook", sender_id="alice", spender="credential:abc")
+    assert agent.context_for(paid).payer == "credential:abc"
+    assert agent.context_for(_msg(channel="telegram", sender_id="42")).payer == "telegram:42"
+    journal = InboxJournal(tmp_path / "inbox.jsonl")
+    journal.open()
+    journal.append(paid)
+    journal.close()
+    assert [m.spender for _, m in InboxJournal(tmp_path / "inbox.jsonl").open()] == ["credential:abc"]
+    session = Session(key="webhook:1", path=tmp_path / "s.jsonl")
+    session.messages.append(user_line(paid, None))
+    resumed = resumed_message(config, session, SessionRef("webhook", "1"))
+    assert resumed.spender == "credential:abc" and agent.context_for(resumed).payer == "credential:abc"
