@@ -40,7 +40,7 @@ from lucidgate.channels._ratelimit import DeliveryFailed
 from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
 from lucidgate.channels.messages import InboundMessage, OutboundMessage
 from lucidgate.channels.webhook.api import WebhookRateLimits, guarded_route
-from lucidgate.channels.webhook.auth import fingerprint, spender_of
+from lucidgate.channels.webhook.auth import TOKEN_SETTING, fingerprint, spender_of
 from lucidgate.config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig, WebhookConfig
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ logger = logging.getLogger(__name__)
 CHANNEL = "openai"
 MODEL_ID = "lucidgate"
 CHUNK_CHARS = 200
+OWN_TOKEN_SETTING = "channels.openai.token"
 _SESSION_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 
 
@@ -117,11 +118,12 @@ class OpenAIChannel:
     name = CHANNEL
 
     def __init__(self, cfg: OpenAIApiConfig, bus: MessageBus, *, token: str,
-                 limits: WebhookRateLimits | None = None) -> None:
+                 limits: WebhookRateLimits | None = None, token_setting: str = OWN_TOKEN_SETTING) -> None:
         self.cfg = cfg
         self.bus = bus
         self._token = token
         self._token_fp = fingerprint(token)
+        self._spender = spender_of(token_setting)
         self.intake_limits = limits or WebhookRateLimits.of(WebhookConfig())
         self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
 
@@ -163,7 +165,7 @@ class OpenAIChannel:
             await self.bus.publish_inbound(InboundMessage(
                 channel=self.name, chat_id=session, sender_id=sender, text=text,
                 chat_type="private", message_id=message_id,
-                role="owner" if self.cfg.owner else "guest", spender=spender_of(self._token_fp)))
+                role="owner" if self.cfg.owner else "guest", spender=self._spender))
         except BaseException:
             self._waiters.pop(message_id, None)
             raise
@@ -266,10 +268,11 @@ def create_openai_channel(config: Config, bus: MessageBus) -> OpenAIChannel | No
     cfg = config.channels.openai
     if not cfg.enabled:
         return None
-    token = cfg.token.get_secret_value()
+    token, setting = cfg.token.get_secret_value(), OWN_TOKEN_SETTING
     if not token and not cfg.owner:
-        token = config.channels.webhook.token.get_secret_value()
-    return OpenAIChannel(cfg, bus, token=token, limits=WebhookRateLimits.of(config.channels.webhook))
+        token, setting = config.channels.webhook.token.get_secret_value(), TOKEN_SETTING
+    return OpenAIChannel(cfg, bus, token=token, limits=WebhookRateLimits.of(config.channels.webhook),
+                         token_setting=setting)
 
 
 def build(config: Config, bus: MessageBus, *, workspace: object = None, commands: object = ()) -> OpenAIChannel:

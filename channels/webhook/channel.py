@@ -51,6 +51,7 @@ from lucidgate.channels.webhook.api import (
 )
 from lucidgate.channels.webhook.auth import (
     ChatLedger,
+    SETTING_OF,
     Credential,
     authorize,
     caller,
@@ -266,7 +267,7 @@ class WebhookChannel:
         role = self.admit(request, body.sender_id)
         if isinstance(role, Response):
             return role
-        _, token_fp = self.caller_of(request)
+        kind, token_fp = self.caller_of(request)
         claimed = await asyncio.to_thread(self.ledger.claim, body.chat_id, role, token_fp)
         if claimed != role:
             logger.warning("webhook: refused a %s message into %s's chat %s", role, claimed, body.chat_id)
@@ -278,7 +279,8 @@ class WebhookChannel:
                                                "msg": reason, "input": body.callback_url}])
         return await self.intake.submit(request, body.chat_id, body.sender_id, body.text, role=role,
                                         idem_key=body.idempotency_key, callback_url=body.callback_url,
-                                        wait=body.wait, stream=body.stream, spender=spender_of(token_fp))
+                                        wait=body.wait, stream=body.stream,
+                                        spender=spender_of(SETTING_OF[kind]))
 
     async def _callback_refusal(self, url: str) -> str | None:
         if not self.cfg.callback_secret.get_secret_value():
