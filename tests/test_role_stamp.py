@@ -91,3 +91,20 @@ def test_who_pays_travels_with_the_message_the_inbox_and_a_resumed_turn(
     session.messages.append(user_line(paid, None))
     resumed = resumed_message(config, session, SessionRef("webhook", "1"))
     assert resumed.spender == "credential:abc" and agent.context_for(resumed).payer == "credential:abc"
+
+
+def test_a_guests_task_is_paid_by_whoever_paid_for_the_turn_that_set_it(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from lucidgate.scheduler.reminders import ReminderStore
+    from lucidgate.scheduler.tasks import task_message
+
+    store = ReminderStore(tmp_path / "reminders.sqlite")
+    task = store.add(session_key="webhook:c1", channel="webhook", chat_id="c1", thread_id=None, kind="every",
+                     spec="3600", text="say hi", created_at=datetime.now(UTC), purpose="task",
+                     creator_id="anyone-the-caller-named", creator_role="guest",
+                     creator_spender="credential:channels.webhook.token")
+    (stored,) = ReminderStore(tmp_path / "reminders.sqlite").active()
+    assert stored.creator_spender == "credential:channels.webhook.token"
+    msg = task_message(stored, tz=UTC, token_budget=1000, creator_now="guest")
+    assert msg.spender == "credential:channels.webhook.token" and task.id == stored.id
