@@ -16,6 +16,8 @@ from lucidgate.config.errors import ConfigError
 if TYPE_CHECKING:
     from fastapi import APIRouter
 
+    from lucidgate.channels.webhook.api import WebhookRateLimits
+
 
 class ChannelUnavailable(ConfigError):
     """A channel's ``build`` refuses (a missing token…); the message says why and what to set."""
@@ -50,6 +52,17 @@ class HasRouter(Protocol):
     """A channel that receives platform events over HTTP mounts a router on the gateway app."""
 
     def router(self) -> APIRouter: ...
+
+
+@runtime_checkable
+class SharesIntakeLimits(Protocol):
+    """An HTTP intake that takes bearer credentials (the webhook, the OpenAI endpoint). Built
+    together, they count against one set of per-credential and global limits: a credential
+    that two endpoints accept gets one allowance, not one per endpoint."""
+
+    intake_limits: WebhookRateLimits
+
+    def share_intake_limits(self, limits: WebhookRateLimits) -> None: ...
 
 
 @runtime_checkable

@@ -56,6 +56,10 @@ class InboundMessage:
     # Set by the scheduler for a scheduled task or a heartbeat turn (see ScheduledTask).
     task: ScheduledTask | None = None
     role: Role = "guest"
+    # Who pays for a guest's turn when that is not the sender: an integration's credential
+    # (``credential:<fingerprint>``), whose caller may name any sender it likes. None: the
+    # sender on this channel pays.
+    spender: str | None = None
 
     @property
     def session_key(self) -> str:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from lucidgate.channels.base import Channel, ChannelUnavailable, CommandSpec
+from lucidgate.channels.base import Channel, ChannelUnavailable, CommandSpec, SharesIntakeLimits
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.descriptor import ChannelDescriptor, sections
 from lucidgate.config.channel_schema import SwitchedSection
@@ -127,4 +127,12 @@ def build_channels(
     if not built:
         logger.warning("no channel is enabled: nobody can reach the assistant (enable one of %s)",
                        ", ".join(f"channels.{n}" for n, d in registry.items() if d.factory))
+    share_intake_limits(built.values())
     return built
+
+
+def share_intake_limits(channels: Iterable[Channel]) -> None:
+    """Give every credential-taking HTTP intake the first one's limits (see ``SharesIntakeLimits``)."""
+    sharing = [c for c in channels if isinstance(c, SharesIntakeLimits)]
+    for channel in sharing[1:]:
+        channel.share_intake_limits(sharing[0].intake_limits)

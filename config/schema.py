@@ -334,6 +334,9 @@ class UsageConfig(Section):
     daily_token_budget: int | None = Field(None, ge=1)
     # Turns, tool steps and tasks that guests started; None = unlimited.
     guest_daily_token_budget: int | None = Field(1_000_000, ge=1)
+    # The most of the guests' budget one guest (a sender on a channel, an integration's
+    # credential) may spend in a day, as a fraction of it.
+    guest_share: float = Field(0.2, gt=0, le=1)
     owner_daily_token_budget: int | None = Field(None, ge=1)
 
 

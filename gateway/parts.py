@@ -99,7 +99,8 @@ class WorkspaceParts:
         budgets = self.config.usage
         return UsageLedger(self.workspace / "usage", daily_budget=budgets.daily_token_budget,
                            role_budgets={"guest": budgets.guest_daily_token_budget,
-                                         "owner": budgets.owner_daily_token_budget})
+                                         "owner": budgets.owner_daily_token_budget},
+                           guest_share=budgets.guest_share)
 
     @cached_property
     def pairing(self) -> PairingStore:

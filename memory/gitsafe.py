@@ -20,6 +20,13 @@ is not to run git in it before sanitising it. So every git call lucidgate makes:
 
 Driver names are free-form, so they cannot all be overridden from outside: the allow-list
 is what removes them. Reading the file with ``git config --file`` runs nothing.
+
+3. pins ``.git/info/attributes`` to ``PINNED_ATTRIBUTES``, which resets every attribute that
+   changes what git reads or writes for a path (encoding, line endings, filters, keyword
+   expansion, diff and merge handling) to "unspecified". Git consults that file before any
+   ``.gitattributes`` in the work tree (in any folder), and no setting turns in-tree attribute
+   files off, so this is what keeps one planted there (``working-tree-encoding=UTF-16LE``)
+   from turning memory diffs binary or a restore into a UTF-16 rewrite of MEMORY.md.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from lucidgate.memory.errors import GitStoreError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SAFE_CONFIG", "sanitize_repository", "safe_env", "run_git"]
+__all__ = ["PINNED_ATTRIBUTES", "SAFE_CONFIG", "pin_attributes", "sanitize_repository", "safe_env", "run_git"]
 
 # Every setting that could name a program, pinned to something inert.
 SAFE_CONFIG: tuple[tuple[str, str], ...] = (
@@ -57,6 +64,11 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("submodule.recurse", "false"),
     ("fetch.recurseSubmodules", "false"),
 )
+# "!attr" makes an attribute unspecified, whatever a lower-precedence file set: git's
+# defaults apply (content sniffing for binary, no conversion, no driver).
+PINNED_ATTRIBUTES = ("# written by lucidgate: memory files are stored and diffed as they are\n"
+                     "* !working-tree-encoding !text !eol !crlf !filter !diff !merge !ident "
+                     "!export-subst !export-ignore !whitespace\n")
 _ALLOWED_KEYS = frozenset({
     "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
     "core.ignorecase", "core.precomposeunicode", "core.symlinks", "user.name", "user.email",
@@ -124,14 +136,37 @@ def sanitize_repository(workspace: Path) -> list[str]:
         _rewrite_config(config, [(k, v) for k, v in entries if _allowed(k) and k != "core.bare"], workspace)
         removed.extend(sorted(set(unsafe)))
     removed.extend(_disable_hooks(git_dir))
-    for name in ("config.worktree", "info/attributes"):
-        path = git_dir / name
-        if path.exists() or path.is_symlink():
-            path.unlink()
-            removed.append(name)
+    worktree_config = git_dir / "config.worktree"
+    if worktree_config.exists() or worktree_config.is_symlink():
+        worktree_config.unlink()
+        removed.append("config.worktree")
+    if pin_attributes(git_dir):
+        removed.append("info/attributes")
     if removed:
         logger.warning("%s held settings or hooks that run programs; removed: %s", git_dir, ", ".join(removed))
     return removed
+
+
+def pin_attributes(git_dir: Path) -> bool:
+    """Make ``git_dir/info/attributes`` hold exactly ``PINNED_ATTRIBUTES``; True when it held
+    something else (a link, other rules) that was replaced. A missing file is written quietly."""
+    info = git_dir / "info"
+    if info.is_symlink() or (info.exists() and not info.is_dir()):
+        info.unlink()
+    info.mkdir(exist_ok=True)
+    path = info / "attributes"
+    replaced = False
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        path.unlink()
+        replaced = True
+    elif path.exists():
+        if path.read_text(encoding="utf-8", errors="replace") == PINNED_ATTRIBUTES:
+            return False
+        replaced = True
+    tmp = info / f"attributes.lucid-{os.getpid()}.tmp"
+    tmp.write_text(PINNED_ATTRIBUTES, encoding="utf-8")
+    os.replace(tmp, path)
+    return replaced
 
 
 def _allowed(key: str) -> bool:

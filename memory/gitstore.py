@@ -31,7 +31,7 @@ from filelock import FileLock, Timeout
 
 from lucidgate.memory import _git_stamp
 from lucidgate.memory.errors import GitStoreError
-from lucidgate.memory.gitsafe import run_git, safe_env, sanitize_repository
+from lucidgate.memory.gitsafe import pin_attributes, run_git, safe_env, sanitize_repository
 
 if TYPE_CHECKING:  # GitPython loads on the first repository operation, not at import
     from git import Repo
@@ -268,6 +268,7 @@ class GitStore:
             if made.returncode != 0:
                 raise GitStoreError(f"git init failed in {self.workspace}: {made.stderr.strip()}")
             repo = Repo(self.workspace)
+            pin_attributes(git_dir)  # before the first commit reads any .gitattributes
         try:
             repo.git.update_environment(**{**safe_env(self.workspace), **IDENTITY_ENV})
             ignore = self.workspace / ".gitignore"

@@ -104,7 +104,8 @@ class ReminderJobs:
     async def add(self, *, session_key: str, target: Target, text: str, at: str | None = None,
                   every: int | None = None, cron: str | None = None, purpose: Purpose = "reminder",
                   creator_id: str | None = None, creator_role: str | None = None,
-                  chat_type: str | None = None) -> tuple[Reminder, datetime | None]:
+                  chat_type: str | None = None, creator_spender: str | None = None,
+                  ) -> tuple[Reminder, datetime | None]:
         text = (text or "").strip()
         limit = MAX_TASK_CHARS if purpose == "task" else MAX_TEXT_CHARS
         if not text:
@@ -135,7 +136,8 @@ class ReminderJobs:
         reminder = await asyncio.to_thread(
             self.store.add, session_key=session_key, channel=target.channel, chat_id=target.chat_id,
             thread_id=target.thread_id, kind=kind, spec=spec, text=text, created_at=now,
-            purpose=purpose, creator_id=creator_id, creator_role=creator_role, chat_type=chat_type)
+            purpose=purpose, creator_id=creator_id, creator_role=creator_role, chat_type=chat_type,
+            creator_spender=creator_spender)
         logger.info("%s set for %s (%s %s)", reminder.label, session_key, kind, spec)
         if self.scheduler is not None and self.bus.has_route(reminder.channel):
             return reminder, self.schedule(reminder, now)

@@ -53,6 +53,7 @@ _ADDED_COLUMNS = {
     "creator_id": "TEXT",
     "creator_role": "TEXT",
     "chat_type": "TEXT",
+    "creator_spender": "TEXT",  # who pays for a guest's task when not its creator (a credential)
 }
 
 
@@ -74,6 +75,7 @@ class Reminder:
     creator_id: str | None = None
     creator_role: str | None = None
     chat_type: str | None = None
+    creator_spender: str | None = None
 
     @property
     def job_id(self) -> str:
@@ -106,6 +108,7 @@ def _row(row: sqlite3.Row) -> Reminder:
         last_fired=datetime.fromisoformat(row["last_fired"]) if row["last_fired"] else None,
         fire_count=row["fire_count"], purpose=row["purpose"], creator_id=row["creator_id"],
         creator_role=row["creator_role"], chat_type=row["chat_type"],
+        creator_spender=row["creator_spender"],
     )
 
 
@@ -139,14 +142,14 @@ class ReminderStore:
     def add(self, *, session_key: str, channel: str, chat_id: str, thread_id: str | None,
             kind: str, spec: str, text: str, created_at: datetime, purpose: Purpose = "reminder",
             creator_id: str | None = None, creator_role: str | None = None,
-            chat_type: str | None = None) -> Reminder:
+            chat_type: str | None = None, creator_spender: str | None = None) -> Reminder:
         with self._connect() as conn:
             cur = conn.execute(
                 "INSERT INTO reminders (session_key, channel, chat_id, thread_id, kind, spec, text,"
-                " created_at, purpose, creator_id, creator_role, chat_type)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, purpose, creator_id, creator_role, chat_type, creator_spender)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (session_key, channel, chat_id, thread_id, kind, spec, text, _iso(created_at),
-                 purpose, creator_id, creator_role, chat_type))
+                 purpose, creator_id, creator_role, chat_type, creator_spender))
             row = conn.execute("SELECT * FROM reminders WHERE id = ?", (cur.lastrowid,)).fetchone()
         return _row(row)
 

@@ -252,11 +252,12 @@ class SchedulerService:
                            every: int | None = None, cron: str | None = None,
                            purpose: Purpose = "reminder", creator_id: str | None = None,
                            creator_role: str | None = None, chat_type: str | None = None,
+                           creator_spender: str | None = None,
                            ) -> tuple[Reminder, datetime | None]:
         return await self.reminders.add(session_key=session_key, target=target, text=text,
                                         at=at, every=every, cron=cron, purpose=purpose,
                                         creator_id=creator_id, creator_role=creator_role,
-                                        chat_type=chat_type)
+                                        chat_type=chat_type, creator_spender=creator_spender)
 
     async def pause_reminder(self, session_key: str, reminder_id: int) -> Reminder:
         return await self.reminders.pause(session_key, reminder_id)

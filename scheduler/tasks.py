@@ -36,4 +36,5 @@ def task_message(task: Reminder, *, tz: tzinfo, token_budget: int, creator_now: 
         channel=task.channel, chat_id=task.chat_id, sender_id=task.creator_id or "",
         text=text, chat_type=chat_type,  # type: ignore[arg-type]
         thread_id=task.thread_id, silent=True, role=creator_now,
-        task=ScheduledTask(job=f"task:{task.id}", role=role, token_budget=token_budget))
+        task=ScheduledTask(job=f"task:{task.id}", role=role, token_budget=token_budget),
+        spender=task.creator_spender)

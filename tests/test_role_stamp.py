@@ -69,3 +69,42 @@ def test_a_stored_line_keeps_its_stamp_and_older_lines_ask_the_config(make_confi
     assert line_role(config, "telegram", {"sender_id": "42"}) == "owner"
     assert line_role(config, "telegram", {"sender_id": "7", "sender_role": "admin"}) == "guest"
     assert line_role(config, "slack", {"sender_id": "42"}) == "guest"
+
+
+def test_who_pays_travels_with_the_message_the_inbox_and_a_resumed_turn(
+        make_config: Callable[..., Any], tmp_path: Path) -> None:
+    from lucidgate.gateway.agent.resume import resumed_message
+    from lucidgate.gateway.agent.transcript_lines import user_line
+    from lucidgate.memory.sessions import Session
+
+    config = make_config()
+    agent = build_gateway(config).parts.agent
+    paid = _msg(channel="webhook", sender_id="alice", spender="credential:abc")
+    assert agent.context_for(paid).payer == "credential:abc"
+    assert agent.context_for(_msg(channel="telegram", sender_id="42")).payer == "telegram:42"
+    journal = InboxJournal(tmp_path / "inbox.jsonl")
+    journal.open()
+    journal.append(paid)
+    journal.close()
+    assert [m.spender for _, m in InboxJournal(tmp_path / "inbox.jsonl").open()] == ["credential:abc"]
+    session = Session(key="webhook:1", path=tmp_path / "s.jsonl")
+    session.messages.append(user_line(paid, None))
+    resumed = resumed_message(config, session, SessionRef("webhook", "1"))
+    assert resumed.spender == "credential:abc" and agent.context_for(resumed).payer == "credential:abc"
+
+
+def test_a_guests_task_is_paid_by_whoever_paid_for_the_turn_that_set_it(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from lucidgate.scheduler.reminders import ReminderStore
+    from lucidgate.scheduler.tasks import task_message
+
+    store = ReminderStore(tmp_path / "reminders.sqlite")
+    task = store.add(session_key="webhook:c1", channel="webhook", chat_id="c1", thread_id=None, kind="every",
+                     spec="3600", text="say hi", created_at=datetime.now(UTC), purpose="task",
+                     creator_id="anyone-the-caller-named", creator_role="guest",
+                     creator_spender="credential:channels.webhook.token")
+    (stored,) = ReminderStore(tmp_path / "reminders.sqlite").active()
+    assert stored.creator_spender == "credential:channels.webhook.token"
+    msg = task_message(stored, tz=UTC, token_budget=1000, creator_now="guest")
+    assert msg.spender == "credential:channels.webhook.token" and task.id == stored.id

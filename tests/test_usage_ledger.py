@@ -42,3 +42,27 @@ async def test_journal_lines_land_in_call_order_and_close_waits_for_all_of_them(
     assert ledger.session_totals["s299"].prompt == 300
     summary = UsageLedger(tmp_path / "usage").summarise(days=1)
     assert sum(t.calls for t in summary.by_day.values()) == 300
+
+
+async def test_each_guest_spends_at_most_its_share_and_a_restart_remembers_it(tmp_path: Path) -> None:
+    from lucidgate.gateway.model.usage import turn_role
+
+    folder = tmp_path / "usage"
+    ledger = UsageLedger(folder, role_budgets={"guest": 1000}, guest_share=0.25)
+    await ledger.start()
+    with turn_role("guest", "telegram:7"):
+        assert ledger.refusal() is None
+        ledger.record(job="turn", session_key="telegram:7", model="m", usage=Usage(200, 50))
+        refused = ledger.refusal()
+    assert refused is not None and "usage.guestShare" in refused and "resets at 00:00 UTC" in refused
+    with turn_role("guest", "telegram:8"):
+        assert ledger.refusal() is None  # another sender has a share of its own
+    await ledger.aclose()
+    again = UsageLedger(folder, role_budgets={"guest": 1000}, guest_share=0.25)
+    await again.start()  # a restart reads who spent what from the journal
+    assert again.guest_total("telegram:7") == 250
+    with turn_role("guest", "telegram:7"):
+        assert again.refusal() is not None
+    with turn_role("owner", "telegram:1"):
+        assert again.refusal() is None
+    await again.aclose()

@@ -8,6 +8,10 @@ same agent loop, access rules and transcripts apply.
 - Auth: ``Authorization: Bearer <channels.openai.token>`` (the webhook's integration token
   when that is empty), checked in constant time before the body is read. Callers are guests
   unless ``channels.openai.owner`` is true.
+- Limits: the webhook's (``channels.webhook.rateLimit*PerMin``), and the same buckets when both
+  endpoints run — per session id inside the credential's, per credential, and global — so the
+  integration token buys no more calls here than on ``/v1/messages``; over a limit is 429 with
+  ``Retry-After``. A guest's turns are paid from the credential's share of the guests' budget.
 - Session: ``X-Session-Id`` header, else the request's ``user`` field, else ``default``; the
   session key is ``openai:<id>``. The gateway keeps the history, so only the LAST user
   message of ``messages`` is new input; the rest of the client's list is ignored.
@@ -21,6 +25,7 @@ import asyncio
 import hmac
 import json
 import logging
+import math
 import re
 import time
 import uuid
@@ -34,14 +39,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from lucidgate.channels._ratelimit import DeliveryFailed
 from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
 from lucidgate.channels.messages import InboundMessage, OutboundMessage
-from lucidgate.channels.webhook.api import guarded_route
-from lucidgate.config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig
+from lucidgate.channels.webhook.api import WebhookRateLimits, guarded_route
+from lucidgate.channels.webhook.auth import TOKEN_SETTING, fingerprint, spender_of
+from lucidgate.config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig, WebhookConfig
 
 logger = logging.getLogger(__name__)
 
 CHANNEL = "openai"
 MODEL_ID = "lucidgate"
 CHUNK_CHARS = 200
+OWN_TOKEN_SETTING = "channels.openai.token"
 _SESSION_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
 
 
@@ -86,6 +93,8 @@ CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     **AUTH_RESPONSES,
     400: _doc("No user message with text, or a bad session id."),
     413: _doc("The body is larger than channels.openai.maxBodyBytes."),
+    429: _doc("Too many requests: for this session id, with this token or in all (the webhook's "
+              "rateLimitPerMin, rateLimitPerCredentialPerMin, rateLimitGlobalPerMin); see Retry-After."),
     502: _doc("The turn failed (the model provider failed); `error.message` says why."),
     504: _doc("No answer within channels.openai.waitTimeoutS; the answer stays in the session."),
 }
@@ -108,11 +117,19 @@ class OpenAIChannel:
 
     name = CHANNEL
 
-    def __init__(self, cfg: OpenAIApiConfig, bus: MessageBus, *, token: str) -> None:
+    def __init__(self, cfg: OpenAIApiConfig, bus: MessageBus, *, token: str,
+                 limits: WebhookRateLimits | None = None, token_setting: str = OWN_TOKEN_SETTING) -> None:
         self.cfg = cfg
         self.bus = bus
         self._token = token
+        self._token_fp = fingerprint(token)
+        self._spender = spender_of(token_setting)
+        self.intake_limits = limits or WebhookRateLimits.of(WebhookConfig())
         self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+
+    def share_intake_limits(self, limits: WebhookRateLimits) -> None:
+        """Count against ``limits`` (the webhook's buckets) instead of our own."""
+        self.intake_limits = limits
 
     def describe(self) -> str:
         role = "owner" if self.cfg.owner else "guest"
@@ -148,7 +165,7 @@ class OpenAIChannel:
             await self.bus.publish_inbound(InboundMessage(
                 channel=self.name, chat_id=session, sender_id=sender, text=text,
                 chat_type="private", message_id=message_id,
-                role="owner" if self.cfg.owner else "guest"))
+                role="owner" if self.cfg.owner else "guest", spender=self._spender))
         except BaseException:
             self._waiters.pop(message_id, None)
             raise
@@ -180,6 +197,12 @@ class OpenAIChannel:
             if not _SESSION_RE.match(session):
                 return openai_error(400, "the session id (X-Session-Id or `user`) must be 1-200 "
                                          "printable characters")
+            limited = self.intake_limits.take(self._token_fp, session)
+            if limited is not None:
+                wait_s, why = limited
+                return JSONResponse({"error": {"message": why, "type": "rate_limit_error", "param": None,
+                                               "code": "rate_limit_exceeded"}}, 429,
+                                    headers={"Retry-After": str(max(1, math.ceil(wait_s)))})
             last = next((m for m in reversed(body.messages) if m.role == "user"), None)
             text = _text_of(last).strip() if last is not None else ""
             if not text:
@@ -245,10 +268,11 @@ def create_openai_channel(config: Config, bus: MessageBus) -> OpenAIChannel | No
     cfg = config.channels.openai
     if not cfg.enabled:
         return None
-    token = cfg.token.get_secret_value()
+    token, setting = cfg.token.get_secret_value(), OWN_TOKEN_SETTING
     if not token and not cfg.owner:
-        token = config.channels.webhook.token.get_secret_value()
-    return OpenAIChannel(cfg, bus, token=token)
+        token, setting = config.channels.webhook.token.get_secret_value(), TOKEN_SETTING
+    return OpenAIChannel(cfg, bus, token=token, limits=WebhookRateLimits.of(config.channels.webhook),
+                         token_setting=setting)
 
 
 def build(config: Config, bus: MessageBus, *, workspace: object = None, commands: object = ()) -> OpenAIChannel:

@@ -27,6 +27,8 @@ from fastapi.security import HTTPBearer
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.types import Message, Receive
 
+from lucidgate.config.schema import WebhookConfig
+
 # An oversized body is read and dropped up to this much, so the client sees the 413.
 CHANNEL = "webhook"
 SHUTTING_DOWN = "the gateway is shutting down; try again in a moment"
@@ -194,6 +196,12 @@ class WebhookRateLimits:
              SenderRateLimiter(per_credential, clock=clock)),
             ("rateLimitGlobalPerMin", "all callers together", per_gateway, SenderRateLimiter(per_gateway, clock=clock)),
         )
+
+    @classmethod
+    def of(cls, cfg: WebhookConfig) -> WebhookRateLimits:
+        """The limits ``channels.webhook`` sets (they apply to every credential-taking endpoint)."""
+        return cls(per_sender=cfg.rate_limit_per_min, per_credential=cfg.rate_limit_per_credential_per_min,
+                   per_gateway=cfg.rate_limit_global_per_min)
 
     def take(self, credential_fp: str, sender_id: str) -> tuple[float, str] | None:
         """None when the message may pass (taken from every bucket), else (seconds to wait,

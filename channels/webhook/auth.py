@@ -45,6 +45,8 @@ Credential = Literal["admin", "owner", "integration"]
 
 ADMIN_SETTING = "channels.webhook.adminToken"
 OWNER_SETTING = "channels.webhook.ownerToken"
+TOKEN_SETTING = "channels.webhook.token"
+SETTING_OF: dict[Credential, str] = {"admin": ADMIN_SETTING, "owner": OWNER_SETTING, "integration": TOKEN_SETTING}
 SESSION_403 = (f"The integration token did not write to this chat (or it is an owner's chat); reading or "
                f"resetting it needs {ADMIN_SETTING} (or {OWNER_SETTING} for an owner's chat).")
 LIST_SCAN_LIMIT = 100_000  # sessions scanned to filter the integration token's own chats
@@ -66,6 +68,13 @@ CREATE TABLE IF NOT EXISTS chat_writers (
 
 def fingerprint(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def spender_of(setting: str) -> str:
+    """Who pays for the guest turns a credential starts: the credential itself, whatever sender
+    ids its caller names (``usage.guestShare`` is then one share per integration). Named by its
+    setting, never by anything derived from its value: usage journals are kept and backed up."""
+    return f"credential:{setting}"
 
 
 def classify(credential: str, *, token: str, admin_token: str, owner_token: str = "") -> Credential | None:

@@ -51,11 +51,13 @@ from lucidgate.channels.webhook.api import (
 )
 from lucidgate.channels.webhook.auth import (
     ChatLedger,
+    SETTING_OF,
     Credential,
     authorize,
     caller,
     owner_refusal,
     role_refusal,
+    spender_of,
 )
 from lucidgate.channels.webhook.callbacks import (
     CallbackPoster,
@@ -96,9 +98,7 @@ class WebhookChannel:
             secret=cfg.callback_secret.get_secret_value(), allow_hosts=cfg.callback_allow_hosts,
             timeout_s=cfg.callback_timeout_s, max_attempts=cfg.callback_max_attempts,
             backoff_s=cfg.callback_backoff_s)
-        self.limiter = WebhookRateLimits(per_sender=cfg.rate_limit_per_min,
-                                         per_credential=cfg.rate_limit_per_credential_per_min,
-                                         per_gateway=cfg.rate_limit_global_per_min)
+        self.intake_limits = WebhookRateLimits.of(cfg)
         self.ledger = ChatLedger(workspace / "state" / "webhook_chats.sqlite")
         self.previews = PreviewFeeds(bus.live_readers)  # `stream: true` requests, by message id
         self.intake = MessageIntake(bus, self.store, self.previews, wait_timeout_s=cfg.wait_timeout_s)
@@ -111,6 +111,10 @@ class WebhookChannel:
         callbacks = "" if self.cfg.callback_secret.get_secret_value() else \
             " (callbacks off: channels.webhook.callbackSecret is empty)"
         return "enabled — POST /v1/messages" + callbacks
+
+    def share_intake_limits(self, limits: WebhookRateLimits) -> None:
+        """Count against ``limits`` (shared with the OpenAI endpoint) instead of our own."""
+        self.intake_limits = limits
 
     def bind_sessions(self, view: SessionsView) -> None:
         self._sessions = view
@@ -249,7 +253,7 @@ class WebhookChannel:
     async def _post_message(self, body: MessageRequest, request: Request) -> Response:
         if not self.bus.accepting:
             return error_response(503, SHUTTING_DOWN)
-        limited = self.limiter.take(self.caller_of(request)[1], body.sender_id)
+        limited = self.intake_limits.take(self.caller_of(request)[1], body.sender_id)
         if limited is not None:
             wait_s, why = limited
             return error_response(429, why, headers={"Retry-After": str(max(1, math.ceil(wait_s)))})
@@ -263,7 +267,7 @@ class WebhookChannel:
         role = self.admit(request, body.sender_id)
         if isinstance(role, Response):
             return role
-        _, token_fp = self.caller_of(request)
+        kind, token_fp = self.caller_of(request)
         claimed = await asyncio.to_thread(self.ledger.claim, body.chat_id, role, token_fp)
         if claimed != role:
             logger.warning("webhook: refused a %s message into %s's chat %s", role, claimed, body.chat_id)
@@ -275,7 +279,8 @@ class WebhookChannel:
                                                "msg": reason, "input": body.callback_url}])
         return await self.intake.submit(request, body.chat_id, body.sender_id, body.text, role=role,
                                         idem_key=body.idempotency_key, callback_url=body.callback_url,
-                                        wait=body.wait, stream=body.stream)
+                                        wait=body.wait, stream=body.stream,
+                                        spender=spender_of(SETTING_OF[kind]))
 
     async def _callback_refusal(self, url: str) -> str | None:
         if not self.cfg.callback_secret.get_secret_value():

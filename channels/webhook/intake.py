@@ -76,7 +76,7 @@ class MessageIntake:
 
     async def submit(self, request: Request, chat_id: str, sender_id: str, text: str, *, role: Role,
                      idem_key: str | None, callback_url: str | None, wait: bool,
-                     stream: bool = False) -> Response:
+                     stream: bool = False, spender: str | None = None) -> Response:
         session = f"{CHANNEL}:{chat_id}"
         message_id = uuid.uuid4().hex
         fingerprint = request_fingerprint(chat_id, sender_id, text)
@@ -91,7 +91,7 @@ class MessageIntake:
         fut = self._add_waiter(message_id) if wait else None
         feed = self.previews.open(message_id) if stream else None  # before the turn can start
         msg = InboundMessage(channel=CHANNEL, chat_id=chat_id, sender_id=sender_id, text=text,
-                             chat_type="private", message_id=message_id, role=role)
+                             chat_type="private", message_id=message_id, role=role, spender=spender)
         try:
             await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
         except BusClosed:

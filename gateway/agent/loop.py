@@ -212,7 +212,7 @@ class AgentLoop:
             session_key=msg.session_key, channel=msg.channel, chat_id=msg.chat_id,
             sender_id=msg.sender_id, role=role,
             chat_type=msg.chat_type, workspace=self.config.workspace, thread_id=msg.thread_id,
-            message_id=msg.message_id,
+            message_id=msg.message_id, spender=msg.spender,
         )
 
     async def _handle(self, delivery: Delivery) -> None:
@@ -310,7 +310,7 @@ class AgentLoop:
 
     async def _turn_body(self, session: Session, ctx: TurnContext, budget: int | None = None,
                          reply_to: str | None = None) -> str:
-        with turn_role(ctx.role):  # this task's model calls count against the role's daily budget
+        with turn_role(ctx.role, ctx.payer):  # this task's model calls count against the role's budget
             return await self._turn_steps(session, ctx, budget, reply_to)
 
     async def _turn_steps(self, session: Session, ctx: TurnContext, budget: int | None,

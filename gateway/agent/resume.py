@@ -42,11 +42,13 @@ def resumed_message(config: Config, session: Session, origin: SessionRef) -> Inb
     """The message whose turn ``session`` left pending, as it was admitted."""
     last_user = last_user_line(session)
     message_id = last_user.get("message_id")
+    spender = last_user.get("spender")
     return InboundMessage(
         channel=origin.channel, chat_id=origin.chat_id, sender_id=str(last_user.get("sender_id", "")),
         text="", chat_type=origin.chat_type, thread_id=origin.thread_id,
         message_id=str(message_id) if message_id is not None else None, task=task_of(last_user),
-        role=line_role(config, origin.channel, last_user))
+        role=line_role(config, origin.channel, last_user),
+        spender=spender if isinstance(spender, str) else None)
 
 
 class TurnResumer:

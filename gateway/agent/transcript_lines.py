@@ -28,6 +28,8 @@ def user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
             line["task_budget"] = msg.task.token_budget
     if msg.message_id is not None:
         line["message_id"] = msg.message_id
+    if msg.spender is not None:  # who pays, so a resumed turn spends the same guest's share
+        line["spender"] = msg.spender
     if receipt is not None:
         line["inbox"] = receipt
     return line

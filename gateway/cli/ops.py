@@ -104,6 +104,10 @@ def backup(
         raise typer.Exit(1) from None
     note = "secrets included: keep it private" if with_secrets else "secrets left out (add --with-secrets to keep them)"
     console.print(f"wrote {target} ({manifest['files']} files; {note})", markup=False)
+    if manifest.get("not_taken"):
+        console.print(f"not in it: {', '.join(manifest['not_taken'])} (a backup holds memory, transcripts, "
+                      "skills, usage and media; never the gateway's state or a channel's login — copy "
+                      "anything else yourself)", markup=False)
 
 
 def restore(
@@ -123,6 +127,8 @@ def restore(
     for left in manifest.get("left_out", []):
         console.print(f"left out {left}: a restore never unpacks a repository or the gateway's state "
                       "(pairings, owner sessions, jobs); re-pair and re-create reminders", markup=False)
+    console.print("a backup holds no channel login: each channel will log in again at the first start "
+                  "(with the token or password in the config)", markup=False)
     for warning in manifest.get("warnings", []):
         err_console.print(f"warning: {warning}", markup=False)
     if not manifest.get("secrets"):

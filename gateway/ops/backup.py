@@ -4,17 +4,22 @@ What goes in (a ``.tar.gz``):
 
 - ``config.json`` — with every secret blanked unless ``include_secrets`` (an archive
   tends to travel: to another disk, a cloud drive, a chat with support);
-- ``workspace/`` — memory files, transcripts, history, skills, the gateway's state;
+- ``workspace/`` — what the assistant *is*, chosen by an allow-list (``TAKEN``): the prompt
+  files, memory (notes, history, its archive), transcripts, skills, the usage ledger and the
+  chats' media. Everything else in the workspace is left out and listed in the manifest:
+  ``state/`` above all, where channels keep their live sessions (a Matrix access token, the
+  local API token, console login links, webhook credential records) — a new kind of
+  credential file must never ride along just because nobody thought to exclude it. A restore
+  therefore logs every channel in again;
 - ``memory.bundle`` — the memory git history as a ``git bundle`` (never the ``.git`` folder:
   a repository's config and hooks run commands wherever it is unpacked);
 - ``manifest.json`` — version, time, what was left out.
 
-Consistency while the gateway runs: every ``*.sqlite`` store is copied with SQLite's
-online backup API (a transactionally consistent snapshot, whatever is writing), the
-memory history is bundled under ``memory/.git.lock`` (the lock every git change takes),
-and JSONL files are append-only, so at worst the last line is cut and the
-loaders already drop a torn tail. Left out: rebuildable indexes, the workspace lock,
-the per-start local API token, SQLite sidecar files and temp files.
+Consistency while the gateway runs: a ``*.sqlite`` store among the taken files would be
+copied with SQLite's online backup API, the memory history is bundled under
+``memory/.git.lock`` (the lock every git change takes), and JSONL files are append-only, so
+at worst the last line is cut and the loaders already drop a torn tail. Inside the taken
+folders, rebuildable indexes, locks, SQLite sidecars, temp files and links are skipped.
 
 Restore goes into an empty (or new) directory, never over live data: ``config.json``
 there points at ``workspace/`` there. It runs nothing from the archive: ``workspace/.git/``
@@ -31,6 +36,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import tarfile
 import tempfile
 import time
@@ -46,12 +52,15 @@ from lucidgate.config.schema import Config
 from lucidgate.memory.gitstore import GitStore
 
 FORMAT = 1
-# Never archived: rebuilt on demand, per-process (locks, the local API's token), a half-written
-# temp file, the process's own logs, or one-time console login links (a restored backup must
-# not carry a working login).
-_SKIP_NAMES = {"gateway.lock", ".git.lock", "local.json", "console_links.json"}
+# The only workspace entries a backup takes (top-level names): the prompt files, memory,
+# transcripts, skills, the usage ledger and the chats' media. None of them is where a channel
+# or the gateway keeps a credential.
+TAKEN_FILES = frozenset({"AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "HEARTBEAT.md"})
+TAKEN_FOLDERS = frozenset({"memory", "sessions", "skills", "usage", "media"})
+# Inside the taken folders, still skipped: rebuildable indexes, locks, SQLite sidecars and
+# half-written temp files.
 _SKIP = re.compile(r"(^|/)(index|indexes)(/|$)|(^|/)[^/]*index[^/]*\.(sqlite|db)$|"
-                   r"\.(sqlite|db)-(wal|shm|journal)$|\.tmp$|(^|/)\.readyz\.|\.lock$|^logs(/|$)")
+                   r"\.(sqlite|db)-(wal|shm|journal)$|\.tmp$|(^|/)\.readyz\.|\.lock$")
 _SQLITE = re.compile(r"\.(sqlite|db)$")
 
 
@@ -81,8 +90,12 @@ def _blank_secrets(node: Any, keys: set[str]) -> Any:
     return node
 
 
-def _skipped(rel: str) -> bool:
-    return Path(rel).name in _SKIP_NAMES or bool(_SKIP.search(rel))
+def taken(rel: str) -> bool:
+    """Whether the workspace file at ``rel`` (POSIX, relative) belongs in a backup."""
+    top, _, rest = rel.partition("/")
+    if not rest:
+        return top in TAKEN_FILES
+    return top in TAKEN_FOLDERS and not _SKIP.search(rel)
 
 
 def _sqlite_snapshot(path: Path) -> bytes:
@@ -103,6 +116,25 @@ def _walk(root: Path) -> Iterator[Path]:
             yield Path(dirpath) / name
 
 
+def _candidates(workspace: Path, not_taken: list[str]) -> Iterator[Path]:
+    """The files of the taken entries (walked without following links); every other top-level
+    entry is named in ``not_taken`` (the memory repository goes in as a bundle instead)."""
+    for entry in sorted(workspace.iterdir()):
+        if entry.name in TAKEN_FOLDERS and entry.is_dir() and not entry.is_symlink():
+            yield from _walk(entry)
+        elif entry.name in TAKEN_FILES:
+            yield entry
+        elif entry.name != ".git":
+            not_taken.append(entry.name + ("/" if entry.is_dir() and not entry.is_symlink() else ""))
+
+
+def _plain(path: Path) -> bool:
+    """A regular file with one name: a link (symbolic or hard) may be another name for a file
+    a backup leaves out."""
+    info = path.lstat()
+    return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
+
+
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float | None = None) -> None:
     info = tarfile.TarInfo(name)
     info.size = len(data)
@@ -119,6 +151,7 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     skipped: list[str] = []
+    not_taken: list[str] = []
     files = 0
     try:
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
@@ -127,12 +160,9 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
                 if not include_secrets:
                     document = _blank_secrets(document, secret_keys())
                 _add_bytes(tar, "config.json", (json.dumps(document, indent=2) + "\n").encode())
-            git_dir = workspace / ".git"
-            for path in _walk(workspace):
+            for path in _candidates(workspace, not_taken):
                 rel = path.relative_to(workspace).as_posix()
-                if path.is_relative_to(git_dir):
-                    continue  # below, under the git lock
-                if _skipped(rel) or not path.is_file() or path.is_symlink():
+                if not taken(rel) or not _plain(path):
                     skipped.append(rel)
                     continue
                 data = _sqlite_snapshot(path) if _SQLITE.search(rel) else path.read_bytes()
@@ -143,7 +173,7 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
                 if GitStore(workspace).bundle(bundle):  # under the git lock: a consistent history
                     _add_bytes(tar, "memory.bundle", bundle.read_bytes())
             manifest = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                        "secrets": include_secrets, "files": files, "skipped": skipped,
+                        "secrets": include_secrets, "files": files, "skipped": skipped, "not_taken": not_taken,
                         "workspace": str(workspace), "config": str(config_path)}
             _add_bytes(tar, "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
             raw.flush()

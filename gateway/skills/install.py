@@ -7,11 +7,18 @@ network. The skill is validated before anything is written: frontmatter that par
 into a temporary folder with every member checked (no absolute paths, no ``..``, no links,
 no devices, a size cap), and the result is moved into ``workspace/skills/<name>`` in one
 rename. An existing skill of that name is replaced only with ``force``.
+
+A folder is held to the same rule as an archive: a symbolic link anywhere inside it, a file
+hard-linked to something outside it, or a device, FIFO or socket refuses the install. Skills
+are readable by guests and land in the system prompt, so copying what a link points at
+(``notes.md -> ~/.lucidgate/config.json``) would publish the owner's credentials.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import zipfile
@@ -68,8 +75,7 @@ def install(source: Path, workspace: Path, *, force: bool = False) -> Installed:
     with tempfile.TemporaryDirectory(dir=skills_dir, prefix=".install-") as tmp:
         staging = Path(tmp) / "skill"
         if source.is_dir():
-            shutil.copytree(source, staging, symlinks=False,
-                            ignore=shutil.ignore_patterns(".git", "__pycache__"))
+            _copy_folder(source, staging)
         else:
             _unpack(source, Path(tmp) / "unpacked")
             _single_skill_folder(Path(tmp) / "unpacked").rename(staging)
@@ -85,6 +91,73 @@ def install(source: Path, workspace: Path, *, force: bool = False) -> Installed:
     installed = parse_skill(target / "SKILL.md")
     assert installed is not None
     return Installed(installed, replaced)
+
+
+_NOT_COPIED = frozenset({".git", "__pycache__"})
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _plain_tree(source: Path) -> tuple[list[Path], dict[Path, tuple[int, int]]]:
+    """The folders and files below ``source`` (relative), or ``SkillInstallError`` naming the
+    first link or special file. ``.git`` and ``__pycache__`` are left out unread. Files come
+    with their (device, inode), for the check on the open descriptor."""
+    folders: list[Path] = []
+    files: dict[Path, tuple[int, int]] = {}
+    names: dict[tuple[int, int], int] = {}
+    hard: dict[tuple[int, int], tuple[Path, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(source, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if d not in _NOT_COPIED)
+        for name in [*dirnames, *sorted(filenames)]:
+            rel = (here / name).relative_to(source)
+            info = (here / name).lstat()
+            if stat.S_ISLNK(info.st_mode):
+                raise SkillInstallError(f"{source} has a symbolic link {rel.as_posix()!r}; links are never "
+                                        "installed (replace it with the file itself)")
+            if stat.S_ISDIR(info.st_mode):
+                folders.append(rel)
+            elif not stat.S_ISREG(info.st_mode):
+                raise SkillInstallError(f"{source} has a special file {rel.as_posix()!r} (a device, FIFO or "
+                                        "socket); only plain files are installed")
+            else:
+                inode = (info.st_dev, info.st_ino)
+                files[rel] = inode
+                names[inode] = names.get(inode, 0) + 1
+                hard[inode] = (rel, info.st_nlink)
+    for inode, (rel, links) in hard.items():
+        if links > names[inode]:
+            raise SkillInstallError(f"{source} has {rel.as_posix()!r}, a hard link to a file outside the "
+                                    "folder; copy the file in instead of linking it")
+    return folders, files
+
+
+def _copy_folder(source: Path, staging: Path) -> None:
+    """Copy the plain files of ``source`` into ``staging`` (new); links refuse the install.
+
+    Each file is opened without following links and checked again on the open descriptor, so
+    a file swapped for a link between the walk and the read is refused too."""
+    folders, files = _plain_tree(source)
+    staging.mkdir()
+    for rel in folders:
+        (staging / rel).mkdir()
+    total = 0
+    for rel, inode in files.items():
+        try:
+            fd = os.open(source / rel, _OPEN_FLAGS)
+        except OSError as exc:
+            raise SkillInstallError(f"{source}: {rel.as_posix()!r} cannot be opened safely "
+                                    f"({exc.strerror})") from None
+        with os.fdopen(fd, "rb") as src:
+            info = os.fstat(src.fileno())
+            if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != inode:
+                raise SkillInstallError(f"{source}: {rel.as_posix()!r} changed into a link or a special "
+                                        "file while it was copied")
+            total += info.st_size
+            if total > MAX_UNPACKED_BYTES:
+                raise SkillInstallError(f"{source} holds more than 50 MB")
+            with open(staging / rel, "wb") as out:
+                shutil.copyfileobj(src, out)
+        os.chmod(staging / rel, stat.S_IMODE(info.st_mode) & 0o755)
 
 
 def _single_skill_folder(root: Path) -> Path:

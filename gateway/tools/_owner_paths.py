@@ -7,9 +7,11 @@ symlinks are resolved, so no spelling, link or case variant gets around it; ``ex
 ``message`` are owner-only tools that no grant can give another role. The README's security
 section prints ``markdown_table()``, and a test keeps the two identical.
 
-Why these: the prompt files and skills land in the owner's system prompt, ``.gitignore`` and
-``.git`` decide what memory commits do (a hook runs code), ``gateway.lock`` keeps a second
-gateway off the workspace, and state, transcripts and databases are the gateway's own.
+Why these: the prompt files and skills land in the owner's system prompt, ``.git`` and the git
+control files (``.gitignore``, ``.gitattributes``, ``.gitmodules``, ``.mailmap`` — in any folder,
+since git reads each folder's own) decide what memory commits record and how they are encoded
+(a hook runs code), ``gateway.lock`` keeps a second gateway off the workspace, and state,
+transcripts and databases are the gateway's own.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ DATABASE_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal",
 
 @dataclass(frozen=True, slots=True)
 class OwnerPath:
-    """One row: ``pattern`` as printed (``NAME``, ``folder/**`` or ``**/*.sqlite``)."""
+    """One row: ``pattern`` as printed (``NAME``, ``folder/**``, ``**/NAME`` or ``**/*.sqlite``)."""
 
     pattern: str
     others_read: bool  # other roles may read it (it is in their prompt anyway, or harmless)
@@ -38,6 +40,8 @@ class OwnerPath:
             return False
         if self.pattern.startswith("**/*"):
             return parts[-1].endswith(DATABASE_SUFFIXES)
+        if self.pattern.startswith("**/"):  # that name in any folder
+            return parts[-1] == self.pattern[3:].casefold()
         if self.pattern.endswith("/**"):
             return parts[0] == self.pattern[:-3].casefold()
         return parts == (self.pattern.casefold(),)
@@ -53,7 +57,10 @@ OWNER_ONLY: tuple[OwnerPath, ...] = (
     OwnerPath("memory/**", False, "the owner's memory, notes and history",
               "every tool; history is written only by the memory pipeline"),
     OwnerPath("skills/**", True, "skills are listed in (and loaded into) the system prompt"),
-    OwnerPath(".gitignore", True, "decides what memory commits record"),
+    OwnerPath("**/.gitignore", True, "decides what memory commits record"),
+    OwnerPath("**/.gitattributes", True, "decides how memory files are encoded, filtered and diffed"),
+    OwnerPath("**/.gitmodules", True, "a git control file (submodules)"),
+    OwnerPath("**/.mailmap", True, "a git control file (who wrote the memory history)"),
     OwnerPath(".git/**", False, "the memory version store (hooks and config run code)", _EXEC_ONLY),
     OwnerPath("gateway.lock", False, "keeps a second gateway off this workspace"),
     OwnerPath("state/**", False, "pairing codes, routing, the outbox and reminders", _EXEC_ONLY),

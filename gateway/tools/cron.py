@@ -79,7 +79,7 @@ class CronTool:
             session_key=ctx.session_key, target=ctx.target, text=(params.task if is_task else params.text) or "",
             at=params.at, every=params.every, cron=params.cron,
             purpose="task" if is_task else "reminder", creator_id=ctx.sender_id,
-            creator_role=ctx.role, chat_type=ctx.chat_type)
+            creator_role=ctx.role, chat_type=ctx.chat_type, creator_spender=ctx.spender)
         tz = self.service.tz
         when = describe(entry.kind, entry.spec, tz)
         line = f"{entry.label.capitalize()} set ({when}): {entry.text}"

@@ -27,6 +27,7 @@ class TurnContext:
     thread_id: str | None = None
     message_id: str | None = None
     silent: bool = False  # a turn whose answer nobody is sent (the memory flush)
+    spender: str | None = None  # who pays for a guest's turn when not its sender (a credential)
 
     @property
     def is_owner(self) -> bool:
@@ -36,6 +37,11 @@ class TurnContext:
     def is_owner_private(self) -> bool:
         """The owner in a one-to-one chat: the only place USER.md and MEMORY.md appear."""
         return self.role == "owner" and self.chat_type == "private"
+
+    @property
+    def payer(self) -> str:
+        """Whose share of the guests' daily budget this turn spends."""
+        return self.spender or f"{self.channel}:{self.sender_id}"
 
     @property
     def target(self) -> Target:

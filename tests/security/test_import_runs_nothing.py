@@ -136,15 +136,18 @@ def test_restore_rebuilds_history_from_the_bundle_and_skips_git_and_state(tmp_pa
     run(["backup", "--config", str(config), "--out", str(out)])
     with tarfile.open(out) as tar:
         names = tar.getnames()
-    assert "memory.bundle" in names and not any(n.startswith("workspace/.git/") for n in names)
+    assert "memory.bundle" in names and not any(n.startswith(("workspace/.git/", "workspace/state")) for n in names)
     # Someone slips a poisoned repository and state into the archive.
     staged = tmp_path / "poisoned" / "workspace"
     poison(staged, marks)
+    (staged / "state").mkdir()
+    (staged / "state" / "pairing.json").write_text(json.dumps({"approved": {"telegram": ["666"]}}))
     hostile = tmp_path / "hostile-backup.tar.gz"
     with tarfile.open(out) as src, tarfile.open(hostile, "w:gz") as dst:
         for member in src.getmembers():
             dst.addfile(member, src.extractfile(member) if member.isfile() else None)
         dst.add(staged / ".git", arcname="workspace/.git")
+        dst.add(staged / "state", arcname="workspace/state")
     restored_out = run(["restore", str(hostile), "--to", str(tmp_path / "r")])
     assert "left out workspace/.git/" in restored_out and "left out workspace/state/" in restored_out, restored_out
     restored = tmp_path / "r" / "workspace"

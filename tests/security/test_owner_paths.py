@@ -48,7 +48,7 @@ WRITES = [
     "Skills/evil2/SKILL.md", ".gitignore", ".git/hooks/post-commit", ".git/config", "gateway.lock",
     "state/owner_sessions.json", "sessions/webhook_victim.jsonl", "memory/index.sqlite",
     "state/outbox.sqlite", "notes/cache.db", "notes/soul-link", "USER.md", "memory/MEMORY.md",
-    "usage/ledger.jsonl",
+    "usage/ledger.jsonl", ".gitattributes", "notes/.GitAttributes", ".gitmodules", "notes/.mailmap",
 ]
 EDITS = {"SOUL.md": "Calm", "AGENTS.md": "careful", "TOOLS.md": "well", ".gitignore": "*.tmp",
          "skills/tea/SKILL.md": "Boil", "gateway.lock": "12345", "HEARTBEAT.md": "mail"}
