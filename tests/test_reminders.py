@@ -136,7 +136,7 @@ async def test_one_shot_missed_beyond_grace_is_reported_not_lost_not_repeated(
     now = datetime.now(UTC)
     store.add(session_key="cli:7", channel="cli", chat_id="7", thread_id=None, kind="at",
               spec=(now - timedelta(hours=3)).isoformat(), text="pay rent", created_at=now - timedelta(days=1))
-    with caplog.at_level(logging.WARNING, logger="scheduler"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.scheduler"):
         async with running(config) as (gw, ch, service):
             await until(lambda: len(texts(ch)) >= 1)
             await until(lambda: nothing_scheduled(service))
@@ -307,7 +307,7 @@ async def test_reminder_for_a_channel_not_running_is_kept(
     now = datetime.now(UTC)
     store.add(session_key="telegram:5", channel="telegram", chat_id="5", thread_id=None, kind="at",
               spec=(now - timedelta(minutes=1)).isoformat(), text="feed cat", created_at=now - timedelta(hours=1))
-    with caplog.at_level(logging.INFO, logger="scheduler"):
+    with caplog.at_level(logging.INFO, logger="lucidgate.scheduler"):
         async with running(config) as (gw, ch, service):
             await until(lambda: "not running here; kept" in caplog.text)
             assert "0 reminder(s) scheduled" in service.status_line()
