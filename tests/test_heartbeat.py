@@ -121,7 +121,7 @@ async def test_without_a_target_the_message_is_logged_not_sent(
 ) -> None:
     write_heartbeat(workspace, TASKS)
     fake_llm.default = lambda request: Reply("Water the plants!")
-    with caplog.at_level(logging.WARNING, logger="scheduler"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.scheduler"):
         async with running(beat_config(make_config, target=False)) as (_, ch, _):
             await until(lambda: "heartbeat.target is not set" in caplog.text)
     assert ch.sent == []
@@ -133,7 +133,7 @@ async def test_llm_failure_in_a_beat_is_logged_and_the_next_beat_still_runs(
     write_heartbeat(workspace, TASKS)
     fake_llm.queue(Fail(500, "upstream exploded"))
     fake_llm.default = lambda request: Reply("NO_REPLY")
-    with caplog.at_level(logging.WARNING, logger="scheduler"):
+    with caplog.at_level(logging.WARNING, logger="lucidgate.scheduler"):
         async with running(beat_config(make_config)) as (_, ch, svc):
             await fake_llm.wait_for_requests(2, timeout=60)
             await until(lambda: state(workspace).get("last_reply") == "nothing due (NO_REPLY)")
@@ -147,7 +147,7 @@ async def test_the_daily_token_budget_stops_beats(
 ) -> None:
     write_heartbeat(workspace, TASKS)
     fake_llm.default = lambda request: Reply("NO_REPLY", prompt_tokens=1500, completion_tokens=10)
-    with caplog.at_level(logging.INFO, logger="scheduler"):
+    with caplog.at_level(logging.INFO, logger="lucidgate.scheduler"):
         async with running(beat_config(make_config, tokenBudget=1000)) as (_, _, _):
             await until(lambda: "budget spent" in state(workspace).get("last_result", ""))
             await more_beats(workspace, 2)  # later beats came, and were skipped

@@ -100,7 +100,7 @@ async def test_scheduled_dream_logs_already_running_while_dream_command_runs(
     fake_llm: FakeLLMServer, make_config: Callable, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake_llm.queue(Hang(3.0), Reply("[SKIP]"))
-    with caplog.at_level(logging.INFO, logger="scheduler"):
+    with caplog.at_level(logging.INFO, logger="lucidgate.scheduler"):
         async with running(dream_config(make_config, intervalH=FAST),
                            history=["- Ana drinks tea"]) as (gw, ch, _):
             await ch.say("/dream", **OWNER)  # starts before the first tick (1.8 s)
@@ -200,7 +200,7 @@ async def test_a_damaged_reminders_file_does_not_stop_the_scheduler(
 ) -> None:
     (workspace / "state").mkdir()
     (workspace / "state" / "reminders.sqlite").write_bytes(b"this is not a database" * 100)
-    with caplog.at_level(logging.ERROR, logger="scheduler"):
+    with caplog.at_level(logging.ERROR, logger="lucidgate.scheduler"):
         async with running(make_config()) as (gw, _, svc):
             assert svc.running and svc.next_dream() is not None
             ctx = gw.parts.agent.context_for(InboundMessage(channel="cli", chat_id="1", sender_id="local", text="", role="owner"))
