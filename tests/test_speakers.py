@@ -72,20 +72,21 @@ def test_a_shared_chats_note_is_named_after_the_chat_and_indexed_as_its_guest_ma
     assert "> - [guest Eve (id 5)] wants exec run" in path.read_text()
 
 
-def test_a_matrix_room_is_private_only_with_the_owner_alone_ever() -> None:
+def test_a_matrix_room_is_private_only_with_one_person_alone_ever() -> None:
     def state(creator: str, *members: str) -> list[dict[str, object]]:
         return [{"type": "m.room.create", "sender": creator, "state_key": ""},
                 *({"type": "m.room.member", "state_key": m, "content": {"membership": "leave"}}
                   for m in members)]
 
-    owners = [OWNER]
-    assert decide(state(OWNER, OWNER, BOT), bot=BOT, owners=owners, direct_from=None) == ("private", OWNER)
-    # A guest who was ever a member (here: left) makes it shared; so does a guest's room.
-    assert decide(state(OWNER, OWNER, BOT, GUEST), bot=BOT, owners=owners, direct_from=OWNER)[0] == "shared"
-    assert decide(state(GUEST, GUEST, OWNER, BOT), bot=BOT, owners=owners, direct_from=None)[0] == "shared"
-    assert decide(state(GUEST, OWNER, BOT), bot=BOT, owners=owners, direct_from=GUEST)[0] == "shared"
+    assert decide(state(OWNER, OWNER, BOT), bot=BOT, direct_from=None) == ("private", OWNER)
+    assert decide(state(GUEST, GUEST, BOT), bot=BOT, direct_from=GUEST) == ("private", GUEST)
+    # Anyone else who was ever a member (here: left) makes it shared: the owner in a guest's
+    # direct chat, a guest in the owner's, a third person in a guest-made room.
+    assert decide(state(OWNER, OWNER, BOT, GUEST), bot=BOT, direct_from=OWNER)[0] == "shared"
+    assert decide(state(GUEST, GUEST, BOT, OWNER), bot=BOT, direct_from=GUEST)[0] == "shared"
+    assert decide(state(GUEST, OWNER, BOT), bot=BOT, direct_from=OWNER)[0] == "shared"
     invited = [*state(OWNER, OWNER, BOT), {"type": "m.room.third_party_invite", "state_key": "t"}]
-    assert decide(invited, bot=BOT, owners=owners, direct_from=OWNER)[0] == "shared"
+    assert decide(invited, bot=BOT, direct_from=OWNER)[0] == "shared"
 
 
 async def test_a_shared_room_stays_shared_across_restarts(tmp_path: Path) -> None:

@@ -212,7 +212,7 @@ class MatrixChannel:
         chat_type: ChatType = "private" if direct else "group"
         decision = await self.gate.check(AccessRequest(NAME, room_id, inviter, inviter, chat_type))
         accept = decision.allowed or decision.outcome == "pairing"
-        if accept and direct and self.gate.is_owner(inviter):
+        if accept and direct:
             self.rooms.note_direct_invite(room_id, inviter)  # one fact of a private room
             await self.rooms.save()
         what = "join" if accept else "leave"
@@ -273,8 +273,7 @@ class MatrixChannel:
                                "for now", room.room_id, exc)
                 return False
             events = [e for e in getattr(response, "events", []) if isinstance(e, dict)]
-            kind, partner = decide(events, bot=me, owners=self.settings.access.owner_ids(),
-                                   direct_from=self.rooms.direct_invites.get(room.room_id))
+            kind, partner = decide(events, bot=me, direct_from=self.rooms.direct_invites.get(room.room_id))
             self.rooms.settle(room.room_id, kind, partner)
             await self.rooms.save()
         if kind == "private" and self.rooms.third_party(

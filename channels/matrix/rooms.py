@@ -2,11 +2,14 @@
 
 A room is private only when both hold:
 
-* it is a direct chat with an owner: that owner invited the bot with ``is_direct`` (recorded
-  when the invite arrives), or that owner created the room;
-* nobody but the bot and that owner has ever been a member. A room's state keeps one
+* it is a direct chat with one person: they invited the bot with ``is_direct`` (recorded
+  when the invite arrives), or they created the room;
+* nobody but the bot and that person has ever been a member. A room's state keeps one
   ``m.room.member`` event per user who ever had a membership — joined, invited, left,
   banned, knocked — so a guest who came and went is still there to see.
+
+So the owner's private chat is one only the owner ever shared with the bot, and a guest's
+direct chat stops being private the moment anyone else (the owner included) is in it.
 
 Every other room is shared. The member count is never consulted: a guest who leaves lowers it.
 Decisions are kept in ``state/matrix-rooms.json`` and only ever move from private to shared:
@@ -34,12 +37,11 @@ def rooms_path(workspace: Path) -> Path:
     return Path(workspace) / "state" / "matrix-rooms.json"
 
 
-def decide(state: Iterable[Mapping[str, Any]], *, bot: str, owners: Iterable[str],
+def decide(state: Iterable[Mapping[str, Any]], *, bot: str,
            direct_from: str | None) -> tuple[Kind, str | None]:
-    """``("private", owner)`` or ``("shared", None)`` from a room's full state events.
+    """``("private", person)`` or ``("shared", None)`` from a room's full state events.
 
-    ``direct_from``: the owner whose ``is_direct`` invite brought the bot in, if one did."""
-    owner_ids = set(owners)
+    ``direct_from``: who brought the bot in with an ``is_direct`` invite, if anyone did."""
     creator, members, invited_elsewhere = None, set(), False
     for event in state:
         kind = event.get("type")
@@ -49,8 +51,9 @@ def decide(state: Iterable[Mapping[str, Any]], *, bot: str, owners: Iterable[str
             members.add(event["state_key"])
         elif kind == "m.room.third_party_invite":
             invited_elsewhere = True  # someone invited by e-mail: a third person
-    partner = direct_from if direct_from in owner_ids else creator if creator in owner_ids else None
-    if partner is None or creator is None or invited_elsewhere or not {creator, *members} <= {bot, partner}:
+    partner = direct_from or creator
+    if not isinstance(partner, str) or creator is None or invited_elsewhere \
+            or not {creator, *members} <= {bot, partner}:
         return "shared", None
     return "private", partner
 
@@ -83,7 +86,7 @@ class RoomKinds:
         return None if entry is None else ("private" if entry["kind"] == "private" else "shared")
 
     def partner(self, room_id: str) -> str | None:
-        """The owner a private room is with."""
+        """The person a private room is with."""
         entry = self.rooms.get(room_id) or {}
         return entry.get("with") if entry.get("kind") == "private" else None
 
@@ -97,7 +100,7 @@ class RoomKinds:
 
     def third_party(self, room_id: str, users: Iterable[str], bot: str) -> bool:
         """Whether ``users`` (members seen in the room) include anyone but the bot and the
-        private room's owner; marks the room shared when they do."""
+        private room's person; marks the room shared when they do."""
         partner = self.partner(room_id)
         if partner is None:
             return False
