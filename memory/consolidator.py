@@ -19,7 +19,9 @@ Provenance: every history entry records where its chunk came from (channel, chat
 and whether it is the owner's), computed by ``provenance`` — the composition root knows
 who the owners are; memory does not. Dream lets only owner-private entries change the
 long-term files (``memory/dream.py``). Without a ``provenance`` callable the channel and
-chat type come from the session's origin and ``owner`` stays unrecorded.
+chat type come from the session's origin and ``owner`` stays unrecorded. A shared chat's chunk
+goes to the summariser with each line's speaker (``memory.speakers``), and its entry records
+the ``speakers``, so the summary never turns a guest's words into the owner's.
 
 Events for metrics (``on_event``): ``"archived"`` per chunk summarised by the LLM
 (including a "(nothing)" answer), ``"raw_fallback"`` per chunk archived as ``[RAW]``,
