@@ -183,3 +183,34 @@ async def test_recall_in_a_group_labels_guest_text_and_never_reaches_the_owners_
     assert "[guest Eve (id g1)]: the Gazelle bike chain check is due" in recalled
     private = json.dumps(fake_llm.requests[1])
     assert "chain check is due" not in private and "4711" in private
+
+
+async def test_a_chat_once_shared_is_never_taken_for_the_owners_private_chat_again(
+        fake_llm: FakeLLMServer, make_config: Callable[..., Config], workspace: Path) -> None:
+    """Whatever a channel says later, a session that was shared stays shared: no memory files,
+    no place among the owner's private chats; one that was private becomes shared at the first
+    shared message, and leaves the owner's private chats."""
+    (workspace / "memory").mkdir(parents=True, exist_ok=True)
+    (workspace / "memory" / "MEMORY.md").write_text("# Memory\n\n- the owner's cat is Miso\n")
+    gw = build_gateway(make_config(agents={"defaults": {"memory": {"autoRecall": False}}}))
+    ch = FakeChannel(gw.parts.bus, name="fake", owners=("boss",))
+    gw.add_channel("fake", ch)
+    fake_llm.queue(*(Reply("ok") for _ in range(4)))
+    owners = workspace / "state" / "owner_sessions.json"
+    async with gw:
+        await ch.say("hello all", chat_id="g", sender_id="boss", chat_type="group")
+        await ch.wait_replies(1, timeout=TIMEOUT)
+        await ch.say("just us now", chat_id="g", sender_id="boss", chat_type="private")
+        await ch.wait_replies(2, timeout=TIMEOUT)
+        await ch.say("private", chat_id="p", sender_id="boss")
+        await ch.wait_replies(3, timeout=TIMEOUT)
+        assert json.loads(owners.read_text()) == ["fake:p"]
+        await ch.say("a friend joined", chat_id="p", sender_id="boss", chat_type="group")
+        await ch.wait_replies(4, timeout=TIMEOUT)
+    later, private, shared = fake_llm.requests[1], fake_llm.requests[2], fake_llm.requests[3]
+    assert "Miso" not in json.dumps(later) and "chat_type: group" in users(later)[-1]
+    assert "Miso" in json.dumps(private)
+    assert "Miso" not in json.dumps(shared)
+    assert json.loads(owners.read_text()) == []
+    head = json.loads((workspace / "sessions" / "fake_p.jsonl").read_text().splitlines()[0])
+    assert head["metadata"]["origin"]["chat_type"] == "group"
