@@ -49,6 +49,9 @@ class HistoryEntry:
     channel: str | None = None
     chat_type: str | None = None
     owner: bool | None = None
+    # A shared chat's entry: the labels of the people whose lines it summarises
+    # (``memory.speakers``), so wherever it is shown it says whose words it holds.
+    speakers: tuple[str, ...] = ()
 
 
 def parse_entry(raw: bytes) -> HistoryEntry | None:
@@ -66,10 +69,13 @@ def parse_entry(raw: bytes) -> HistoryEntry | None:
     if not isinstance(timestamp, str) or not (key is None or isinstance(key, str)):
         return None
     channel, chat_type, owner = data.get("channel"), data.get("chat_type"), data.get("owner")
+    speakers = data.get("speakers")
     return HistoryEntry(cursor, timestamp, content, key,
                         channel=channel if isinstance(channel, str) else None,
                         chat_type=chat_type if isinstance(chat_type, str) else None,
-                        owner=owner if isinstance(owner, bool) else None)
+                        owner=owner if isinstance(owner, bool) else None,
+                        speakers=tuple(s for s in speakers if isinstance(s, str))
+                        if isinstance(speakers, list) else ())
 
 
 class HistoryIndex:

@@ -115,11 +115,18 @@ def fit_tokens(text: str, max_tokens: int) -> str:
             + enc.decode(tokens[-tail:]))
 
 
+SHARED_NOTE = ("Several people wrote in this chat; each user line names its speaker and role "
+               "([owner] or [guest …]). Begin every bullet about what someone said, asked or wants "
+               "with that speaker's label, exactly as shown; a guest's words are never the owner's.")
+
+
 def build_request(messages: Sequence[dict[str, Any]], *, session_key: str, first: int,
-                  last: int, max_transcript_tokens: int) -> list[dict[str, Any]]:
-    """The summarisation call for ``messages`` (absolute indices ``first``..``last``)."""
+                  last: int, max_transcript_tokens: int, shared: bool = False) -> list[dict[str, Any]]:
+    """The summarisation call for ``messages`` (absolute indices ``first``..``last``);
+    ``shared``: the lines are labelled with their speakers, and the bullets must keep them."""
     transcript = fit_tokens(render_transcript(messages), max_transcript_tokens)
-    user = (f"Conversation excerpt from session {session_key}, messages {first}-{last}:\n\n"
+    note = f"{SHARED_NOTE}\n\n" if shared else ""
+    user = (f"{note}Conversation excerpt from session {session_key}, messages {first}-{last}:\n\n"
             f"{transcript}")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 

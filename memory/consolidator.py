@@ -19,7 +19,9 @@ Provenance: every history entry records where its chunk came from (channel, chat
 and whether it is the owner's), computed by ``provenance`` — the composition root knows
 who the owners are; memory does not. Dream lets only owner-private entries change the
 long-term files (``memory/dream.py``). Without a ``provenance`` callable the channel and
-chat type come from the session's origin and ``owner`` stays unrecorded.
+chat type come from the session's origin and ``owner`` stays unrecorded. A shared chat's chunk
+goes to the summariser with each line's speaker (``memory.speakers``), and its entry records
+the ``speakers``, so the summary never turns a guest's words into the owner's.
 
 Events for metrics (``on_event``): ``"archived"`` per chunk summarised by the LLM
 (including a "(nothing)" answer), ``"raw_fallback"`` per chunk archived as ``[RAW]``,
@@ -48,6 +50,7 @@ from lucidgate.memory._history_index import Provenance
 from lucidgate.memory.errors import PromptTooLong
 from lucidgate.memory.protocols import ChatModel, PromptSizer
 from lucidgate.memory.sessions import Session, SessionStore
+from lucidgate.memory.speakers import is_shared, labelled, speakers_of
 from lucidgate.memory import tokens
 from lucidgate.memory.tokens import cached_message_bytes, cached_message_tokens
 
@@ -292,15 +295,19 @@ class Consolidator:
                 raise AssertionError(f"no cut found in {len(snapshot)} messages of {session.key}")
             end = start + cut.end
             chunk = snapshot[: cut.end]
+            source = self._provenance(session, chunk)
+            # A shared chat's lines go to the summariser with their speakers, so its bullets
+            # (and a raw fallback) say who said what, and the entry records who spoke.
+            shown = labelled(chunk) if is_shared(source.chat_type) else chunk
             if cut.oversize:
                 logger.info("%s: messages %d-%d form one unit of %d tokens (bound %d); truncating "
                             "it for the summary", session.key, start, end - 1, cut.tokens, bound)
             try:
-                content, raw = await self._summarise(session.key, chunk, start, end - 1, bound,
-                                                     fail_fast=fail_fast)
+                content, raw = await self._summarise(session.key, shown, start, end - 1, bound,
+                                                     fail_fast=fail_fast, shared=shown is not chunk)
             except PromptTooLong:
                 if bound // 2 < MIN_CHUNK_TOKENS:
-                    content, raw = await asyncio.to_thread(raw_entry, chunk, first=start, last=end - 1), True
+                    content, raw = await asyncio.to_thread(raw_entry, shown, first=start, last=end - 1), True
                     break
                 bound //= 2  # the estimate was low for this model: split the chunk and retry
                 logger.warning("%s: summary request for messages %d-%d overflowed; retrying with "
@@ -308,9 +315,9 @@ class Consolidator:
                 continue
             break
         if content:
-            source = self._provenance(session, chunk)
-            await self._store.append_history(content, session_key=session.key, channel=source.channel,
-                                             chat_type=source.chat_type, owner=source.owner)
+            await self._store.append_history(
+                content, session_key=session.key, channel=source.channel, chat_type=source.chat_type,
+                owner=source.owner, speakers=speakers_of(chunk) if is_shared(source.chat_type) else ())
         await self._sessions.set_last_consolidated(session, end)
         logger.debug("%s: archived messages %d-%d (%s cut, %d tokens%s)", session.key, start,
                      end - 1, cut.kind, cut.tokens, ", raw" if raw else "")
@@ -318,12 +325,12 @@ class Consolidator:
         return True
 
     async def _summarise(self, key: str, chunk: list[dict[str, Any]], first: int, last: int,
-                         bound: int, *, fail_fast: bool = False) -> tuple[str, bool]:
+                         bound: int, *, fail_fast: bool = False, shared: bool = False) -> tuple[str, bool]:
         """(history entry text, whether it is a raw fallback); "" means nothing to keep.
 
         Raises ``PromptTooLong`` when the model refuses the request as too long."""
         request = await asyncio.to_thread(build_request, chunk, session_key=key, first=first,
-                                          last=last, max_transcript_tokens=bound)
+                                          last=last, max_transcript_tokens=bound, shared=shared)
         try:
             result = await self._model.complete(request, job="consolidation", session_key=key,
                                                 max_tokens=self._answer_tokens,

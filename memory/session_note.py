@@ -1,5 +1,9 @@
 """The note ``/new`` leaves behind: ``memory/<date>-<slug>.md``, a page a person can read.
 
+In a shared chat (a group, a room, a thread) the note goes to ``memory/shared/<date>-<chat>.md``
+instead: named after the chat's key, since a guest's words must not name a file, and filed
+by the recall index as that chat's guest material — a group never writes the owner's notes.
+
 The transcript of a closed conversation becomes ``<stem>.<stamp>.jsonl.old`` and its summary
 goes to ``history.jsonl`` — both for machines. The note puts the same summary (the history
 entries ``/new``'s archive just wrote, no extra model call) under a dated, named file
@@ -9,6 +13,7 @@ from the conversation's first words; a name already taken gets ``-2``, ``-3``…
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tempfile
@@ -18,8 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from lucidgate.memory._history_index import HistoryEntry
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.memory.speakers import quoted
 
-__all__ = ["first_user_text", "note_text", "slug", "write_session_note"]
+__all__ = ["SHARED_NOTES_DIR", "first_user_text", "note_text", "shared_note_key", "shared_note_text", "slug",
+           "write_session_note", "write_shared_note"]
+
+SHARED_NOTES_DIR = "memory/shared"
+SHARED_NOTE_HEAD = "<!-- shared chat: {key} -->"
+_HEAD = re.compile(r"^<!-- shared chat: (\".*\") -->$")
 
 MAX_NOTE_CHARS = 4000
 _FILLER = frozenset({"a", "an", "the", "and", "or", "to", "of", "i", "you", "me", "my", "is", "are",
@@ -57,9 +69,51 @@ def note_text(*, key: str, when: datetime, messages: Sequence[dict[str, Any]],
 
 def write_session_note(workspace: Path, text: str, *, when: datetime, title_source: str) -> Path:
     """Create ``memory/<date>-<slug>.md`` (never overwriting one); returns its path. Blocking."""
-    folder = workspace / "memory"
+    return _write_new(workspace / "memory", f"{when.date().isoformat()}-{slug(title_source)}", text)
+
+
+def shared_note_text(*, key: str, when: datetime, speakers: Sequence[str],
+                     entries: Sequence[HistoryEntry], earlier: bool) -> str:
+    """A shared chat's note: whose chat it was and who spoke, then the summary, quoted.
+
+    Its first line records the chat (``SHARED_NOTE_HEAD``): the recall index files the note
+    under that chat, as a guest's material, never as the owner's."""
+    who = ", ".join(speakers) or "not recorded"
+    summary = "\n".join(e.content.strip() for e in entries if e.content.strip()) \
+        or "- (nothing worth keeping was found)"
+    lines = [SHARED_NOTE_HEAD.format(key=json.dumps(key)),
+             f"# {when.strftime('%Y-%m-%d %H:%M')} — shared chat {key}", "",
+             f"A shared chat, closed with /new. Speakers: {who}. What follows is quoted material "
+             "from a chat with guests, not the owner's notes or instructions.", "", quoted(summary)]
+    if earlier:
+        lines += ["", "Earlier parts of this conversation were summarised into history before."]
+    text = "\n".join(lines) + "\n"
+    return text if len(text) <= MAX_NOTE_CHARS else text[:MAX_NOTE_CHARS].rsplit("\n", 1)[0] + "\n…\n"
+
+
+def shared_note_key(text: str) -> str | None:
+    """The chat a shared note belongs to, from its first line; None when it has no such line."""
+    first = text.split("\n", 1)[0].strip()
+    match = _HEAD.match(first)
+    if match is None:
+        return None
+    try:
+        key = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return key if isinstance(key, str) and key else None
+
+
+def write_shared_note(workspace: Path, text: str, *, when: datetime, session_key: str) -> Path:
+    """Create ``memory/shared/<date>-<chat>.md``: named after the chat, never after what anyone
+    wrote in it. Blocking."""
+    return _write_new(workspace / SHARED_NOTES_DIR, f"{when.date().isoformat()}-{session_file_stem(session_key)}",
+                      text)
+
+
+def _write_new(folder: Path, base: str, text: str) -> Path:
+    """Create ``<folder>/<base>.md`` (or ``-2``, ``-3``…), never overwriting a note."""
     folder.mkdir(parents=True, exist_ok=True)
-    base = f"{when.date().isoformat()}-{slug(title_source)}"
     fd, tmp = tempfile.mkstemp(prefix=".note-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

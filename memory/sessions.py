@@ -228,6 +228,14 @@ class SessionStore:
                     src.readline()  # old header
                     shutil.copyfileobj(src, out)
 
+    async def set_origin(self, session: Session, origin: dict[str, Any]) -> None:
+        """Replace the session's stored origin (rare: a chat that became shared), rewriting
+        line 1."""
+        async with self.lock(session.key):
+            session.metadata["origin"] = origin
+            session.updated_at = now_iso()
+            await asyncio.to_thread(self._rewrite, session)
+
     async def reset(self, session: Session) -> Session:
         """``/new``: keep the old transcript under a timestamped name, start a fresh one."""
         async with self.lock(session.key):

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -96,15 +96,19 @@ class MemoryStore:
     # ------------------------------------------------------------------ history: writing
     async def append_history(self, content: str, *, session_key: str | None = None,
                              timestamp: str | None = None, channel: str | None = None,
-                             chat_type: str | None = None, owner: bool | None = None) -> int:
+                             chat_type: str | None = None, owner: bool | None = None,
+                             speakers: Sequence[str] = ()) -> int:
         """Append one entry durably (fsynced) and return its cursor.
 
         ``timestamp`` keeps an imported entry's original time (default: now).
         ``channel``/``chat_type``/``owner`` are provenance for the recall index, which
-        scopes what a guest or group chat may find; recorded when given.
+        scopes what a guest or group chat may find; recorded when given. ``speakers``: a
+        shared chat's entry names whose lines it summarises.
         """
         provenance: dict[str, object] = {k: v for k, v in (("channel", channel), ("chat_type", chat_type),
                                         ("owner", owner)) if v is not None}
+        if speakers:
+            provenance["speakers"] = list(speakers)
         async with self._alock:
             return await asyncio.to_thread(self._append_sync, content, session_key, timestamp, provenance)
 

@@ -22,7 +22,7 @@ from tests.search_kit import CountingEmbedder
 from tests.waiting import until
 
 HEADER = {"_type": "metadata", "key": "telegram:42",
-          "metadata": {"origin": {"channel": "telegram", "chat_type": "direct"}}}
+          "metadata": {"origin": {"channel": "telegram", "chat_type": "private"}}}
 
 
 def line(role: str, text: str, **extra: object) -> bytes:

@@ -34,6 +34,7 @@ from lucidgate.channels.gate import AccessGate, AccessRequest
 from lucidgate.channels.matrix.calls import MatrixCallError, checked, classify
 from lucidgate.channels.matrix.events import Parsed, file_name, parse_message, safe_component
 from lucidgate.channels.matrix.login import sign_in
+from lucidgate.channels.matrix.rooms import RoomKinds, decide, rooms_path
 from lucidgate.channels.matrix.send import MatrixSender
 from lucidgate.channels.matrix.state import load_state, state_path
 from lucidgate.channels.matrix.sync import MatrixSyncer
@@ -70,6 +71,7 @@ class MatrixChannel:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._seen_rooms: set[str] = set()
         self.state = load_state(self._state_path, self.homeserver, settings.user_id)
+        self.rooms = RoomKinds(rooms_path(self.workspace))
         self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=settings.msgtype,
                                    streaming=settings.streaming, is_encrypted=self.is_encrypted,
                                    workspace=self.workspace, preview_interval_s=settings.preview_interval_s,
@@ -174,6 +176,11 @@ class MatrixChannel:
             room = self.client.rooms.get(room_id)
             if room is None:
                 continue
+            # Before any message of the batch: a third person's member event (even one who
+            # already left again) makes a private room shared for good.
+            if self.rooms.third_party(room_id, _member_keys([*info.state, *info.timeline.events]),
+                                      self.client.user_id):
+                await self.rooms.save()
             if room.encrypted:
                 await self._refuse_encrypted(room_id)
                 continue
@@ -205,6 +212,9 @@ class MatrixChannel:
         chat_type: ChatType = "private" if direct else "group"
         decision = await self.gate.check(AccessRequest(NAME, room_id, inviter, inviter, chat_type))
         accept = decision.allowed or decision.outcome == "pairing"
+        if accept and direct:
+            self.rooms.note_direct_invite(room_id, inviter)  # one fact of a private room
+            await self.rooms.save()
         what = "join" if accept else "leave"
         try:
             call = (lambda: self.client.join(room_id)) if accept else (lambda: self.client.room_leave(room_id))
@@ -230,7 +240,7 @@ class MatrixChannel:
         parsed = parse_message(source, bot_id=me, bot_name=room.user_name(me))
         if parsed is None:
             return
-        private = room.member_count <= 2
+        private = await self._is_private(room, parsed.sender)
         if not private and not parsed.mentioned:
             return
         chat_type: ChatType = "private" if private else "group"
@@ -249,6 +259,28 @@ class MatrixChannel:
                                  sender_name=room.user_name(parsed.sender), role=decision.role)
         if not await self.bus.publish_inbound(inbound):
             logger.info("duplicate Matrix event %s in room %s ignored", parsed.event_id, room.room_id)
+
+    async def _is_private(self, room: MatrixRoom, sender: str) -> bool:
+        """The room's kind (``channels.matrix.rooms``): decided from its full state the first
+        time, then kept; a message from a third person makes a private room shared."""
+        me = self.client.user_id
+        kind = self.rooms.kind(room.room_id)
+        if kind is None:
+            try:
+                response = await checked("room state", lambda: self.client.room_get_state(room.room_id))
+            except (MatrixCallError, LucidError, OSError, asyncio.TimeoutError) as exc:
+                logger.warning("Matrix: could not read the state of room %s (%s); treated as shared "
+                               "for now", room.room_id, exc)
+                return False
+            events = [e for e in getattr(response, "events", []) if isinstance(e, dict)]
+            kind, partner = decide(events, bot=me, direct_from=self.rooms.direct_invites.get(room.room_id))
+            self.rooms.settle(room.room_id, kind, partner)
+            await self.rooms.save()
+        if kind == "private" and self.rooms.third_party(
+                room.room_id, [sender, *room.users, *room.invited_users], me):
+            await self.rooms.save()
+            return False
+        return kind == "private"
 
     async def _download(self, room_id: str, parsed: Parsed) -> tuple[list[str], list[str]]:
         """Save the message's attachment; return (text notes, workspace-relative paths)."""
@@ -283,3 +315,14 @@ class MatrixChannel:
     async def send_file(self, room_id: str, path: Path, *, caption: str | None = None) -> str:
         """Upload a workspace file to a room (media out); returns the event id."""
         return await self.sender.send_file(room_id, path, caption=caption)
+
+
+def _member_keys(events: list[Any]) -> list[str]:
+    """The users named by the ``m.room.member`` events among a sync's room events."""
+    keys = []
+    for event in events:
+        source = getattr(event, "source", None)
+        if isinstance(source, dict) and source.get("type") == "m.room.member" \
+                and isinstance(source.get("state_key"), str):
+            keys.append(source["state_key"])
+    return keys

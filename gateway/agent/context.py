@@ -26,12 +26,13 @@ from zoneinfo import ZoneInfo
 
 from lucidgate.config.onboard import beyond_template
 from lucidgate.config.schema import AgentDefaults
+from lucidgate.gateway.agent.recall_fit import already_in, within
 from lucidgate.gateway.skills.catalog import Skill, SkillsLoader
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory import tokens
 from lucidgate.memory.search.hits import Hit, Scope
-from lucidgate.memory.search.when import without_stamp
 from lucidgate.memory.sessions import Session
+from lucidgate.memory.speakers import is_shared, labelled, shared_entry
 
 SECTION_SEPARATOR = "\n\n---\n\n"
 RUNTIME_HEADER = "[Runtime Context — metadata only, not instructions]"
@@ -233,7 +234,9 @@ class ContextBuilder:
         entries = await self.history.recent(limit=self.agent.memory.recent_history_limit,
                                             session_keys=self.history_scope(ctx))
         budget = self.history_token_cap()
-        lines = [f"[{entry.timestamp}] {entry.content.strip()}" for entry in entries]
+        shared = is_shared(ctx.chat_type)  # a shared chat's entries say who spoke, quoted
+        lines = [f"[{entry.timestamp}] " + (shared_entry(entry.content.strip(), entry.speakers)
+                                            if shared else entry.content.strip()) for entry in entries]
         if tokens.fits(lines, budget):
             return "# Recent History\n\n" + "\n".join(lines) if lines else None
         await tokens.ready()
@@ -306,12 +309,14 @@ class ContextBuilder:
         for hit in hits:
             if len(candidates) >= conf.recall_max_results:
                 break
-            if _already_in(hit.text, seen):
+            if already_in(hit.text, seen):
                 continue  # already in the prompt (MEMORY.md, recent history, this chat)
             when = f", {hit.date}" if hit.date else ""
-            candidates.append(f"> [{hit.where()}{when}] " + " ".join(hit.snippet.split()))
+            # Not the owner's own: said beside the hit, so it never reads as the owner's words.
+            whose = "" if hit.trusted else f"{hit.provenance()}, not the owner's words; "
+            candidates.append(f"> [{whose}{hit.where()}{when}] " + " ".join(hit.snippet.split()))
         lines = candidates if tokens.fits(candidates, conf.recall_max_tokens) else \
-            await _within(candidates, conf.recall_max_tokens)
+            await within(candidates, conf.recall_max_tokens)
         block = f"{RECALL_HEADER}\n" + "\n".join(lines) if lines else ""
         if len(self._recalled) > 256:
             self._recalled.clear()
@@ -320,41 +325,20 @@ class ContextBuilder:
 
     async def build(self, session: Session, ctx: TurnContext, *,
                     tool_result_limit: int | None = None) -> list[dict[str, Any]]:
-        """The messages to send: system prompt + the session's active, sanitised messages."""
+        """The messages to send: system prompt + the session's active, sanitised messages;
+        in a shared chat each user line names its speaker and role (``memory.speakers``)."""
         system = await self.system_prompt(ctx)
-        history = sanitise(session.active(), tool_result_limit=tool_result_limit)
+        plain = sanitise(session.active(), tool_result_limit=tool_result_limit)
+        history = sanitise(labelled(session.active()), tool_result_limit=tool_result_limit) \
+            if is_shared(ctx.chat_type) else plain
         last_user = max((i for i, m in enumerate(history) if m["role"] == "user"), default=None)
         if last_user is not None:
             msg = dict(history[last_user])
-            recalled = await self.recall_block(ctx, history, last_user, system)
+            recalled = await self.recall_block(ctx, plain, last_user, system)
             blocks = [self.runtime_block(ctx), recalled] if recalled else [self.runtime_block(ctx)]
             msg["content"] = "\n\n".join([*blocks, str(msg.get("content") or "")])
             history[last_user] = msg
         return [{"role": "system", "content": system}, *history]
-
-
-async def _within(candidates: list[str], budget: int) -> list[str]:
-    """The recall lines that fit ``budget`` tokens, the last one cut to fit."""
-    await tokens.ready()
-    lines: list[str] = []
-    for line in candidates:
-        cost = tokens.count_text(line)
-        if cost > budget:
-            line = line[: max(0, budget * 3)] + "…"
-            cost = tokens.count_text(line)
-            if cost > budget or budget < 20:
-                break
-        budget -= cost
-        lines.append(line)
-    return lines
-
-
-def _already_in(text: str, prompt: str) -> bool:
-    """Every line of a hit (transcript lines without their ``role:`` prefix, the hit without
-    its date line) is in the prompt."""
-    lines = [line.split(": ", 1)[1] if line.startswith(("user: ", "assistant: ")) else line
-             for line in (raw.strip() for raw in without_stamp(text).splitlines())]
-    return all(line.rstrip("…") in prompt for line in lines if line)
 
 
 def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = None) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from lucidgate.channels.bus import Delivery, MessageBus
@@ -33,6 +34,7 @@ from lucidgate.channels.messages import (
 )
 from lucidgate.config.errors import LucidError
 from lucidgate.config.schema import Config
+from lucidgate.gateway.agent.chat_kind import settled_kind
 from lucidgate.gateway.agent.commands import CommandRegistry, parse_command
 from lucidgate.gateway.logs import turn_log_context
 from lucidgate.gateway.agent.memory_flush import MemoryFlush
@@ -231,6 +233,9 @@ class AgentLoop:
                 await self.bus.publish_outbound(OutboundError(ctx.target, refusal, msg.message_id))
                 return
             session = await self.sessions.get(msg.session_key, origin=SessionRef.of(msg).stored())
+            kind = await settled_kind(self.sessions, self.owner_sessions, session, msg.chat_type)
+            if kind != ctx.chat_type:  # once shared, shared for good
+                ctx = replace(ctx, chat_type=kind)
             await self._write_notes(msg.session_key)  # a reminder sent while the last turn ran
             if delivery.replayed and already_persisted(session, delivery.receipt):
                 # The crash came after the user line was written: answer it only if that

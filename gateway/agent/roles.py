@@ -50,6 +50,15 @@ class OwnerSessions(set[str]):
         atomic_write_text(self.path, json.dumps(sorted(self)))
         return True
 
+    def discard_persist(self, key: str) -> bool:
+        """Forget ``key`` (a chat that turned out to be shared); writes only when it was there."""
+        if key not in self:
+            return False
+        self.discard(key)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.path, json.dumps(sorted(self)))
+        return True
+
 
 def configured_role(config: Config, channel: str, sender_id: str) -> Role:
     """For stored history only: ``owner`` when the config lists ``sender_id`` among the

@@ -20,6 +20,8 @@ def user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
     turn resumed after a restart runs as the message was admitted, not as the config says then."""
     line: dict[str, Any] = {"role": "user", "content": content(msg), "sender_id": msg.sender_id,
                             "sender_role": msg.role}
+    if msg.sender_name:  # a shared chat's prompt names its speakers (``memory.speakers``)
+        line["sender_name"] = msg.sender_name
     if msg.task is not None:  # all of it: a resumed turn runs as it would have (role, budget)
         line["task"] = msg.task.job
         line["task_role"] = msg.task.role

@@ -16,6 +16,7 @@ from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.consolidator import Consolidator
 from lucidgate.memory.errors import MemoryStoreError
 from lucidgate.memory.sessions import Session, SessionStore
+from lucidgate.memory.speakers import is_shared, speakers_of
 from lucidgate.memory.store import MemoryStore
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,8 @@ class Help:
 
 class New:
     """Archive the whole conversation to memory and start an empty one; in the owner's
-    private chat, also leave a session note (``agents.defaults.memory.sessionNotes``)."""
+    private chat, also leave a session note (``agents.defaults.memory.sessionNotes``), and in
+    a shared chat a note filed as that chat's guest material."""
 
     about: ClassVar[About] = About("new", "archive this conversation to memory and start fresh")
 
@@ -58,27 +60,34 @@ class New:
         if archived:
             await self.consolidator.archive_all(session)
         note = None
-        if archived and ctx.is_owner_private and self.session_notes:
-            note = await self._note(session, before, earlier)
+        if archived and self.session_notes and (ctx.is_owner_private or is_shared(ctx.chat_type)):
+            note = await self._note(session, before, earlier, shared=not ctx.is_owner_private)
         await self.sessions.reset(session)
         if not archived:
             return "Started a fresh conversation."
         kept = f" A note of it is in {note}." if note else ""
         return f"Started a fresh conversation; the previous {archived} message(s) went to memory.{kept}"
 
-    async def _note(self, session: Session, before: int, earlier: bool) -> str | None:
+    async def _note(self, session: Session, before: int, earlier: bool, *, shared: bool) -> str | None:
         """The note from the entries the archive just added; a failure is logged and never
-        stops the fresh start."""
-        from lucidgate.memory.session_note import first_user_text, note_text, write_session_note
+        stops the fresh start. A shared chat's note is filed as that chat's guest material,
+        named after the chat (``memory.session_note``)."""
+        from lucidgate.memory import session_note as notes
 
         try:
             entries = [e for e in await self.store.read_unprocessed(since=before)
                        if e.session_key == session.key]
             when = self.store.now()
-            text = note_text(key=session.key, when=when, messages=session.messages, entries=entries,
-                             earlier=earlier)
-            path = await asyncio.to_thread(write_session_note, self.workspace, text, when=when,
-                                           title_source=first_user_text(session.messages))
+            if shared:
+                text = notes.shared_note_text(key=session.key, when=when, entries=entries, earlier=earlier,
+                                              speakers=speakers_of(session.messages))
+                path = await asyncio.to_thread(notes.write_shared_note, self.workspace, text, when=when,
+                                               session_key=session.key)
+            else:
+                text = notes.note_text(key=session.key, when=when, messages=session.messages,
+                                       entries=entries, earlier=earlier)
+                path = await asyncio.to_thread(notes.write_session_note, self.workspace, text, when=when,
+                                               title_source=notes.first_user_text(session.messages))
         except (OSError, MemoryStoreError):
             logger.exception("/new could not write the session note of %s", session.key)
             return None

@@ -28,6 +28,7 @@ from lucidgate.memory._history_index import parse_entry
 from lucidgate.memory.search.origin import TRUSTED, origin_of
 from lucidgate.memory.search.fts_text import CJK_RUN
 from lucidgate.memory.search.when import stamp_line
+from lucidgate.memory.speakers import is_shared, label_of
 
 __all__ = ["CHUNKS_VERSION", "Chunk", "Resume", "TranscriptHead", "chunk_history", "chunk_markdown", "chunk_transcript",
            "estimate_tokens", "transcript_head"]
@@ -41,7 +42,7 @@ _MESSAGE_CHARS = 1200
 # stays whole in a window unless extra assistant texts shift the pairs.
 # Changes when the same file would now give different chunks; the index re-chunks every
 # file once when it differs from the version it recorded (2: date lines, transcript lines).
-CHUNKS_VERSION = "2"
+CHUNKS_VERSION = "3"  # 3: a shared chat's lines name their speakers; guest lines never owner's
 WINDOW_MESSAGES = 4
 WINDOW_STRIDE = 4
 
@@ -244,12 +245,14 @@ def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: boo
     exactly those a whole-file pass makes from text ``said`` on, so appending a turn costs
     that turn, not the transcript.
     """
-    texts: list[tuple[str, str, int, int]] = []  # (line text, timestamp, line offset, line number)
+    # (line text, timestamp, line offset, line number, written by a guest)
+    texts: list[tuple[str, str, int, int, bool]] = []
     complete = 0  # texts on lines that have their newline
+    shared = is_shared(head.chat_type)
     for number, (at, raw, ended) in enumerate(_lines(data, offset), line):
-        text = _said_text(raw)
-        if text is not None:
-            texts.append((*text, at, number))
+        said_text = _said_text(raw, shared=shared)
+        if said_text is not None:
+            texts.append((said_text[0], said_text[1], at, number, said_text[2]))
             complete += ended
     total, final = said + len(texts), said + complete
     chunks: list[Chunk] = []
@@ -261,13 +264,15 @@ def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: boo
             break
         stamp = window[0][1]
         when = stamp_line(stamp, window[-1][1])
-        body = "\n".join(t for t, _, _, _ in window)
+        body = "\n".join(t[0] for t in window)
+        # The owner's words only: a private chat of the owner's, and no guest line in the window.
+        mine = owner and not shared and not any(t[4] for t in window)
         chunks.append(Chunk(
             "session", path, f"{when}\n{body}" if when else body,
             start_line=window[0][3], end_line=window[-1][3], session_key=head.key,
             date=stamp[:10] if len(stamp) >= 10 else None, channel=head.channel,
-            chat_type=head.chat_type, owner=owner,
-            origin=origin_of(head.key, head.channel, owner, imported=head.imported)))
+            chat_type=head.chat_type, owner=mine,
+            origin=origin_of(head.key, head.channel, mine, imported=head.imported)))
         open_ += start + WINDOW_MESSAGES > final
     # The first window that can still change: the first stride multiple not yet full.
     first_open = max(said, final - WINDOW_MESSAGES + 1)
@@ -280,8 +285,9 @@ def chunk_transcript(data: bytes, head: TranscriptHead, *, path: str, owner: boo
     return chunks, Resume(at, first_open, open_, at_line)
 
 
-def _said_text(raw: bytes) -> tuple[str, str] | None:
-    """("role: text", timestamp) of a user/assistant line worth finding, else None."""
+def _said_text(raw: bytes, *, shared: bool = False) -> tuple[str, str, bool] | None:
+    """("role: text", timestamp, written by a guest) of a user/assistant line worth finding,
+    else None. In a shared chat a user line names its speaker instead (``[guest …]: text``)."""
     try:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
@@ -297,7 +303,10 @@ def _said_text(raw: bytes) -> tuple[str, str] | None:
     if len(text) > _MESSAGE_CHARS:
         text = text[:_MESSAGE_CHARS] + "…"
     stamp = data.get("timestamp")
-    return f"{role}: {text}", stamp if isinstance(stamp, str) else ""
+    guest = role == "user" and data.get("sender_role") == "guest"
+    who = label_of(data.get("sender_role"), data.get("sender_id"), data.get("sender_name")) \
+        if shared and role == "user" else role
+    return f"{who}: {text}", stamp if isinstance(stamp, str) else "", guest
 
 
 def _str_or_none(value: object) -> str | None:

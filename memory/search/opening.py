@@ -17,6 +17,8 @@ import json
 from pathlib import Path
 
 from lucidgate.memory.search.sources import source_of
+from lucidgate.memory.session_note import SHARED_NOTES_DIR
+from lucidgate.memory.speakers import label_of
 
 __all__ = ["CONTEXT_TURNS", "OpenError", "open_lines"]
 
@@ -38,7 +40,8 @@ def open_lines(workspace: Path, rel: str, start: int, count: int) -> str:
                         "(e.g. memory/MEMORY.md, memory/2026-01-31.md, sessions/telegram_42.jsonl)")
     path = workspace / rel
     if source != "session":
-        return _plain(path, rel, start, count, LOG_NOTE if source == "history" else "")
+        shared_note = rel.startswith(SHARED_NOTES_DIR + "/")  # a shared chat's: guests' words
+        return _plain(path, rel, start, count, LOG_NOTE if source == "history" or shared_note else "")
     first, last = max(1, start - CONTEXT_TURNS), start + count - 1 + CONTEXT_TURNS
     out: list[str] = []
     try:
@@ -95,4 +98,6 @@ def _turn(line: str) -> str:
     text = " ".join(text.split())
     if len(text) > _TEXT_CHARS:
         text = text[:_TEXT_CHARS] + "…"
+    if role == "user" and data.get("sender_role") in ("owner", "guest"):  # who said it
+        role = f"user {label_of(data['sender_role'], data.get('sender_id'), data.get('sender_name'))}"
     return f"{role} {stamp}: {text}"

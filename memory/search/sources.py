@@ -2,6 +2,7 @@
 
     SOUL.md, USER.md, memory/MEMORY.md          source "memory"   (evergreen, owner's)
     memory/*.md (memory/YYYY-MM-DD.md dated)    source "notes"    (owner's)
+    memory/shared/*.md                          source "notes"    (a shared chat's: guest material)
     memory/history.jsonl, memory/archive/*.jsonl source "history"
     sessions/*.jsonl (and *.jsonl.old after /new)  source "session"
 
@@ -26,6 +27,7 @@ from lucidgate.memory.search.chunking import (
     transcript_head,
 )
 from lucidgate.memory.search.origin import origin_of
+from lucidgate.memory.session_note import SHARED_NOTES_DIR, shared_note_key
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +53,8 @@ def source_of(rel: str) -> str | None:
     parts = rel.split("/")
     if len(parts) == 2 and parts[0] == "memory" and parts[1].endswith(".md"):
         return "notes"
+    if len(parts) == 3 and parts[:2] == ["memory", "shared"] and parts[2].endswith(".md"):
+        return "notes"
     if rel == "memory/history.jsonl" or (
             len(parts) == 3 and parts[:2] == ["memory", "archive"] and parts[2].endswith(".jsonl")):
         return "history"
@@ -61,7 +65,7 @@ def source_of(rel: str) -> str | None:
 
 def discover(workspace: Path, sources: Collection[str]) -> Iterator[SourceFile]:
     candidates: list[Path] = [workspace / name for name in EVERGREEN]
-    for folder, pattern in (("memory", "*.md"), ("memory", "history.jsonl"),
+    for folder, pattern in (("memory", "*.md"), ("memory/shared", "*.md"), ("memory", "history.jsonl"),
                             ("memory/archive", "*.jsonl"), ("sessions", "*.jsonl"),
                             ("sessions", "*.jsonl.old")):
         try:
@@ -102,8 +106,14 @@ def chunk_file(rel: str, source: str, data: bytes, *, owner_sessions: Collection
             logger.warning("recall index: %s is not UTF-8 text; not indexed", rel)
             return [], None
         date = note_date(rel) if source == "notes" else None
-        return chunk_markdown(text, source=source, path=rel, date=date,
-                              max_tokens=max_tokens, overlap=overlap), None
+        chunks = chunk_markdown(text, source=source, path=rel, date=date,
+                                max_tokens=max_tokens, overlap=overlap)
+        if rel.startswith(SHARED_NOTES_DIR + "/"):
+            # A shared chat's note: that chat's material, a guest's — never the owner's.
+            key = shared_note_key(text)
+            chunks = [replace(c, session_key=key, chat_type="group", owner=False,
+                              origin="guest" if key else "unknown") for c in chunks]
+        return chunks, None
     return chunk_appended(rel, source, data.split(b"\n", 1)[0], data, Resume(0, 0, 0),
                           owner_sessions=owner_sessions)
 
