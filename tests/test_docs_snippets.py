@@ -1,5 +1,6 @@
 """The docs cannot drift from the code: every config snippet in README.md and docs/ validates
-against the schema, and every ``lucid`` command they show (with its options) exists.
+against the schema, every config key they name in code (``agents.defaults.model``) exists, and
+every ``lucid`` command they show (with its options) exists.
 
 A ```json block that is a config (it has one of the config's top-level keys) must be a whole
 config file: it is validated with ``Config.model_validate`` as printed. The docs' placeholders
@@ -15,10 +16,13 @@ from __future__ import annotations
 
 import json
 import re
+import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import pytest
+from pydantic import BaseModel
 from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command
 
@@ -31,6 +35,11 @@ INLINE = re.compile(r"`([^`\n]+)`")
 COMMAND = re.compile(r"(?:^|(?<=[\s/(]))lucid ([a-z][a-z-]*)(?: ([a-z][a-z-]*)(?=$|[\s`'\")|;]))?([^\n|;&#]*)")
 OPTION = re.compile(r"(?:^|\s)(--?[a-zA-Z][a-zA-Z-]*)")
 TOP_KEYS = frozenset(Config.model_fields) | {f.alias for f in Config.model_fields.values() if f.alias}
+
+KEY_PATH = re.compile(r"^(?:%s)(?:\.[\w<>]+)+" % "|".join(sorted(TOP_KEYS)))
+NOT_KEYS = {"gateway.lock"}  # the workspace's lock file, named like a key
+# Developer docs name modules (``channels.bus``) as often as keys: their keys are not checked.
+MODULE_DOCS = {"DESIGN.md", "ARCHITECTURE.md"}
 
 # Commands documented here that land with another branch (cli-safe adds `lucid config show`).
 # An entry is used only while the command is missing: once it exists it is checked like any other.
@@ -117,6 +126,43 @@ def command_errors(text: str, where: str, root: TyperGroup) -> list[str]:
     return errors
 
 
+def key_exists(annotation: Any, segments: list[str]) -> bool:
+    """Whether ``segments`` lead from a field of type ``annotation`` to a setting. A segment in
+    angle brackets (``channels.<name>.deliveryDeadlineH``) stands for any key there; a section
+    that allows extra keys (``providers``) takes any name for an entry of its one typed field."""
+    if not segments:
+        return True
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return key_exists(get_args(annotation)[0], segments)
+    if origin in (Union, types.UnionType):
+        return any(key_exists(arg, segments) for arg in get_args(annotation) if arg is not type(None))
+    if origin is dict:
+        return key_exists(get_args(annotation)[1], segments[1:])
+    if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return False  # a value: nothing below it
+    head, rest = segments[0], segments[1:]
+    fields = annotation.model_fields
+    if head.startswith("<"):
+        return any(key_exists(field.annotation, rest) for field in fields.values())
+    for name, field in fields.items():
+        if head in (name, field.alias):
+            return key_exists(field.annotation, rest)
+    if annotation.model_config.get("extra") == "allow" and fields:
+        return key_exists(next(iter(fields.values())).annotation, rest)
+    return False
+
+
+def key_errors(text: str, where: str) -> list[str]:
+    """One line per dotted config key shown in code that the schema does not have."""
+    errors = []
+    for line, code in code_texts(text):
+        match = KEY_PATH.match(code.strip())
+        if match and match[0] not in NOT_KEYS and not key_exists(Config, match[0].split(".")):
+            errors.append(f"{where}:{line}: `{match[0]}`: no such config key")
+    return errors
+
+
 @pytest.fixture(scope="module")
 def cli() -> TyperGroup:
     group = get_command(build_app())
@@ -152,6 +198,28 @@ def test_every_lucid_command_in_the_docs_exists(cli: TyperGroup) -> None:
         errors += command_errors(text, str(path.relative_to(ROOT)), cli)
     assert shown >= 40  # the scan really finds the commands
     assert not errors, "\n".join(errors)
+
+
+def test_every_config_key_in_the_docs_exists() -> None:
+    errors: list[str] = []
+    shown = 0
+    for path in doc_files():
+        text = path.read_text(encoding="utf-8")
+        if path.name in MODULE_DOCS:
+            continue
+        shown += sum(1 for _, code in code_texts(text) if KEY_PATH.match(code.strip()))
+        errors += key_errors(text, str(path.relative_to(ROOT)))
+    assert shown >= 60  # the scan really finds the keys
+    assert not errors, "\n".join(errors)
+
+
+def test_a_made_up_key_is_caught() -> None:
+    text = ("`agents.defaults.model`, `channels.<name>.deliveryDeadlineH`, `providers.anthropic.apiKey`,\n"
+            "`tools.exec.sandbox: auto`, `agents.defaults.modle`, `channels.<name>.nope`, `gateway.port.x`\n")
+    errors = "\n".join(key_errors(text, "t.md"))
+    assert errors.count("\n") == 2, errors
+    for wrong in ("agents.defaults.modle", "channels.<name>.nope", "gateway.port.x"):
+        assert f"`{wrong}`: no such config key" in errors
 
 
 def test_the_readme_links_only_to_docs_that_exist() -> None:
