@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,11 +279,40 @@ def test_a_wrong_default_is_caught() -> None:
     assert default_errors(table, "t.md") == ["t.md: `gateway.port` is documented as 8080, but its default is 18790"]
 
 
-def test_the_readme_links_only_to_docs_that_exist() -> None:
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def link_errors(path: Path) -> list[str]:
+    """One line per relative link of a markdown file whose file or heading does not exist."""
+    errors = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto: not ours to check
+        file_part, _, anchor = target.partition("#")
+        linked = (path.parent / file_part).resolve() if file_part else path
+        if not linked.is_file():
+            errors.append(f"{path.relative_to(ROOT)}: {target}: no such file")
+        elif anchor and linked.suffix == ".md":
+            headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), re.MULTILINE)
+            if anchor not in {_slug(h) for h in headings}:
+                errors.append(f"{path.relative_to(ROOT)}: {target}: no such heading")
+    return errors
+
+
+def test_every_link_in_the_docs_leads_somewhere() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    links = re.findall(r"\]\(((?:docs/)[^)#]+)", readme)
-    assert len(links) >= 15
-    assert [link for link in links if not (ROOT / link).is_file()] == []
+    assert len(re.findall(r"\]\(docs/", readme)) >= 15
+    assert [error for path in doc_files() for error in link_errors(path)] == []
+
+
+def test_a_broken_link_is_caught(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    (tmp_path / "a.md").write_text("# Title\n## The exec tool\n")
+    page = tmp_path / "b.md"
+    page.write_text("[ok](a.md#the-exec-tool) [x](gone.md) [y](a.md#nope) [z](https://example.org/x)\n")
+    assert link_errors(page) == ["b.md: gone.md: no such file", "b.md: a.md#nope: no such heading"]
 
 
 def test_a_bad_snippet_is_caught() -> None:
