@@ -1,6 +1,8 @@
 """The docs cannot drift from the code: every config snippet in README.md and docs/ validates
-against the schema, every config key they name in code (``agents.defaults.model``) exists, and
-every ``lucid`` command they show (with its options) exists.
+against the schema, every config key they name in code (``agents.defaults.model``) exists, the
+configuration reference's defaults are the schema's, every ``lucid`` command they show (with
+its options) exists, every relative link leads to a file and heading, and the README lists
+every skip line the suite can print with the command that installs what is missing.
 
 A ```json block that is a config (it has one of the config's top-level keys) must be a whole
 config file: it is validated with ``Config.model_validate`` as printed. The docs' placeholders
