@@ -116,12 +116,12 @@ def test_output_is_not_wrapped_at_80_columns(tmp_path: Path):
     assert f"workspace: {deep}\n" in result.output  # one line, however long
 
 
-README = Path(__file__).parents[1] / "README.md"
+OPERATIONS_DOC = Path(__file__).parents[1] / "docs" / "operations.md"
 
 
 def run_jq(program: str, records: list[dict[str, object]]) -> list[dict[str, object]]:
     """``jq -c program`` over JSON lines: the real jq when installed, else the two forms the
-    README uses evaluated here: ``select(.f == "v")`` and ``select(.f) | {a, b}``."""
+    operations guide uses evaluated here: ``select(.f == "v")`` and ``select(.f) | {a, b}``."""
     text = "".join(json.dumps(r) + "\n" for r in records)
     if shutil.which("jq"):
         out = subprocess.run(["jq", "-c", program], input=text, capture_output=True, text=True, check=True)
@@ -134,7 +134,7 @@ def run_jq(program: str, records: list[dict[str, object]]) -> list[dict[str, obj
     return [{k: r.get(k) for k in keys} for r in records if r.get(match[1])]
 
 
-async def test_each_turn_logs_one_info_line_and_the_readme_jq_finds_it(json_log, make_config, fake_llm):
+async def test_each_turn_logs_one_info_line_and_the_documented_jq_finds_it(json_log, make_config, fake_llm):
     config = make_config(channels={"webhook": {"token": TOKEN, "callbackSecret": "cb-secret-0123456789"}},
                          gateway={"port": 0})
     fake_llm.queue(ToolCalls([("memory_search", {"query": "tea"})]), Reply("Tea, I think."))
@@ -149,9 +149,9 @@ async def test_each_turn_logs_one_info_line_and_the_readme_jq_finds_it(json_log,
     assert turn["model"] == "openai/fake-model" and turn["tools"] == ["memory_search"]
     assert turn["status"] == "done" and isinstance(turn["ms"], int)
     assert isinstance(turn["tokens_in"], int) and turn["tokens_in"] > 0 and turn["tokens_out"] > 0
-    # The README's filters, as printed (only the chat key swapped for this test's chat).
-    printed = re.findall(r"jq (?:-c )?'([^']+)'", README.read_text(encoding="utf-8"))
-    assert len(printed) >= 2, "the README shows no jq filter"
+    # docs/operations.md's filters, as printed (only the chat key swapped for this test's chat).
+    printed = re.findall(r"jq (?:-c )?'([^']+)'", OPERATIONS_DOC.read_text(encoding="utf-8"))
+    assert len(printed) >= 2, "docs/operations.md shows no jq filter"
     for program in printed:
         found = run_jq(program.replace("telegram:42", "webhook:42"), records)
         assert found and all(r["session"] == "webhook:42" for r in found), program

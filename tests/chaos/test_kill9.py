@@ -20,7 +20,7 @@ repository passes ``git fsck``. Duplicated deliveries are counted: the documente
 (killed between the platform's 200 and the "delivered" mark) allows them.
 
 Seeded (``CHAOS_SEED``; printed), bounded for CI (``CHAOS_ROUNDS``, default 3);
-``CHAOS_ROUNDS=20 pytest -s tests/chaos`` prints the figures quoted in the README.
+``CHAOS_ROUNDS=20 pytest -s tests/chaos`` prints the figures quoted in docs/operations.md (Reliability).
 """
 
 from __future__ import annotations

