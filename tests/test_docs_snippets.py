@@ -44,11 +44,6 @@ NOT_KEYS = {"gateway.lock"}  # the workspace's lock file, named like a key
 # Developer docs name modules (``channels.bus``) as often as keys: their keys are not checked.
 MODULE_DOCS = {"DESIGN.md", "ARCHITECTURE.md"}
 
-# Commands documented here that land with another branch (cli-safe adds `lucid config show`).
-# An entry is used only while the command is missing: once it exists it is checked like any other.
-AWAITED = {("config", "show")}
-
-
 def doc_files() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
@@ -114,8 +109,7 @@ def command_errors(text: str, where: str, root: TyperGroup) -> list[str]:
         shown = f"lucid {name}" + (f" {word}" if word else "")
         command = root.commands.get(name)
         if command is None:
-            if (name, word) not in AWAITED:
-                errors.append(f"{where}:{line}: `{shown}`: no such command")
+            errors.append(f"{where}:{line}: `{shown}`: no such command")
             continue
         if isinstance(command, TyperGroup) and word is not None:
             sub = command.commands.get(word)
