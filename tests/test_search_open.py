@@ -116,3 +116,37 @@ async def test_the_console_search_link_opens_a_conversation_hit(make_config: Cal
                for ln in opened.json()["text"].splitlines())
     assert outside.status_code == 400
     assert "/memory/open?path=" in script and "hit.start_line" in script  # the page links there
+
+
+async def test_every_console_search_hit_link_opens_what_it_points_at(make_config: Callable[..., Any],
+                                                                     workspace: Path, fake_llm: Any) -> None:
+    """Memory files open in the editor; history entries, session notes and conversations
+    open their lines. None answers "Could not load"."""
+    seed_workspace(workspace)
+    _write(workspace, [TALK])
+    (workspace / "memory" / "2023-05-08-kitten-pixel-owner.md").write_text(
+        "# Kitten Pixel\n\nThe owner adopted a grey kitten called Pixel.\n", encoding="utf-8")
+    config = console_config(make_config, agents={"defaults": {"memory": {"search": {
+        "embedding": {"model": "none"}}}}})
+    async with running_console(config) as c:
+        await c.parts.store.append_history("- Adopted a grey kitten called Pixel\n- Vet on Monday",
+                                           session_key="cli:1")
+        (workspace / "memory" / "MEMORY.md").write_text("# Memory\n\n- Has a kitten called Pixel\n")
+        found = (await c.client.get("/api/console/memory/search", params={"q": "kitten Pixel"})).json()
+        opened: dict[str, str] = {}
+        for hit in found["hits"]:
+            if hit["editable"]:
+                got = await c.client.get("/api/console/memory/file", params={"path": hit["path"]})
+            else:
+                start = hit["start_line"] or hit["line"]
+                lines = hit["end_line"] - hit["start_line"] + 1 if hit["start_line"] and hit["end_line"] else 1
+                got = await c.client.get("/api/console/memory/open",
+                                         params={"path": hit["path"], "start": start, "lines": lines})
+            assert got.status_code == 200, (hit, got.text)
+            opened[hit["path"]] = got.json()["text"]
+    assert {"memory/history.jsonl", "memory/2023-05-08-kitten-pixel-owner.md", "memory/MEMORY.md",
+            "sessions/cli_1.jsonl"} <= set(opened), found
+    assert "grey kitten called Pixel" in opened["memory/2023-05-08-kitten-pixel-owner.md"]
+    history = opened["memory/history.jsonl"]
+    assert "#1 " in history and "(cli:1):\n    - Adopted a grey kitten called Pixel\n    - Vet on Monday" in history
+    assert '"cursor"' not in history  # an entry, not its JSON

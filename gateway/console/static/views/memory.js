@@ -5,15 +5,14 @@ import { ApiError, get, put } from "../api.js";
 import { clear, h, toast } from "../dom.js";
 import { renderMarkdown } from "../md.js";
 
-// Memory files open in the editor; a conversation hit opens its
-// lines with the turns around them.
+// A hit on a file the editor can open (the memory files, the daily notes) opens there, at
+// its file; any other (a conversation, a history entry, a session note) opens its lines,
+// with the turns around a conversation's.
 function hitLink(hit) {
-  if (hit.path.startsWith("sessions/") && hit.start_line) {
-    const start = hit.start_line || hit.line || 1;
-    const lines = hit.end_line && hit.start_line ? hit.end_line - hit.start_line + 1 : 1;
-    return `#memory?open=${encodeURIComponent(hit.path)}&start=${start}&lines=${lines}`;
-  }
-  return `#memory?path=${encodeURIComponent(hit.path)}`;
+  if (hit.editable) return `#memory?path=${encodeURIComponent(hit.path)}`;
+  const start = hit.start_line || hit.line || 1;
+  const lines = hit.end_line && hit.start_line ? hit.end_line - hit.start_line + 1 : 1;
+  return `#memory?open=${encodeURIComponent(hit.path)}&start=${start}&lines=${lines}`;
 }
 
 export async function render(view, params, { go }) {
