@@ -5,10 +5,11 @@ import { ApiError, get, put } from "../api.js";
 import { clear, h, toast } from "../dom.js";
 import { renderMarkdown } from "../md.js";
 
-// A hit on a file the editor can open (the memory files, the daily notes) opens there, at
-// its file; any other (a conversation, a history entry, a session note) opens its lines,
-// with the turns around a conversation's.
+// Each hit opens what it points at: a history entry in the history timeline, a memory
+// file or daily note in the editor, anything else (a conversation, a session note, a grep
+// hit in the history file) as its lines, with the turns around a conversation's.
 function hitLink(hit) {
+  if (hit.cursor != null) return `#history?cursor=${hit.cursor}`;
   if (hit.editable) return `#memory?path=${encodeURIComponent(hit.path)}`;
   const start = hit.start_line || hit.line || 1;
   const lines = hit.end_line && hit.start_line ? hit.end_line - hit.start_line + 1 : 1;
