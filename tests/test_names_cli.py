@@ -48,7 +48,8 @@ async def onboarded(tmp_path: Path, api_base: str) -> tuple[Path, Path]:
     defaults.update({"model": "openai/fake-model", "llmRetries": 0, "llmRetryBaseDelayS": 0.01})
     doc.setdefault("providers", {})["openai"] = {"apiKey": "sk-test", "apiBase": api_base}
     config.write_text(json.dumps(doc))
-    return config, Path(defaults.get("workspace") or tmp_path / ".lucidgate" / "workspace")
+    workspace = str(defaults.get("workspace") or "~/.lucidgate/workspace")
+    return config, tmp_path / workspace.removeprefix("~/") if workspace.startswith("~/") else Path(workspace)
 
 
 async def doctor(config: Path, home: Path) -> dict[str, Any]:
