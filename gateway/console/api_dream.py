@@ -99,7 +99,7 @@ class DreamRunner:
 
     async def _run(self) -> None:
         handler = _Progress(self.state.progress)
-        watched = [logging.getLogger(n) for n in ("memory.dream", "memory.dream_tools", "memory.gitstore")]
+        watched = [logging.getLogger(f"lucidgate.memory.{n}") for n in ("dream", "dream_tools", "gitstore")]
         levels = [log.level for log in watched]
         for log in watched:
             log.addHandler(handler)
