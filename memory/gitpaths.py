@@ -22,8 +22,8 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["add_paths", "as_text", "changed_files", "diff_names", "ls_files", "ls_tree_names", "printable_name",
-           "representable", "split_z"]
+__all__ = ["add_paths", "as_text", "changed_files", "diff_names", "ls_files", "ls_tree_names", "name_status",
+           "printable_name", "representable", "split_z"]
 
 
 def split_z(output: str) -> list[str]:
@@ -84,6 +84,13 @@ def diff_names(git: Any, *args: str, paths: Sequence[str] = ()) -> list[str]:
 def ls_tree_names(git: Any, rev: str, paths: Sequence[str]) -> list[str]:
     """The files of ``paths`` that exist in ``rev``."""
     return split_z(git.ls_tree("-r", "--name-only", "-z", rev, "--", *paths))
+
+
+def name_status(git: Any, sha: str) -> list[tuple[str, str]]:
+    """``(status letter, path)`` of each file commit ``sha`` changed, in the order ``git show``
+    prints their patches (A added, D deleted, M modified, T type changed)."""
+    fields = split_z(git.diff_tree("-r", "--root", "--no-renames", "--no-commit-id", "--name-status", "-z", sha))
+    return list(zip(fields[0::2], fields[1::2]))
 
 
 def changed_files(git: Any, shas: Iterable[str]) -> dict[str, tuple[str, ...]]:

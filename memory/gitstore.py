@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING
 from filelock import FileLock, Timeout
 
 from lucidgate.memory import _git_stamp
+from lucidgate.memory._gitignore import GITIGNORE, ours_but_old
 from lucidgate.memory._gitfail import Refused, reporting
 from lucidgate.memory._gitlog import CommitInfo, read_log
-from lucidgate.memory.gitpaths import add_paths, as_text, diff_names, ls_files, ls_tree_names, printable_name, representable
+from lucidgate.memory.gitpaths import (add_paths, as_text, diff_names, ls_files, ls_tree_names, name_status,
+                                       printable_name, representable)
 from lucidgate.memory.commit_health import COMMIT_STATE, CommitHealth
 from lucidgate.memory.errors import GitStoreError
 from lucidgate.memory.gitsafe import run_git, safe_env, sanitize_repository
@@ -52,7 +54,6 @@ __all__ = ["TRACKED", "CommitInfo", "GitStore", "is_tracked"]
 TRACKED: tuple[str, ...] = ("SOUL.md", "USER.md", "memory/MEMORY.md", "skills")
 # Daily notes (memory/YYYY-MM-DD.md) are versioned too; matched by name, added explicitly.
 DAILY_NOTE_RE = re.compile(r"^memory/\d{4}-\d{2}-\d{2}\.md$")
-DAILY_NOTE_IGNORE_RULE = "!/memory/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md"
 IDENTITY_ENV = {
     "GIT_AUTHOR_NAME": "lucidgate",
     "GIT_AUTHOR_EMAIL": "lucidgate@localhost",
@@ -60,19 +61,6 @@ IDENTITY_ENV = {
     "GIT_COMMITTER_EMAIL": "lucidgate@localhost",
     "GIT_TERMINAL_PROMPT": "0",
 }
-GITIGNORE = """\
-# Written by lucidgate: only the long-term memory files are versioned here.
-/*
-!/SOUL.md
-!/USER.md
-!/memory/
-/memory/*
-!/memory/MEMORY.md
-!/memory/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md
-!/skills/
-__pycache__/
-*.tmp
-"""
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
 # The same message reaches a chat and the terminal: name both ways to list commits.
 _LIST_COMMITS = "list the commits with `lucid memory log` (or /dream-log in a chat)"
@@ -198,6 +186,12 @@ class GitStore:
             return as_text(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
                                          "--format=medium", target, "--"))
 
+    def changes(self, sha: str) -> list[tuple[str, str]]:
+        """``(status, path)`` of each file a commit changed, in the order ``diff`` shows them
+        (the patch's own headers quote unusual names; these are the names as they are)."""
+        with self._repo(create=False) as repo:
+            return [(status, as_text(path)) for status, path in name_status(repo.git, self._resolve(repo, sha))]
+
     # ------------------------------------------------------------------ async wrappers
     async def ainit(self) -> None:
         await asyncio.to_thread(self.init)
@@ -216,6 +210,9 @@ class GitStore:
 
     async def adiff(self, sha: str) -> str:
         return await asyncio.to_thread(self.diff, sha)
+
+    async def achanges(self, sha: str) -> list[tuple[str, str]]:
+        return await asyncio.to_thread(self.changes, sha)
 
     # ------------------------------------------------------------------ internals
     def _reporting(self) -> AbstractContextManager[None]:
@@ -270,7 +267,7 @@ class GitStore:
         try:
             repo.git.update_environment(**{**safe_env(self.workspace), **IDENTITY_ENV})
             ignore = self.workspace / ".gitignore"
-            if fresh or not ignore.exists() or _ours_but_old(ignore):
+            if fresh or not ignore.exists() or ours_but_old(ignore):
                 ignore.write_text(GITIGNORE, encoding="utf-8")
             if create and not repo.head.is_valid():
                 self._commit(repo, "init: memory files", allow_empty=True)
@@ -383,14 +380,5 @@ class GitStore:
 def is_tracked(path: str) -> bool:
     """Whether ``path`` (workspace-relative, posix) is one of the versioned memory files."""
     return (path in TRACKED or path.startswith("skills/") or DAILY_NOTE_RE.match(path) is not None)
-
-
-def _ours_but_old(ignore: Path) -> bool:
-    """Our own .gitignore from before daily notes were versioned (a user's own is left alone)."""
-    try:
-        text = ignore.read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return text.startswith("# Written by lucidgate") and DAILY_NOTE_IGNORE_RULE not in text
 
 

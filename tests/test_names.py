@@ -15,6 +15,7 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -196,3 +197,22 @@ def test_a_name_git_reserves_is_left_out_and_the_rest_committed(tmp_path: Path) 
     assert git.log(1)[0].files == ("skills/weather/SKILL.md",)
     assert CommitHealth(ws / "state" / "memory_commit.json").read().skipped == (
         "skills/.GIT/SKILL.md", "skills/git~1/SKILL.md")
+
+
+async def test_the_console_lists_and_diffs_commits_of_unusual_names(make_config: Any, workspace: Path) -> None:
+    from tests.console_kit import console_config, running_console, seed_workspace
+
+    seed_workspace(workspace)
+    quoted, spaced = 'skills/say "hi"/SKILL.md', "skills/a b/天气 notes.md"
+    async with running_console(console_config(make_config)) as c:
+        for rel in (quoted, spaced):
+            (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / rel).write_text("line one\u2028still line one\n", encoding="utf-8")
+        sha = await c.parts.git.acommit_manual_edits()
+        listed = (await c.client.get("/api/console/dream/commits")).json()
+        detail = (await c.client.get(f"/api/console/dream/commits/{sha}")).json()
+    assert set(listed[0]["files"]) == {quoted, spaced}
+    assert {(f["path"], f["status"]) for f in detail["diff"]} == {(quoted, "added"), (spaced, "added")}
+    for file in detail["diff"]:
+        [hunk] = file["hunks"]
+        assert [(x["op"], x["text"]) for x in hunk["lines"]] == [("+", "line one\u2028still line one")]
