@@ -216,3 +216,24 @@ async def test_the_console_lists_and_diffs_commits_of_unusual_names(make_config:
     for file in detail["diff"]:
         [hunk] = file["hunks"]
         assert [(x["op"], x["text"]) for x in hunk["lines"]] == [("+", "line one\u2028still line one")]
+
+
+def test_export_then_import_carries_unusual_names_and_refuses_undecodable_ones(tmp_path: Path) -> None:
+    from tests.test_import_lucid import machine, run
+
+    ws_a, config_a = machine(tmp_path, "a")
+    good = ["天气", 'say "hi"', "-rf", "🐈 cat"]
+    for name in good:
+        skill_file(ws_a, name).write_text(f"# {name}\n", encoding="utf-8")
+    skill_file(ws_a, os.fsdecode(b"caf\xe9")).write_text("foreign\n")
+    GitStore(ws_a).commit_manual_edits()
+    archive = tmp_path / "assistant.tar.gz"
+    run(["export", "--out", str(archive), "-c", str(config_a)])
+
+    ws_b, config_b = machine(tmp_path, "b")
+    shown = run(["import", "lucid", str(archive), "-c", str(config_b)])
+    for name in good:
+        assert skill_file(ws_b, name).read_bytes() == skill_file(ws_a, name).read_bytes()
+    assert "caf\\xe9" in shown and "not UTF-8 text" in shown
+    assert not (ws_b / "skills" / os.fsdecode(b"caf\xe9")).exists()
+    assert [c.message for c in GitStore(ws_b).log(5)] == [c.message for c in GitStore(ws_a).log(5)]
