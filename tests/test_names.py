@@ -237,3 +237,18 @@ def test_export_then_import_carries_unusual_names_and_refuses_undecodable_ones(t
     assert "caf\\xe9" in shown and "not UTF-8 text" in shown
     assert not (ws_b / "skills" / os.fsdecode(b"caf\xe9")).exists()
     assert [c.message for c in GitStore(ws_b).log(5)] == [c.message for c in GitStore(ws_a).log(5)]
+
+
+def test_skills_are_discovered_under_any_name_and_an_undecodable_folder_is_skipped(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from lucidgate.gateway.skills.catalog import SkillsLoader
+
+    ws = make_workspace(tmp_path)
+    for name in ("天气", 'say "hi"', "-rf"):
+        skill_file(ws, name).write_text(f"---\ndescription: about {name}\n---\nbody\n", encoding="utf-8")
+    skill_file(ws, os.fsdecode(b"caf\xe9")).write_text("---\ndescription: foreign\n---\n")
+    found = {s.name: s for s in SkillsLoader(ws, builtin_dir=tmp_path / "none").load()}
+    assert set(found) == {"天气", 'say "hi"', "-rf"}
+    assert found["天气"].description == "about 天气"
+    assert "caf\\xe9" in caplog.text and "not UTF-8" in caplog.text
+    json.dumps([s.name for s in found.values()], ensure_ascii=False).encode("utf-8")  # a prompt can carry them
