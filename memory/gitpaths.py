@@ -41,8 +41,14 @@ def representable(path: str) -> bool:
 
 
 def as_text(output: str) -> str:
-    """Git output with undecodable bytes written as ``\\xNN``, so it can be printed or sent."""
-    return os.fsencode(output).decode("utf-8", errors="backslashreplace")
+    """``output`` (git's, or a file listing's) as valid text: bytes that were not UTF-8 written
+    as ``\\xNN``, any other lone surrogate as ``\\udXXX``, so it can be printed, stored or sent."""
+    if representable(output):
+        return output
+    try:
+        return output.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="backslashreplace")
+    except UnicodeEncodeError:
+        return output.encode("utf-8", errors="backslashreplace").decode("utf-8")
 
 
 def printable_name(path: str) -> str:

@@ -252,3 +252,20 @@ def test_skills_are_discovered_under_any_name_and_an_undecodable_folder_is_skipp
     assert found["天气"].description == "about 天气"
     assert "caf\\xe9" in caplog.text and "not UTF-8" in caplog.text
     json.dumps([s.name for s in found.values()], ensure_ascii=False).encode("utf-8")  # a prompt can carry them
+
+
+async def test_a_tool_result_naming_an_undecodable_file_is_text_the_transcript_can_hold(tmp_path: Path) -> None:
+    from lucidgate.gateway.tools.base import ToolRegistry
+    from lucidgate.gateway.tools.files import ListDir
+    from lucidgate.memory.sessions import SessionStore
+    from tests.fakes.context import make_ctx
+
+    ws = make_workspace(tmp_path)
+    skill_file(ws, os.fsdecode(b"caf\xe9")).write_text("foreign\n")
+    skill_file(ws, "天气").write_text("晴\n")
+    listed = await ToolRegistry([ListDir()]).execute(make_ctx(ws), "list_dir", {"path": "skills"})
+    assert not listed.failed and "caf\\xe9/" in listed and "天气/" in listed
+    store = SessionStore(ws / "sessions")
+    session = await store.get("cli:1")
+    await store.append(session, {"role": "tool", "tool_call_id": "t1", "name": "list_dir", "content": str(listed)})
+    assert "caf\\\\xe9/" in (ws / "sessions" / "cli_1.jsonl").read_text(encoding="utf-8")
