@@ -14,9 +14,9 @@ ever executed, whoever made the ``.git``. The synchronous methods do the git wor
 Paths go to and from git through ``gitpaths`` (NUL-separated, never quoted), so any name the
 file system allows is committed as it is. A name git refuses (a folder spelled like ``.git``)
 or that is not valid UTF-8 (it could not be written into a commit message or shown) is left
-out of commits with a warning, and the rest is committed. A mutating
-operation that fails raises ``GitStoreError`` saying what git said, and its outcome is kept
-in ``state/memory_commit.json`` (``CommitHealth``) for ``lucid doctor``.
+out of commits with a warning, and the rest is committed. A mutating operation that fails
+raises ``GitStoreError`` saying what git said, and its outcome is kept in
+``state/memory_commit.json`` (``CommitHealth``) for ``lucid doctor``.
 """
 
 from __future__ import annotations
