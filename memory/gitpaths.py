@@ -16,7 +16,6 @@ The functions take GitPython's ``repo.git`` command object and run one git proce
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from collections.abc import Iterable, Sequence
