@@ -269,3 +269,18 @@ async def test_a_tool_result_naming_an_undecodable_file_is_text_the_transcript_c
     session = await store.get("cli:1")
     await store.append(session, {"role": "tool", "tool_call_id": "t1", "name": "list_dir", "content": str(listed)})
     assert "caf\\\\xe9/" in (ws / "sessions" / "cli_1.jsonl").read_text(encoding="utf-8")
+
+
+async def test_forget_removes_the_lines_even_when_the_commit_fails(tmp_path: Path) -> None:
+    from lucidgate.memory.forget import forget
+    from lucidgate.memory.store import MemoryStore
+
+    ws = make_workspace(tmp_path)
+    (ws / "USER.md").write_text("# User\n- drinks green tea\n- lives in Porto\n")
+    git = GitStore(ws)
+    git.init()
+    (ws / ".git" / "index.lock").write_text("")  # another git holds the index
+    removed = await forget(MemoryStore(ws), git, "green tea")
+    assert removed == ["- drinks green tea"]
+    assert "green tea" not in (ws / "USER.md").read_text()
+    assert "index.lock" in (CommitHealth(ws / "state" / "memory_commit.json").read().error or "")
