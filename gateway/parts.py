@@ -17,6 +17,7 @@ CLI command pays only for what it touches (none of them import litellm).
     state/scheduler.json         JobState              the scheduler's last and next runs
     state/reminders.sqlite       ReminderStore         reminders and tasks
     state/outbox.sqlite          Outbox                the daemon's undelivered replies
+    state/memory_commit.json     CommitHealth          the last memory commit's failure, if any
 """
 
 from __future__ import annotations
@@ -88,9 +89,15 @@ class WorkspaceParts:
 
     @cached_property
     def git(self) -> GitStore:
+        from lucidgate.memory.commit_health import CommitHealth
         from lucidgate.memory.gitstore import GitStore
 
-        return GitStore(self.workspace)
+        return GitStore(self.workspace, health=CommitHealth(self.commit_state_path))
+
+    @property
+    def commit_state_path(self) -> Path:
+        """The last memory commit's outcome (``lucid doctor`` reads it)."""
+        return self.state_dir / "memory_commit.json"
 
     @cached_property
     def usage(self) -> UsageLedger:

@@ -44,6 +44,7 @@ from lucidgate.gateway.model.usage import UsageLedger
 from lucidgate.memory import tokens
 from lucidgate.memory.consolidator import Consolidator
 from lucidgate.memory.dream import Dream
+from lucidgate.memory.errors import GitStoreError
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.sessions import SessionStore
 from lucidgate.memory.store import MemoryStore
@@ -154,7 +155,7 @@ class Gateway:
         self._stack = stack
         try:
             await asyncio.to_thread(_prepare_workspace, p.config.workspace)
-            await asyncio.to_thread(p.git.init)
+            await asyncio.to_thread(_init_history, p.git)
             if p.committer is not None:
                 await p.committer.commit_manual_edits()  # hand edits made while we were down
             # Today's usage journal is read once, the tokenizer loaded once — both in threads,
@@ -297,6 +298,15 @@ class Gateway:
     def metrics_text(self) -> tuple[bytes, str]:
         """Prometheus text and its content type."""
         return self.parts.metrics.render(), self.parts.metrics.content_type
+
+
+def _init_history(git: GitStore) -> None:
+    """Create the memory repository, or run without it: a broken history must not keep the
+    assistant from answering (the failure is logged and kept for ``lucid doctor``)."""
+    try:
+        git.init()
+    except GitStoreError as exc:
+        logger.error("memory versioning failed (%s); running on without it — see `lucid doctor`", exc)
 
 
 async def _quietly(stop: Any, what: str) -> None:

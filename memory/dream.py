@@ -36,7 +36,7 @@ from lucidgate.config.schema import AgentDefaults
 from lucidgate.memory.dream_prompts import Finding, parse_findings, phase1_messages, phase2_messages
 from lucidgate.memory.dream_tools import MAX_READ_CHARS, TOOL_SCHEMAS, DreamTools, list_skills
 from lucidgate.memory import tokens
-from lucidgate.memory.errors import DreamBusy, PromptTooLong
+from lucidgate.memory.errors import DreamBusy, GitStoreError, PromptTooLong
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.protocols import ChatModel, ChatResult, LoopStats, ToolCall, ToolLoop
 from lucidgate.memory.store import HistoryEntry, MemoryStore, Which
@@ -207,7 +207,7 @@ class Dream:
                 return report
             if any(f.tag != "SKIP" for f in findings):
                 # Hand edits go into history first, so the dream commit holds only Dream's.
-                await self.git.acommit_manual_edits()
+                await self._commit_hand_edits()
                 await self._phase2(findings, tools, report)
             else:
                 report.stop_reason = "done"
@@ -269,6 +269,13 @@ class Dream:
         except Exception as exc:  # noqa: BLE001 - reported, and the commit below still runs
             logger.exception("dream could not advance the cursor or compact history")
             report.error = report.error or f"cursor/compaction failed: {exc}"
+
+    async def _commit_hand_edits(self) -> None:
+        """Dream learns even when versioning fails: the failure is logged and kept for doctor."""
+        try:
+            await self.git.acommit_manual_edits()
+        except GitStoreError as exc:
+            logger.error("dream could not commit hand edits first (%s); dreaming on", exc)
 
     async def _commit(self, tools: DreamTools, report: DreamReport) -> None:
         report.changes = list(tools.changes)

@@ -22,10 +22,12 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Protocol
 
 from lucidgate.config.fileio import atomic_write_text
+from lucidgate.memory.errors import GitStoreError
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.search.index import FORGOTTEN_FILE, MemoryIndex
 from lucidgate.memory.store import MemoryStore
@@ -43,7 +45,7 @@ async def forget(store: MemoryStore, git: GitStore, text: str, *,
     if not needle:
         raise ValueError("say what to forget: an empty text would match every line")
     # Unsaved hand edits get their own commit, so the forget commit holds only the removal.
-    await git.acommit_manual_edits()
+    await _versioned(git.acommit_manual_edits())
     removed: list[str] = []
     for which in ("memory", "user"):
         current = await store.read_text(which)
@@ -56,13 +58,21 @@ async def forget(store: MemoryStore, git: GitStore, text: str, *,
         if len(kept) != len(current.splitlines(keepends=True)):
             await store.write_text(which, "".join(kept))
     if removed:
-        await git.acommit(f"forget: {' '.join(text.split())[:60]}" + (f" ({by})" if by else ""))
+        await _versioned(git.acommit(f"forget: {' '.join(text.split())[:60]}" + (f" ({by})" if by else "")))
     removed.extend(await store.forget_history(needle))
     await asyncio.to_thread(_remember_forgotten, store, needle)
     if index is not None:
         await asyncio.to_thread(index.sync_files)
     logger.info("forget%s: %d line(s) removed", f" ({by})" if by else "", len(removed))
     return removed
+
+
+async def _versioned(commit: Awaitable[str | None]) -> None:
+    """A failing commit must not stop a forget: the lines go either way (logged; doctor shows it)."""
+    try:
+        await commit
+    except GitStoreError as exc:
+        logger.error("forget: the memory commit failed (%s); forgetting anyway", exc)
 
 
 class Exclusive(Protocol):

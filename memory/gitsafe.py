@@ -11,7 +11,8 @@ is not to run git in it before sanitising it. So every git call lucidgate makes:
    ``GIT_CONFIG_GLOBAL=/dev/null``, ``GIT_ATTR_NOSYSTEM``), and the settings that name a
    program overridden through ``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n`` — environment
    config outranks the repository's file (hooks path ``/dev/null``, fsmonitor off, pager
-   ``cat``, ssh/editor/askpass ``false``, transports other than local files refused);
+   ``cat``, ssh/editor/askpass ``false``, transports other than local files refused),
+   paths unquoted and every pathspec literal (a file name is never a glob or magic);
 2. on a repository whose ``.git/config`` holds anything beyond a short allow-list
    (format version, file mode, bare=false, reflog, case, user, remotes and branches — none
    of which run anything), first rewrites that file to the allowed entries and moves any
@@ -63,6 +64,7 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
     ("protocol.file.allow", "always"),  # a bundle file is the only thing we ever fetch
     ("submodule.recurse", "false"),
     ("fetch.recurseSubmodules", "false"),
+    ("core.quotePath", "false"),  # paths as they are; lucidgate reads them NUL-separated anyway
 )
 # "!attr" makes an attribute unspecified, whatever a lower-precedence file set: git's
 # defaults apply (content sniffing for binary, no conversion, no driver).
@@ -93,6 +95,7 @@ def safe_env(workspace: Path | None = None) -> dict[str, str]:
         "GIT_EDITOR": "false",
         "GIT_SSH_COMMAND": "false",
         "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_LITERAL_PATHSPECS": "1",  # a file named "*" or ":(top)x" means that file only
         "GIT_CONFIG_COUNT": str(len(SAFE_CONFIG)),
     }
     for n, (key, value) in enumerate(SAFE_CONFIG):

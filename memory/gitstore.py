@@ -10,6 +10,13 @@ beside it never interleave commits. Every git process runs with ``gitsafe.safe_e
 only after ``gitsafe.sanitize_repository``: nothing a repository's config or hooks name is
 ever executed, whoever made the ``.git``. The synchronous methods do the git work; the
 ``a``-prefixed wrappers run them in a worker thread for async callers.
+
+Paths go to and from git through ``gitpaths`` (NUL-separated, never quoted), so any name the
+file system allows is committed as it is. A name git refuses (a folder spelled like ``.git``)
+or that is not valid UTF-8 (it could not be written into a commit message or shown) is left
+out of commits with a warning, and the rest is committed. A mutating operation that fails
+raises ``GitStoreError`` saying what git said, and its outcome is kept in
+``state/memory_commit.json`` (``CommitHealth``) for ``lucid doctor``.
 """
 
 from __future__ import annotations
@@ -20,9 +27,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from typing import TYPE_CHECKING
@@ -30,6 +35,12 @@ from typing import TYPE_CHECKING
 from filelock import FileLock, Timeout
 
 from lucidgate.memory import _git_stamp
+from lucidgate.memory._gitignore import GITIGNORE, ours_but_old
+from lucidgate.memory._gitfail import Refused, reporting
+from lucidgate.memory._gitlog import CommitInfo, read_log
+from lucidgate.memory.gitpaths import (add_paths, as_text, diff_names, ls_files, ls_tree_names, name_status,
+                                       printable_name, representable)
+from lucidgate.memory.commit_health import COMMIT_STATE, CommitHealth
 from lucidgate.memory.errors import GitStoreError
 from lucidgate.memory.gitsafe import pin_attributes, run_git, safe_env, sanitize_repository
 
@@ -43,7 +54,6 @@ __all__ = ["TRACKED", "CommitInfo", "GitStore", "is_tracked"]
 TRACKED: tuple[str, ...] = ("SOUL.md", "USER.md", "memory/MEMORY.md", "skills")
 # Daily notes (memory/YYYY-MM-DD.md) are versioned too; matched by name, added explicitly.
 DAILY_NOTE_RE = re.compile(r"^memory/\d{4}-\d{2}-\d{2}\.md$")
-DAILY_NOTE_IGNORE_RULE = "!/memory/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md"
 IDENTITY_ENV = {
     "GIT_AUTHOR_NAME": "lucidgate",
     "GIT_AUTHOR_EMAIL": "lucidgate@localhost",
@@ -51,39 +61,19 @@ IDENTITY_ENV = {
     "GIT_COMMITTER_EMAIL": "lucidgate@localhost",
     "GIT_TERMINAL_PROMPT": "0",
 }
-GITIGNORE = """\
-# Written by lucidgate: only the long-term memory files are versioned here.
-/*
-!/SOUL.md
-!/USER.md
-!/memory/
-/memory/*
-!/memory/MEMORY.md
-!/memory/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md
-!/skills/
-__pycache__/
-*.tmp
-"""
 _SHA_RE = re.compile(r"^[0-9a-fA-F]{4,40}$")
 # The same message reaches a chat and the terminal: name both ways to list commits.
 _LIST_COMMITS = "list the commits with `lucid memory log` (or /dream-log in a chat)"
 _STALE_INDEX_LOCK_S = 60.0
-_RECORD, _FIELD = "\x1e", "\x1f"
-
-
-@dataclass(frozen=True, slots=True)
-class CommitInfo:
-    sha: str
-    short: str
-    message: str
-    when: datetime
-    files: tuple[str, ...]
 
 
 class GitStore:
-    def __init__(self, workspace: Path, *, lock_timeout_s: float = 60.0) -> None:
+    def __init__(self, workspace: Path, *, lock_timeout_s: float = 60.0,
+                 health: CommitHealth | None = None) -> None:
         self.workspace = Path(workspace)
         self._lock = FileLock(self.workspace / "memory" / ".git.lock", timeout=lock_timeout_s)
+        self.health = health or CommitHealth(self.workspace / COMMIT_STATE)
+        self._skipped: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ mutating operations
     def init(self) -> None:
@@ -91,7 +81,7 @@ class GitStore:
         Costs a few stat() calls when nothing changed since the last full commit (``_git_stamp``)."""
         if self._stamp_holds()[0]:
             return
-        with self._locked(), self._repo():
+        with self._reporting(), self._locked(), self._repo():
             pass
 
     def commit_manual_edits(self) -> str | None:
@@ -100,9 +90,10 @@ class GitStore:
         holds, files = self._stamp_holds()
         if holds:
             return None
-        with self._locked(), self._repo() as repo:
+        with self._reporting(), self._locked(), self._repo() as repo:
             sha = self._commit(repo, None)
-            _git_stamp.write(self.workspace, files)
+            if not self._skipped:  # a name left out is a change still waiting
+                _git_stamp.write(self.workspace, files)
             return sha
 
     def _stamp_holds(self) -> tuple[bool, dict[str, list[int] | None]]:
@@ -112,7 +103,7 @@ class GitStore:
     def commit(self, message: str, paths: list[str] | None = None) -> str | None:
         """Commit the tracked files as they are now (only ``paths`` of them when given, so a
         hand edit elsewhere is not swept into this commit); None when nothing changed."""
-        with self._locked(), self._repo() as repo:
+        with self._reporting(), self._locked(), self._repo() as repo:
             return self._commit(repo, message, only=paths)
 
     def bundle(self, target: Path) -> bool:
@@ -145,28 +136,26 @@ class GitStore:
 
     def restore(self, sha: str) -> str:
         """A NEW commit bringing the files ``sha`` changed back to their state before it."""
-        with self._locked(), self._repo() as repo:
+        with self._reporting(), self._locked(), self._repo() as repo:
             target = self._resolve(repo, sha)
             parents = repo.git.rev_list("--parents", "-n", "1", target).split()[1:]
             if not parents:
-                raise GitStoreError(
+                raise Refused(
                     f"{target[:8]} is the first commit; there is no earlier state to restore"
                 )
             self._commit(repo, None)  # keep unsaved hand edits in history before overwriting
             before = parents[0]
             # Only the files this commit changed go back; what later commits added or changed
             # elsewhere (a new skill, another file) is left alone.
-            touched = [f for f in _lines(repo.git.diff("--no-ext-diff", "--name-only", before, target))
-                       if is_tracked(f)]
-            differs = (set(_lines(repo.git.diff("--no-ext-diff", "--name-only", before, "HEAD", "--", *touched)))
-                       if touched else set())
+            touched = [f for f in diff_names(repo.git, before, target) if is_tracked(f)]
+            differs = set(diff_names(repo.git, before, "HEAD", paths=touched)) if touched else set()
             changed = [f for f in touched if f in differs]
             if not changed:
-                raise GitStoreError(
+                raise Refused(
                     f"nothing to restore: the memory files already match the state before "
                     f"{target[:8]}"
                 )
-            present = set(_lines(repo.git.ls_tree("-r", "--name-only", before, "--", *changed)))
+            present = set(ls_tree_names(repo.git, before, changed))
             if present:
                 repo.git.checkout(before, "--", *sorted(present))
             gone = [f for f in changed if f not in present]
@@ -186,13 +175,7 @@ class GitStore:
         with self._repo(create=False) as repo:
             if not repo.head.is_valid():
                 return []
-            args = [f"--format={_RECORD}%H{_FIELD}%h{_FIELD}%ct{_FIELD}%s", "--name-only"]
-            args.append(f"-n{max(0, n)}" if prefix is None else "-n5000")
-            raw = repo.git.log(*args)
-        infos = [_parse_record(rec) for rec in raw.split(_RECORD) if rec.strip()]
-        if prefix is not None:
-            infos = [i for i in infos if i.message.startswith(prefix)][: max(0, n)]
-        return infos
+            return read_log(repo.git, n, prefix=prefix)
 
     def diff(self, sha: str) -> str:
         """The patch a commit made (the root commit shows its whole content)."""
@@ -200,8 +183,14 @@ class GitStore:
             raise GitStoreError("memory is not versioned yet; nothing to show")
         with self._repo(create=False) as repo:
             target = self._resolve(repo, sha)
-            return str(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
-                                     "--format=medium", target, "--"))
+            return as_text(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
+                                         "--format=medium", target, "--"))
+
+    def changes(self, sha: str) -> list[tuple[str, str]]:
+        """``(status, path)`` of each file a commit changed, in the order ``diff`` shows them
+        (the patch's own headers quote unusual names; these are the names as they are)."""
+        with self._repo(create=False) as repo:
+            return [(status, as_text(path)) for status, path in name_status(repo.git, self._resolve(repo, sha))]
 
     # ------------------------------------------------------------------ async wrappers
     async def ainit(self) -> None:
@@ -222,7 +211,14 @@ class GitStore:
     async def adiff(self, sha: str) -> str:
         return await asyncio.to_thread(self.diff, sha)
 
+    async def achanges(self, sha: str) -> list[tuple[str, str]]:
+        return await asyncio.to_thread(self.changes, sha)
+
     # ------------------------------------------------------------------ internals
+    def _reporting(self) -> AbstractContextManager[None]:
+        self._skipped = ()
+        return reporting(self.health, self.workspace, lambda: self._skipped)
+
     @contextmanager
     def _locked(self) -> Iterator[None]:
         (self.workspace / "memory").mkdir(parents=True, exist_ok=True)
@@ -272,7 +268,7 @@ class GitStore:
         try:
             repo.git.update_environment(**{**safe_env(self.workspace), **IDENTITY_ENV})
             ignore = self.workspace / ".gitignore"
-            if fresh or not ignore.exists() or _ours_but_old(ignore):
+            if fresh or not ignore.exists() or ours_but_old(ignore):
                 ignore.write_text(GITIGNORE, encoding="utf-8")
             if create and not repo.head.is_valid():
                 self._commit(repo, "init: memory files", allow_empty=True)
@@ -285,14 +281,14 @@ class GitStore:
         text = (sha or "").strip()
         # Validate before git sees it: a "sha" from chat must never become a git option.
         if not _SHA_RE.match(text):
-            raise GitStoreError(f"{sha!r} is not a commit id; {_LIST_COMMITS}")
+            raise Refused(f"{sha!r} is not a commit id; {_LIST_COMMITS}")
         from git.exc import GitCommandError
 
         try:
             full = repo.git.rev_parse("--verify", "--quiet", f"{text}^{{commit}}").strip()
             repo.git.merge_base("--is-ancestor", full, "HEAD")
         except GitCommandError:
-            raise GitStoreError(
+            raise Refused(
                 f"unknown commit {text!r}; {_LIST_COMMITS}"
             ) from None
         return full
@@ -324,23 +320,37 @@ class GitStore:
         from git.exc import GitCommandError
 
         try:
-            known = _lines(repo.git.ls_files("--", *TRACKED))
+            known = ls_files(repo.git, *TRACKED)
         except GitCommandError as exc:
             if "index" not in str(exc).lower():
                 raise GitStoreError(f"git failed: {exc.stderr.strip()}") from exc
             self._rebuild_index(repo)
-            known = _lines(repo.git.ls_files("--", *TRACKED))
+            known = ls_files(repo.git, *TRACKED)
         paths = [p for p in TRACKED
                  if (self.workspace / p).exists() or any(k == p or k.startswith(p + "/") for k in known)]
-        if paths:
-            repo.git.add("--", *paths)
-        notes = sorted(set(self._daily_notes()) | {k for k in _lines(repo.git.ls_files("--", "memory"))
+        refused = add_paths(repo.git, paths) if paths else []
+        notes = sorted(set(self._daily_notes()) | {k for k in ls_files(repo.git, "memory")
                                                      if DAILY_NOTE_RE.match(k)})
         if notes:
             # -f: a .gitignore from before daily notes were versioned must not refuse them.
-            repo.git.add("-f", "-A", "--", *notes)
+            refused += add_paths(repo.git, notes, "-f", "-A")
         # With an unborn HEAD, git compares the index against the empty tree.
-        return _lines(repo.git.diff("--no-ext-diff", "--cached", "--name-only", "--", *TRACKED, *notes))
+        staged = diff_names(repo.git, "--cached", paths=[*TRACKED, *notes])
+        # Git would store a name that is not UTF-8, but no message, log or answer could name it.
+        undecodable = [p for p in staged if not representable(p)]
+        if undecodable:
+            self._unstage(repo, undecodable)
+        self._skipped = tuple(sorted(printable_name(p) for p in [*refused, *undecodable]))
+        if self._skipped:
+            logger.warning("not committing %d memory file(s): git reserves the name or it is not valid "
+                           "UTF-8 (rename them): %s", len(self._skipped), ", ".join(self._skipped))
+        return [p for p in staged if representable(p)]
+
+    def _unstage(self, repo: Repo, paths: list[str]) -> None:
+        if repo.head.is_valid():
+            repo.git.reset("-q", "HEAD", "--", *paths)
+        else:
+            repo.git.rm("-q", "--cached", "-r", "--", *paths)
 
     def _daily_notes(self) -> list[str]:
         folder = self.workspace / "memory"
@@ -373,26 +383,3 @@ def is_tracked(path: str) -> bool:
     return (path in TRACKED or path.startswith("skills/") or DAILY_NOTE_RE.match(path) is not None)
 
 
-def _ours_but_old(ignore: Path) -> bool:
-    """Our own .gitignore from before daily notes were versioned (a user's own is left alone)."""
-    try:
-        text = ignore.read_text(encoding="utf-8")
-    except OSError:
-        return False
-    return text.startswith("# Written by lucidgate") and DAILY_NOTE_IGNORE_RULE not in text
-
-
-def _lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
-
-
-def _parse_record(record: str) -> CommitInfo:
-    head, _, rest = record.partition("\n")
-    sha, short, ts, subject = head.split(_FIELD, 3)
-    return CommitInfo(
-        sha=sha,
-        short=short,
-        message=subject,
-        when=datetime.fromtimestamp(int(ts), tz=timezone.utc),
-        files=tuple(_lines(rest)),
-    )

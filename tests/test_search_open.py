@@ -116,3 +116,49 @@ async def test_the_console_search_link_opens_a_conversation_hit(make_config: Cal
                for ln in opened.json()["text"].splitlines())
     assert outside.status_code == 400
     assert "/memory/open?path=" in script and "hit.start_line" in script  # the page links there
+
+
+async def test_every_console_search_hit_link_opens_what_it_points_at(make_config: Callable[..., Any],
+                                                                     workspace: Path, fake_llm: Any) -> None:
+    """Memory files open in the editor, history entries in the timeline, session notes and
+    conversations as their lines: none answers "Could not load"."""
+    seed_workspace(workspace)
+    _write(workspace, [TALK])
+    (workspace / "memory" / "2023-05-08-kitten-pixel-owner.md").write_text(
+        "# Kitten Pixel\n\nThe owner adopted a grey kitten called Pixel.\n", encoding="utf-8")
+    config = console_config(make_config, agents={"defaults": {"memory": {"search": {
+        "embedding": {"model": "none"}}}}})
+    async with running_console(config) as c:
+        await c.parts.store.append_history("- Adopted a grey kitten called Pixel\n- Vet on Monday",
+                                           session_key="cli:1")
+        (workspace / "memory" / "MEMORY.md").write_text("# Memory\n\n- Has a kitten called Pixel\n")
+        found = (await c.client.get("/api/console/memory/search", params={"q": "kitten Pixel"})).json()
+        opened: dict[str, str] = {}
+        entries: dict[int, str] = {}
+        for hit in found["hits"]:
+            if hit["cursor"] is not None:  # a history entry: the timeline from that entry
+                got = await c.client.get("/api/console/history", params={"before": hit["cursor"] + 1, "limit": 1})
+                assert got.status_code == 200, got.text
+                [entry] = got.json()["entries"]
+                entries[entry["cursor"]] = entry["content"]
+                continue
+            if hit["editable"]:
+                got = await c.client.get("/api/console/memory/file", params={"path": hit["path"]})
+            else:
+                start = hit["start_line"] or hit["line"]
+                lines = hit["end_line"] - hit["start_line"] + 1 if hit["start_line"] and hit["end_line"] else 1
+                got = await c.client.get("/api/console/memory/open",
+                                         params={"path": hit["path"], "start": start, "lines": lines})
+            assert got.status_code == 200, (hit, got.text)
+            opened[hit["path"]] = got.json()["text"]
+        grep_hit = await c.client.get("/api/console/memory/open",
+                                      params={"path": "memory/history.jsonl", "start": 1, "lines": 1})
+        script = (await c.client.get("/ui/views/memory.js")).text
+    assert entries == {1: "- Adopted a grey kitten called Pixel\n- Vet on Monday"}, found
+    assert "#history?cursor=" in script and "hit.editable" in script
+    # A grep hit (no index) points at a line of the history file: it reads as the entry.
+    history = grep_hit.json()["text"]
+    assert "#1 " in history and "(cli:1):\n    - Adopted a grey kitten called Pixel\n    - Vet on Monday" in history
+    assert '"cursor"' not in history  # an entry, not its JSON
+    assert {"memory/2023-05-08-kitten-pixel-owner.md", "memory/MEMORY.md", "sessions/cli_1.jsonl"} <= set(opened)
+    assert "grey kitten called Pixel" in opened["memory/2023-05-08-kitten-pixel-owner.md"]

@@ -32,8 +32,15 @@ def register(app: typer.Typer) -> None:
 
 
 def _git(config_path: Path | None) -> GitStore:
+    """The workspace's history, created if missing; a broken one exits 1 with git's words."""
+    from lucidgate.memory.errors import GitStoreError
+
     git = workspace_parts(config_path).git
-    git.init()
+    try:
+        git.init()
+    except GitStoreError as exc:
+        err_console.print(f"memory versioning failed: {exc}", markup=False)
+        raise typer.Exit(1) from None
     return git
 
 
@@ -45,20 +52,22 @@ def dream(
     """Run Dream now: distil recent history into USER.md, MEMORY.md, SOUL.md and skills."""
     import asyncio
 
-    from lucidgate.memory.errors import DreamBusy
+    from lucidgate.memory.errors import DreamBusy, GitStoreError
 
     config = load_or_exit(config_path)
 
     async def run() -> int:
-        from lucidgate.gateway.app import build_gateway
-
         from datetime import datetime
         from zoneinfo import ZoneInfo
 
+        from lucidgate.gateway.app import build_gateway
         from lucidgate.gateway.parts import WorkspaceParts
 
         parts = build_gateway(config, "tool").parts
-        await asyncio.to_thread(parts.git.init)
+        try:
+            await asyncio.to_thread(parts.git.init)
+        except GitStoreError as exc:  # Dream still learns; its commit says whether it worked
+            err_console.print(f"memory versioning failed: {exc}", markup=False)
         started = datetime.now(ZoneInfo("UTC"))
         with console.status("dreaming…", spinner="dots"):
             try:
@@ -80,10 +89,19 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
                config_path: ConfigOption = None) -> None:
     """List memory changes (Dream, manual edits, restores)."""
     table = new_table("sha", "when", "message", "files")
+    from rich.text import Text
+
+    from lucidgate.memory.errors import GitStoreError
+    from lucidgate.memory.gitpaths import printable_name
+
     git = _git(config_path)
-    git.commit_manual_edits()  # hand edits since the last commit are changes too
+    try:
+        git.commit_manual_edits()  # hand edits since the last commit are changes too
+    except GitStoreError as exc:
+        err_console.print(f"hand edits are not committed: {exc}", markup=False)
     for c in git.log(n):
-        table.add_row(c.short, str(c.when), c.message, ", ".join(c.files))
+        table.add_row(c.short, str(c.when), Text(printable(printable_name(c.message))),
+                      Text(", ".join(printable_name(f) for f in c.files)))
     console.print(table)
 
 

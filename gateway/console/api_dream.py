@@ -99,7 +99,7 @@ class DreamRunner:
 
     async def _run(self) -> None:
         handler = _Progress(self.state.progress)
-        watched = [logging.getLogger(n) for n in ("memory.dream", "memory.dream_tools", "memory.gitstore")]
+        watched = [logging.getLogger(f"lucidgate.memory.{n}") for n in ("dream", "dream_tools", "gitstore")]
         levels = [log.level for log in watched]
         for log in watched:
             log.addHandler(handler)
@@ -159,7 +159,7 @@ def router(auth: ConsoleAuth, *, git: GitStore, dream: Dream, store: MemoryStore
         found = [i for i in await git.alog(1000) if i.sha.startswith(sha.lower())]
         if not found:
             raise HTTPException(404, f"unknown commit {sha!r}")
-        return CommitDetail(**_item(found[0]).model_dump(), diff=parse_patch(patch))
+        return CommitDetail(**_item(found[0]).model_dump(), diff=parse_patch(patch, await git.achanges(sha)))
 
     @api.post("/commits/{sha}/restore", response_model=Restored, status_code=201,
               summary="Undo a commit: a new commit with the files as they were before it",

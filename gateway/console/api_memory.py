@@ -72,6 +72,8 @@ class SearchHit(BaseModel):
     session_key: str | None = None
     start_line: int | None = Field(None, description="first line the hit spans (open it with /open)")
     end_line: int | None = None
+    cursor: int | None = Field(None, description="a history entry's cursor (the history view shows it)")
+    editable: bool = Field(False, description="/file opens it for editing; otherwise /open shows its lines")
 
 
 class Opened(BaseModel):
@@ -126,7 +128,7 @@ def grep(workspace: Path, query: str, limit: int = 100) -> list[SearchHit]:
             continue
         for number, line in enumerate(text.splitlines(), 1):
             if needle in line.casefold():
-                hits.append(SearchHit(path=rel, line=number, text=line[:400]))
+                hits.append(SearchHit(path=rel, line=number, text=line[:400], editable=allowed(rel)))
                 if len(hits) >= limit:
                     return hits
     return hits
@@ -183,7 +185,9 @@ def router(auth: ConsoleAuth, *, workspace: Path, git: GitStore, recall: RecallS
                 return SearchResult(query=q, engine="recall", hits=[
                     SearchHit(path=str(h.path), line=_line_of(q, str(h.snippet), int(h.start_line or 0)),
                               text=str(h.snippet)[:400], score=float(h.score), session_key=h.session_key,
-                              start_line=h.start_line, end_line=h.end_line) for h in found])
+                              start_line=h.start_line, end_line=h.end_line, cursor=h.cursor,
+                              editable=allowed(str(h.path)))
+                    for h in found])
         hits = await asyncio.to_thread(grep, workspace, q)
         return SearchResult(query=q, engine="grep", hits=hits)
 

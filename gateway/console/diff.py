@@ -1,4 +1,10 @@
-"""Split ``git show`` output into files, hunks and typed lines for the page to colour."""
+"""Split ``git show`` output into files, hunks and typed lines for the page to colour.
+
+A patch's ``diff --git`` header quotes a name holding quotes, tabs or newlines, and a name
+containing `` b/`` cannot be split from it at all; so the caller passes the commit's files
+(``GitStore.changes``: status and name, in the patch's order) and each section takes its
+name and status from there. Without them the headers are read as before.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import re
 
 from pydantic import BaseModel
 
+_STATUS = {"A": "added", "D": "deleted"}
 _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@(.*)$")
 
 
@@ -27,21 +34,27 @@ class FileDiff(BaseModel):
     hunks: list[DiffHunk]
 
 
-def parse_patch(patch: str) -> list[FileDiff]:
+def parse_patch(patch: str, changes: list[tuple[str, str]] | None = None) -> list[FileDiff]:
     files: list[FileDiff] = []
+    lines = patch.split("\n")  # git's separator only: a line may hold \r, \f or U+2028
+    sections = sum(1 for line in lines if line.startswith("diff --git "))
+    named = changes if changes is not None and len(changes) == sections else None
     current: FileDiff | None = None
     hunk: DiffHunk | None = None
     old = new = 0
-    for line in patch.splitlines():
+    for line in lines:
         if line.startswith("diff --git "):
             parts = line.split(" b/", 1)
             current = FileDiff(path=parts[1] if len(parts) == 2 else line[11:], status="modified", hunks=[])
+            if named is not None:
+                status, current.path = named[len(files)]
+                current.status = _STATUS.get(status, "modified")
             files.append(current)
             hunk = None
             continue
         if current is None:
             continue
-        if hunk is None:
+        if hunk is None and named is None:
             if line.startswith("new file mode"):
                 current.status = "added"
             elif line.startswith("deleted file mode"):

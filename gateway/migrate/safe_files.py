@@ -8,7 +8,8 @@ copies goes through ``SourceFiles``, which refuses, with a warning naming the pa
 - symbolic links anywhere below the source root (the file or a folder on its way),
 - hard links (``st_nlink > 1``: the same bytes live somewhere we were not asked to read),
 - anything that is not a regular file (FIFOs, sockets, devices — a FIFO would hang us),
-- anything whose resolved path is not inside the root it was found under.
+- anything whose resolved path is not inside the root it was found under,
+- a name that is not UTF-8 text (another system's encoding): nothing could name it afterwards.
 
 Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and checked again on the open descriptor,
 so a swap between the check and the read is caught. What is copied is written ``0600``
@@ -22,6 +23,7 @@ import stat
 from pathlib import Path
 
 from lucidgate.config.fileio import atomic_write_bytes
+from lucidgate.memory.gitpaths import printable_name, representable
 
 __all__ = ["SourceFiles", "copy_private"]
 
@@ -45,6 +47,8 @@ class SourceFiles:
         if root is None:
             return "it is outside the source"
         absolute = Path(os.path.abspath(path))
+        if not representable(absolute.relative_to(root).as_posix()):
+            return "its name is not UTF-8 text (rename it and import again)"
         current = root
         for part in absolute.relative_to(root).parts:
             current = current / part
@@ -67,7 +71,7 @@ class SourceFiles:
         return None
 
     def _refuse(self, path: Path, reason: str) -> None:
-        self.warnings.append(f"refused {path}: {reason}")
+        self.warnings.append(f"refused {printable_name(str(path))}: {reason}")
 
     def is_dir(self, path: Path) -> bool:
         """A real folder inside the source (a linked one is refused with a warning)."""

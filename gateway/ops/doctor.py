@@ -19,6 +19,7 @@ from lucidgate.config.schema import Config
 from lucidgate.gateway.ops import checks
 from lucidgate.gateway.ops.checks import Result, fail, ok
 from lucidgate.gateway.ops.matrix_check import matrix_checks
+from lucidgate.gateway.ops.memory_check import memory_commit_check
 
 MARKS = {"ok": "✓", "warn": "!", "fail": "✗"}
 
@@ -50,6 +51,7 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
     path = resolve_config_path(config_path)
     results += await asyncio.to_thread(checks.workspace_checks, config, path, _with_config(config_path))
     results.append(await asyncio.to_thread(checks.git_check))
+    results.append(await asyncio.to_thread(memory_commit_check, config))
     model, window = await asyncio.gather(checks.model_check(config),
                                          asyncio.to_thread(checks.context_window_check, config))
     results += [model, window]

@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from lucidgate.memory.frontmatter import parse_frontmatter
+from lucidgate.memory.gitpaths import printable_name, representable
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +188,10 @@ class SkillsLoader:
             if not folder.is_dir():
                 continue
             for skill_file in sorted(folder.glob("*/SKILL.md")):
+                if not representable(skill_file.parent.name):  # the prompt could not name it
+                    logger.warning("skill folder %s has a name that is not UTF-8; skipped (rename it)",
+                                   printable_name(str(skill_file.parent)))
+                    continue
                 skill = parse_skill(skill_file, builtin=builtin, config_check=self.config_check)
                 if skill is not None:
                     found[skill.name] = skill

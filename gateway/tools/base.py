@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from lucidgate.config.schema import AgentDefaults
 from lucidgate.gateway.errors import ToolError
 from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory.gitpaths import as_text
 
 logger = logging.getLogger(__name__)
 
@@ -164,10 +165,10 @@ class ToolRegistry:
             params = tool.Params.model_validate(arguments)
         except (ValueError, ValidationError) as exc:
             return ToolOutput.error(f"invalid arguments for {name}: {_short_validation(exc)}")
-        try:
-            return ToolOutput(await tool.run(ctx, params))
+        try:  # a listing may name a file whose name is not UTF-8: the transcript must hold it
+            return ToolOutput(as_text(await tool.run(ctx, params)))
         except ToolError as exc:
-            return ToolOutput.error(str(exc))
+            return ToolOutput.error(as_text(str(exc)))
         except Exception as exc:  # noqa: BLE001 - the model reads it; the log keeps the trace
             return ToolOutput.error(error_result(name, exc))
 

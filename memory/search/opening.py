@@ -5,7 +5,8 @@ A hit's location is its file and line range (``Hit.where``: ``sessions/web_1.jso
 which is no way to read a conversation, so its lines are rendered one message per line
 (``12 user 2023-05-08 13:56: …``), tool traffic summarised, and ``CONTEXT_TURNS`` lines
 on either side are included so the exchange around the hit reads whole; the hit's own
-lines are marked with ``*``. A log (transcript or history) may hold words that are not the
+lines are marked with ``*``. A history entry (JSONL too) reads as ``#cursor stamp (session):``
+and its text. A log (transcript or history) may hold words that are not the
 owner's, and its header says so, as ``memory_search`` labels its hits.
 
 Blocking file reads: callers run this in a worker thread.
@@ -14,6 +15,7 @@ Blocking file reads: callers run this in a worker thread.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from lucidgate.memory.search.sources import source_of
@@ -39,9 +41,11 @@ def open_lines(workspace: Path, rel: str, start: int, count: int) -> str:
         raise OpenError(f"{rel!r} is not a memory source; use a path that memory_search returned "
                         "(e.g. memory/MEMORY.md, memory/2026-01-31.md, sessions/telegram_42.jsonl)")
     path = workspace / rel
+    if source == "history":
+        return _plain(path, rel, start, count, LOG_NOTE, render=_entry)
     if source != "session":
         shared_note = rel.startswith(SHARED_NOTES_DIR + "/")  # a shared chat's: guests' words
-        return _plain(path, rel, start, count, LOG_NOTE if source == "history" or shared_note else "")
+        return _plain(path, rel, start, count, LOG_NOTE if shared_note else "")
     first, last = max(1, start - CONTEXT_TURNS), start + count - 1 + CONTEXT_TURNS
     out: list[str] = []
     try:
@@ -60,7 +64,8 @@ def open_lines(workspace: Path, rel: str, start: int, count: int) -> str:
             f"context each side{LOG_NOTE}:\n" + "\n".join(out))
 
 
-def _plain(path: Path, rel: str, start: int, count: int, note: str) -> str:
+def _plain(path: Path, rel: str, start: int, count: int, note: str,
+           render: Callable[[str], str] = lambda line: line) -> str:
     picked = []
     try:
         with path.open("r", encoding="utf-8", errors="replace") as fh:
@@ -68,12 +73,26 @@ def _plain(path: Path, rel: str, start: int, count: int, note: str) -> str:
                 if number >= start + count:
                     break
                 if number >= start:
-                    picked.append(f"{number}: {line.rstrip(chr(10))}")
+                    picked.append(f"{number}: {render(line.rstrip(chr(10)))}")
     except FileNotFoundError:
         raise OpenError(f"{rel} does not exist") from None
     if not picked:
         return f"{rel} has fewer than {start} lines."
     return f"{rel} lines {start}-{start + len(picked) - 1}{note}:\n" + "\n".join(picked)
+
+
+def _entry(line: str) -> str:
+    """One history line as ``#cursor stamp (session): text``, its own lines kept."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return line
+    if not isinstance(data, dict) or "content" not in data:
+        return line
+    where = f" ({data['session_key']})" if data.get("session_key") else ""
+    head = f"#{data.get('cursor', '?')} {str(data.get('timestamp', ''))[:16]}{where}:"
+    text = str(data["content"]).strip()
+    return head + ("\n    " + text.replace("\n", "\n    ") if "\n" in text else " " + text)
 
 
 def _turn(line: str) -> str:

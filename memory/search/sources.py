@@ -6,8 +6,8 @@
     memory/history.jsonl, memory/archive/*.jsonl source "history"
     sessions/*.jsonl (and *.jsonl.old after /new)  source "session"
 
-A file that is not UTF-8 text (binary junk dropped into memory/) yields no chunks and a
-warning; it is never an error for the sync as a whole.
+A file that is not UTF-8 text (binary junk dropped into memory/), or whose name is not,
+yields no chunks and a warning; it is never an error for the sync as a whole.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from lucidgate.memory.search.chunking import (
     chunk_transcript,
     transcript_head,
 )
+from lucidgate.memory.gitpaths import printable_name, representable
 from lucidgate.memory.search.origin import origin_of
 from lucidgate.memory.session_note import SHARED_NOTES_DIR, shared_note_key
 
@@ -77,6 +78,10 @@ def discover(workspace: Path, sources: Collection[str]) -> Iterator[SourceFile]:
         rel = path.relative_to(workspace).as_posix()
         source = source_of(rel)
         if rel in seen or source is None or source not in sources:
+            continue
+        if not representable(rel):  # no hit, citation or answer could name it
+            logger.warning("recall index: %s has a name that is not UTF-8; not indexed (rename it)",
+                           printable_name(rel))
             continue
         seen.add(rel)
         try:

@@ -317,3 +317,36 @@ async def test_the_message_box_fits_a_phone_screen(browser: Any, shots: Shots, c
             assert box is not None, selector
             assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{selector} cut off at {width}px: {box}"
             assert box["y"] + box["height"] <= 700, f"{selector} below the screen at {width}px: {box}"
+
+
+async def test_search_hits_for_history_and_session_notes_open_what_they_point_at(
+        browser: Any, shots: Shots, make_config: Any, workspace: Path, fake_llm: FakeLLMServer) -> None:
+    seed_workspace(workspace)
+    note = "memory/2026-01-31-kitten-pixel-owner.md"
+    (workspace / note).write_text("# Kitten Pixel\n\nThe owner adopted a grey kitten called Pixel.\n",
+                                  encoding="utf-8")
+    config = console_config(make_config, agents={"defaults": {"memory": {"search": {"embedding": {"model": "none"}}}}})
+    async with running_console(config, login=False) as c:
+        await c.parts.store.append_history("- Adopted a grey kitten called Pixel", session_key="cli:1")
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+
+        async def search_and_click(href_start: str) -> None:
+            await page.goto("/#memory")
+            await page.fill("#memory-search", "kitten Pixel")
+            await page.press("#memory-search", "Enter")
+            link = page.locator(f"#search-results a[href^='{href_start}']")
+            await expect(link).to_have_count(1)
+            await link.click()
+
+        await search_and_click("#history?cursor=1")
+        entry = page.locator("#entry-1")
+        await expect(entry).to_contain_text("grey kitten called Pixel")
+        await expect(entry).to_have_attribute("aria-current", "true")
+        await shots.take(page, "history-entry-from-search")
+        await search_and_click(f"#memory?open={note.replace('/', '%2F')}&")
+        await expect(page.locator("#file-title")).to_have_text(note)
+        await expect(page.locator("#opened-hit")).to_contain_text("The owner adopted a grey kitten called Pixel.")
+        await shots.take(page, "session-note-from-search")
+        assert await page.locator("text=Could not load").count() == 0
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -1,5 +1,6 @@
 // The history timeline by day: Dream's cursor marked, unprocessed entries highlighted,
-// filters by session and channel, each entry linked to its transcript.
+// filters by session and channel, each entry linked to its transcript. `cursor=N` (a search
+// hit's link) starts the page at entry N and marks it.
 
 import { get } from "../api.js";
 import { h } from "../dom.js";
@@ -7,6 +8,8 @@ import { h } from "../dom.js";
 export async function render(view, params, { go }) {
   const q = new URLSearchParams();
   for (const key of ["session", "channel"]) if (params.get(key)) q.set(key, params.get(key));
+  const target = Number(params.get("cursor")) || null;
+  if (target) q.set("before", String(target + 1));
   const page = await get(`/history?${q}`);
   const session = h("select", { "aria-label": "Session filter", id: "history-session" },
     h("option", { value: "" }, "all sessions"),
@@ -42,7 +45,9 @@ export async function render(view, params, { go }) {
       marked = true;
       list.append(h("li", { class: "cursor-mark", id: "dream-cursor" }, `Dream cursor — #${page.dream_cursor}`));
     }
-    list.append(h("li", { class: entry.processed ? "entry" : "entry unprocessed" },
+    const classes = ["entry", entry.processed ? "" : "unprocessed", entry.cursor === target ? "target" : ""];
+    list.append(h("li", { class: classes.filter(Boolean).join(" "), id: `entry-${entry.cursor}`,
+      "aria-current": entry.cursor === target ? "true" : null },
       h("div", { class: "meta" }, `#${entry.cursor} · ${entry.timestamp.slice(11) || ""} · `,
         entry.session_key ? h("a", { href: `#sessions?key=${encodeURIComponent(entry.session_key)}` }, entry.session_key) : "no session",
         entry.processed ? "" : h("span", { class: "badge" }, "not yet dreamt"),

@@ -5,15 +5,15 @@ import { ApiError, get, put } from "../api.js";
 import { clear, h, toast } from "../dom.js";
 import { renderMarkdown } from "../md.js";
 
-// Memory files open in the editor; a conversation hit opens its
-// lines with the turns around them.
+// Each hit opens what it points at: a history entry in the history timeline, a memory
+// file or daily note in the editor, anything else (a conversation, a session note, a grep
+// hit in the history file) as its lines, with the turns around a conversation's.
 function hitLink(hit) {
-  if (hit.path.startsWith("sessions/") && hit.start_line) {
-    const start = hit.start_line || hit.line || 1;
-    const lines = hit.end_line && hit.start_line ? hit.end_line - hit.start_line + 1 : 1;
-    return `#memory?open=${encodeURIComponent(hit.path)}&start=${start}&lines=${lines}`;
-  }
-  return `#memory?path=${encodeURIComponent(hit.path)}`;
+  if (hit.cursor != null) return `#history?cursor=${hit.cursor}`;
+  if (hit.editable) return `#memory?path=${encodeURIComponent(hit.path)}`;
+  const start = hit.start_line || hit.line || 1;
+  const lines = hit.end_line && hit.start_line ? hit.end_line - hit.start_line + 1 : 1;
+  return `#memory?open=${encodeURIComponent(hit.path)}&start=${start}&lines=${lines}`;
 }
 
 export async function render(view, params, { go }) {
