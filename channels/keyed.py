@@ -14,6 +14,10 @@ same four things, so they share this primitive:
 * **bounded** — at most ``limit`` workers exist; the keys beyond wait first-come for a slot,
   and an idle worker gives its slot up at once when a key is waiting.
 
+Each key may carry a small state object (``new_state``), made with its slot and gone when its
+worker retires: what belongs to one key's work (the agent keeps the turn in hand there) lives
+and dies with that key's queue instead of in a dict beside it.
+
 ``wait_idle`` waits until no key has queued or running work, except keys that declared they
 are ``resting`` (e.g. waiting out a retry delay: what queues behind them cannot go either).
 An exception from ``handle`` is logged and the worker goes on with the next item.
@@ -27,18 +31,22 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, TypeVar
+from typing import Generic
+
+from typing_extensions import TypeVar
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+S = TypeVar("S", default=None)
 
 
-class _Slot(Generic[T]):
-    __slots__ = ("key", "queue", "wake", "task", "busy", "resting")
+class _Slot(Generic[T, S]):
+    __slots__ = ("key", "queue", "wake", "task", "busy", "resting", "state")
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, state: S | None) -> None:
         self.key = key
+        self.state = state
         self.queue: deque[T] = deque()
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None  # None while waiting for a slot
@@ -46,13 +54,14 @@ class _Slot(Generic[T]):
         self.resting = False  # busy but not to be waited for (see ``resting``)
 
 
-class KeyedWorkers(Generic[T]):
+class KeyedWorkers(Generic[T, S]):
     """Per-key ordered, cross-key concurrent workers (see the module docstring)."""
 
     def __init__(self, name: str, handle: Callable[[str, T], Awaitable[None]], *, idle_s: float,
                  limit: int = 1024, on_drained: Callable[[str], Awaitable[None]] | None = None,
                  on_start: Callable[[str], None] | None = None,
-                 on_retire: Callable[[str], None] | None = None) -> None:
+                 on_retire: Callable[[str], None] | None = None,
+                 new_state: Callable[[str], S] | None = None) -> None:
         if idle_s < 0 or limit < 1:
             raise ValueError("idle_s must be >= 0 and limit >= 1")
         self.name = name
@@ -61,9 +70,10 @@ class KeyedWorkers(Generic[T]):
         self._handle = handle
         self._on_drained = on_drained
         self._on_start, self._on_retire = on_start, on_retire
-        self._slots: dict[str, _Slot[T]] = {}
-        self._waiting: deque[_Slot[T]] = deque()
-        self._idle: dict[str, _Slot[T]] = {}  # workers waiting for work, oldest first
+        self._new_state = new_state
+        self._slots: dict[str, _Slot[T, S]] = {}
+        self._waiting: deque[_Slot[T, S]] = deque()
+        self._idle: dict[str, _Slot[T, S]] = {}  # workers waiting for work, oldest first
         self._live = 0
         self._queued = 0
         self._active = 0  # busy and not resting
@@ -90,12 +100,23 @@ class KeyedWorkers(Generic[T]):
     def __contains__(self, key: str) -> bool:
         return key in self._slots
 
+    def state(self, key: str) -> S | None:
+        """``key``'s state object while it has a slot (queued, working or idle), else None."""
+        slot = self._slots.get(key)
+        return None if slot is None else slot.state
+
+    def queued_items(self) -> list[tuple[str, T]]:
+        """Every item still waiting in a queue, per key in order (for a caller that must
+        keep some of them when the workers are cancelled)."""
+        return [(slot.key, item) for slot in self._slots.values() for item in slot.queue]
+
     def put(self, key: str, item: T) -> None:
         if self._closed:
             raise RuntimeError(f"{self.name}: closed")
         slot = self._slots.get(key)
         if slot is None:
-            slot = self._slots[key] = _Slot(key)
+            state = self._new_state(key) if self._new_state is not None else None
+            slot = self._slots[key] = _Slot(key, state)
         slot.queue.append(item)
         self._queued += 1
         self._mark(slot, busy=True)
@@ -135,7 +156,7 @@ class KeyedWorkers(Generic[T]):
         return tasks
 
     # -- internals ---------------------------------------------------------------------------
-    def _mark(self, slot: _Slot[T], *, busy: bool | None = None, resting: bool | None = None) -> None:
+    def _mark(self, slot: _Slot[T, S], *, busy: bool | None = None, resting: bool | None = None) -> None:
         was = slot.busy and not slot.resting
         if busy is not None:
             slot.busy = busy
@@ -149,16 +170,19 @@ class KeyedWorkers(Generic[T]):
             else:
                 self._quiet.set()
 
-    def _spawn(self, slot: _Slot[T]) -> None:
+    def _spawn(self, slot: _Slot[T, S]) -> None:
         self._live += 1
         slot.task = asyncio.create_task(self._run(slot), name=f"{self.name}-{slot.key}")
 
     def _evict_one_idle(self) -> None:
-        for slot in self._idle.values():
+        """Wake one idle worker to give its slot up, and take it off the idle list, so a
+        second key arriving before it has left wakes another one instead of the same."""
+        for key, slot in self._idle.items():
+            del self._idle[key]
             slot.wake.set()  # it finds its queue empty and a key waiting: it retires
             return
 
-    async def _run(self, slot: _Slot[T]) -> None:
+    async def _run(self, slot: _Slot[T, S]) -> None:
         key, queue = slot.key, slot.queue
         try:
             if self._on_start is not None:
@@ -199,7 +223,7 @@ class KeyedWorkers(Generic[T]):
         finally:
             self._retire(slot)
 
-    def _retire(self, slot: _Slot[T]) -> None:
+    def _retire(self, slot: _Slot[T, S]) -> None:
         self._live -= 1
         self._queued -= len(slot.queue)
         self._mark(slot, busy=False, resting=False)

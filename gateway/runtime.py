@@ -276,14 +276,17 @@ class Gateway:
 
     # -- health --------------------------------------------------------------------------------
     async def readiness(self) -> dict[str, Check]:
-        """What /readyz reports: intake, a writable workspace, a configured model."""
+        """What /readyz reports: intake, the agent loop's tasks alive, a writable workspace, a
+        configured model."""
         p = self.parts
         bus_detail = "accepting messages" if self.accepting else (
             "shutting down" if self._draining or not p.bus.accepting else "starting")
         writable, ws_detail = await asyncio.to_thread(_workspace_writable, p.config.workspace)
         ok, why = p.model.configured()
+        agent_ok, agent_detail = p.agent.alive()
         return {
             "bus": Check(self.accepting, bus_detail),
+            "agent": Check(agent_ok, agent_detail),
             "workspace": Check(writable, ws_detail),
             "provider": Check(ok, p.config.agent.model if ok else why),
         }

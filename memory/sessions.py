@@ -31,6 +31,7 @@ from lucidgate.memory.naming import read_header, session_file_stem
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
+REMINDER_KIND = "reminder"  # a line recording a reminder the user was sent, written between turns
 PendingKind = Literal["pending_user_turn", "runtime_checkpoint"]
 
 
@@ -68,9 +69,12 @@ class Session:
 
         ``pending_user_turn``: the last turn-relevant message is a user message with no
         reply after it. ``runtime_checkpoint``: the turn got as far as an assistant
-        ``tool_calls`` message (and maybe some results) but never finished.
+        ``tool_calls`` message (and maybe some results) but never finished. A reminder line
+        is not a reply: a shutdown can write one after a turn it cut off.
         """
         for msg in reversed(self.messages):
+            if msg.get("kind") == REMINDER_KIND:
+                continue
             role = msg.get("role")
             if role == "user":
                 return "pending_user_turn"

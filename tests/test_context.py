@@ -159,6 +159,31 @@ def test_sanitise_repairs_interrupted_and_orphan_tool_messages() -> None:
     assert all("orphan" not in str(m.get("content")) for m in out)
 
 
+def test_sanitise_shows_a_reminder_written_inside_a_turn_after_its_answer() -> None:
+    """A shutdown writes the reminder lines it holds even after a turn it cut off; resumed, that
+    turn's tool step stays whole and the reminder follows the answer (or, while the turn has
+    none, comes before its question so the prompt never ends on it)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}
+    reminder = {"role": "assistant", "content": "reminder: call mum", "kind": "reminder"}
+    raw = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "answered"},
+        reminder,  # between turns: where it was written
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        reminder,
+        {"role": "tool", "tool_call_id": "c1", "name": "exec", "content": "result"},
+        {"role": "assistant", "content": "done"},
+    ]
+    out = [(m["role"], m["content"]) for m in sanitise(raw)]
+    assert out == [("user", "first"), ("assistant", "answered"), ("assistant", "reminder: call mum"),
+                   ("user", "go"), ("assistant", ""), ("tool", "result"), ("assistant", "done"),
+                   ("assistant", "reminder: call mum")]
+    open_turn = sanitise([{"role": "user", "content": "slow"}, reminder])
+    assert [(m["role"], m["content"]) for m in open_turn] == [("assistant", "reminder: call mum"),
+                                                              ("user", "slow")]
+
+
 def test_sanitise_truncates_tool_results_on_request() -> None:
     call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
     raw = [{"role": "user", "content": "read"}, {"role": "assistant", "content": None, "tool_calls": [call]},

@@ -298,6 +298,29 @@ async def test_the_tool_guard_refuses_every_write_in_an_untrusted_run(make_env, 
     assert sum("refused" in r.getMessage() for r in caplog.records) == 2
 
 
+async def test_the_drop_guard_allows_a_quarter_of_the_entries_and_refuses_more(make_env) -> None:
+    """The boundary, on a file of eight entries: removing two (a quarter) is a surgical edit,
+    removing three is refused and leaves the file as it was."""
+    from lucidgate.memory.dream_tools import DreamTools
+    env = await make_env()
+    lines = [f"- fact number {n}" for n in range(1, 9)]
+    (env.workspace / "memory" / "MEMORY.md").write_text("\n".join(lines) + "\n")
+    tools = DreamTools(env.workspace, env.dream.caps, trusted=True)
+    two = await tools.call("edit_file", json.dumps({"path": "memory/MEMORY.md",
+                                                    "old_text": "- fact number 1\n- fact number 2\n",
+                                                    "new_text": ""}))
+    assert two.startswith("OK: edited memory/MEMORY.md"), two
+    after_two = env.read("memory/MEMORY.md")
+    assert after_two == "\n".join(lines[2:]) + "\n"
+    # Six entries now; a fresh eight-entry file for the refused case.
+    (env.workspace / "memory" / "MEMORY.md").write_text("\n".join(lines) + "\n")
+    three = await tools.call("edit_file", json.dumps({"path": "memory/MEMORY.md",
+                                                      "old_text": "- fact number 1\n- fact number 2\n- fact number 3\n",
+                                                      "new_text": ""}))
+    assert three.startswith("Error: this edit would remove or rewrite 3 of memory/MEMORY.md's 8 entries"), three
+    assert env.read("memory/MEMORY.md") == "\n".join(lines) + "\n"
+
+
 async def test_repeated_identical_tool_call_in_a_row_stops_the_loop(make_env) -> None:
     env = await make_env(history=HISTORY)
     env.fake.queue(

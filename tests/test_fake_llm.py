@@ -24,6 +24,7 @@ from aiohttp import web
 
 from tests.conftest import NetworkAccessRefused, NetworkGuard, deep_merge
 from tests.fakes.llm import (
+    AfterRequests,
     ContextOverflow,
     Fail,
     FakeLLMServer,
@@ -255,20 +256,24 @@ async def test_streaming_errors_raise_before_the_first_chunk(fake_llm: FakeLLMSe
 
 
 async def test_latency_overlaps_for_concurrent_requests() -> None:
+    """Requests are served side by side: two barrier answers, each waiting until both requests
+    have arrived, are both answered (one after the other, the first would wait for ever)."""
     async with FakeLLMServer() as server:
-        await ask(server)  # warm litellm up so only the server's latency is timed
-        server.latency = 2.0
-        started = time.monotonic()
+        server.latency = 0.2  # the latency of one does not hold up the other either
+        server.queue(AfterRequests(2, Reply("one")), AfterRequests(2, Reply("two")))
         first, second = await asyncio.gather(
             ask(server, [{"role": "user", "content": "a"}]),
             ask(server, [{"role": "user", "content": "b"}]),
         )
-        elapsed = time.monotonic() - started
-    assert 2.0 <= elapsed < 3.5, elapsed  # side by side, not one after the other (4 s)
-    assert {first.choices[0].message.content, second.choices[0].message.content} == {
-        "echo: a",
-        "echo: b",
-    }
+    assert {first.choices[0].message.content, second.choices[0].message.content} == {"one", "two"}
+
+
+async def test_a_barrier_answer_alone_fails_instead_of_hanging() -> None:
+    async with FakeLLMServer() as server:
+        server.queue(AfterRequests(2, Reply("never"), timeout=0.2))
+        with pytest.raises(litellm.InternalServerError) as raised:
+            await ask(server)
+    assert "only 1 of 2 requests arrived" in str(raised.value)
 
 
 async def test_request_log_records_bodies_and_headers(fake_llm: FakeLLMServer) -> None:

@@ -116,6 +116,56 @@ async def test_the_worker_count_is_bounded_and_waiting_keys_get_an_idle_slot() -
     await asyncio.gather(*workers.cancel(), return_exceptions=True)
 
 
+async def test_two_keys_arriving_together_at_the_cap_each_get_an_idle_workers_slot() -> None:
+    """Both workers sit idle; "c" and "d" arrive in the same tick. Each must take one of the
+    two idle slots: "d" may not wait behind "c"'s work while "b"'s worker idles."""
+    handled: list[str] = []
+    c_running, release_c = asyncio.Event(), asyncio.Event()
+
+    async def handle(key: str, _item: int) -> None:
+        if key == "c":
+            c_running.set()
+            await release_c.wait()
+        handled.append(key)
+
+    workers: KeyedWorkers[int] = KeyedWorkers("t", handle, idle_s=3600, limit=2)
+    workers.put("a", 1)
+    workers.put("b", 1)
+    await asyncio.wait_for(workers.wait_idle(), 5)  # both idle, holding the two slots
+    workers.put("c", 1)
+    workers.put("d", 1)
+    try:
+        await asyncio.wait_for(c_running.wait(), 5)
+        await asyncio.wait_for(_until(lambda: "d" in handled), 5)  # while "c" is still held
+    finally:
+        release_c.set()
+    await asyncio.wait_for(workers.wait_idle(), 5)
+    assert handled == ["a", "b", "d", "c"] and workers.workers == 2
+    await asyncio.gather(*workers.cancel(), return_exceptions=True)
+
+
+async def test_a_key_carries_its_state_while_it_has_a_worker() -> None:
+    seen: list[object] = []
+    workers: KeyedWorkers[int, list[int]]
+
+    async def handle(key: str, item: int) -> None:
+        state = workers.state(key)
+        assert state is not None
+        state.append(item)
+        seen.append(list(state))
+
+    workers = KeyedWorkers("t", handle, idle_s=0, new_state=lambda _key: [])
+    workers.put("k", 1)
+    workers.put("k", 2)
+    assert workers.queued_items() == [("k", 1), ("k", 2)]
+    await asyncio.wait_for(workers.wait_idle(), 5)
+    await asyncio.wait_for(_until(lambda: "k" not in workers), 5)  # retired: its state went with it
+    assert seen == [[1], [1, 2]] and workers.state("k") is None
+    workers.put("k", 3)
+    await asyncio.wait_for(_until(lambda: len(seen) == 3), 5)
+    assert seen[-1] == [3]  # a new worker starts from a new state
+
+
 async def test_a_resting_key_does_not_hold_up_wait_idle_and_a_failure_does_not_kill_the_worker() -> None:
     resting, wake = asyncio.Event(), asyncio.Event()
     handled: list[int] = []

@@ -124,6 +124,60 @@ async def test_a_full_disk_is_a_json_507_and_makes_the_gateway_not_ready(health_
     assert workspace["ok"] is False and "the disk is full" in workspace["detail"]
 
 
+async def _not_ready_within(client: httpx.AsyncClient, seconds: float) -> httpx.Response:
+    """Poll /readyz until it answers 503; fail the test if it still says ready after ``seconds``."""
+    answers: list[httpx.Response] = []
+
+    async def check() -> None:
+        while True:
+            answers.append(await client.get("/readyz"))
+            if answers[-1].status_code == 503:
+                return
+            await asyncio.sleep(0.05)
+
+    try:
+        await asyncio.wait_for(check(), seconds)
+    except TimeoutError:
+        raise AssertionError(f"/readyz still ready {seconds:g} s after the consumer died") from None
+    return answers[-1]
+
+
+def _task(name: str) -> asyncio.Task[object]:
+    [task] = [t for t in asyncio.all_tasks() if t.get_name() == name and not t.done()]
+    return task
+
+
+async def test_readyz_turns_not_ready_when_the_agent_consumer_is_cancelled(health_config, fake_llm, caplog):
+    async with serving(health_config) as (server, client):
+        assert (await client.get("/readyz")).status_code == 200
+        consumer = _task("agent-consume")
+        consumer.cancel()
+        down = await _not_ready_within(client, 10)
+    agent = down.json()["checks"]["agent"]
+    assert agent["ok"] is False and "agent-consume was cancelled" in agent["detail"]
+    assert any(r.levelname == "ERROR" and "agent-consume was cancelled" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_consumer_that_dies_is_logged_with_its_traceback_and_readyz_says_so(
+        health_config, fake_llm, caplog):
+    async with serving(health_config) as (server, client):
+        bus = server.state.gateway.parts.bus
+
+        async def broken() -> object:
+            raise RuntimeError("the inbox queue broke")
+
+        bus.consume_inbound = broken  # type: ignore[method-assign]
+        fake_llm.queue(Reply("answered"))
+        # The consumer already waits in the real consume: this message is the last it takes.
+        first = await client.post("/v1/messages", json=body("one"))
+        assert first.json()["reply"] == "answered"
+        down = await _not_ready_within(client, 10)
+    assert "RuntimeError: the inbox queue broke" in down.json()["checks"]["agent"]["detail"]
+    [death] = [r for r in caplog.records if r.levelname == "ERROR" and "agent-consume died" in r.getMessage()]
+    assert death.exc_info is not None and "the inbox queue broke" in str(death.exc_info[1])
+    assert death.exc_info[2] is not None  # with its traceback
+
+
 def _unprivileged() -> list[str]:
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else []
 

@@ -224,10 +224,13 @@ async def test_the_bus_purges_week_old_delivered_items_and_keeps_the_rest(tmp_pa
     old_pending = outbox.record(OutboundText(Target("telegram", "1"), "old, never delivered"))
     fresh_done = outbox.record(OutboundText(Target("telegram", "1"), "fresh and delivered"))
     outbox.delivered(fresh_done.id)
+    old_dead = outbox.record(OutboundText(Target("telegram", "2"), "old dead letter"))
+    outbox.dead(old_dead.id, "chat not found")  # kept: /status and the owner still need to see it
     outbox.close()
     week_ago = time.time() - 8 * 86400
     with sqlite3.connect(path) as db:
-        db.execute("UPDATE outbox SET created_at = ? WHERE id IN (?, ?)", (week_ago, old_done.id, old_pending.id))
+        db.execute("UPDATE outbox SET created_at = ? WHERE id IN (?, ?, ?)",
+                   (week_ago, old_done.id, old_pending.id, old_dead.id))
     bus = MessageBus(outbox=Outbox(path, deadlines_s={"telegram": 24 * 3600.0}))
     await bus.start()
     try:
@@ -235,7 +238,7 @@ async def test_the_bus_purges_week_old_delivered_items_and_keeps_the_rest(tmp_pa
         while (await bus.outbox_counts() or {}).get("delivered") != 1:
             assert asyncio.get_running_loop().time() < deadline, "the purge did not run"
             await asyncio.sleep(0.02)
-        assert await bus.outbox_counts() == {"pending": 1, "delivered": 1, "dead": 0}
+        assert await bus.outbox_counts() == {"pending": 1, "delivered": 1, "dead": 1}
     finally:
         await bus.stop()
 
@@ -258,8 +261,7 @@ async def test_a_flush_does_not_wait_for_messages_queued_behind_a_backoff(tmp_pa
         bus.subscribe("hook", receiver_down)
         chat = Target("hook", "c1")
         await bus.publish_outbound(OutboundText(chat, "first"))
-        while not attempts:
-            await asyncio.sleep(0.01)
+        await until(lambda: attempts, timeout=30, what="the first attempt")
         await bus.publish_outbound(OutboundText(chat, "second"))  # queued behind the backoff
         await asyncio.wait_for(bus.flush_outbound(), 10)  # returns: nothing can go out now
         assert attempts == ["first"]

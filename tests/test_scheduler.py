@@ -140,9 +140,15 @@ async def test_overdue_dream_waits_at_most_a_minute_by_default(make_config: Call
     (workspace / "state").mkdir()
     (workspace / "state" / "scheduler.json").write_text(json.dumps({"v": 1, "jobs": {"dream": {
         "last_run": (datetime.now(UTC) - timedelta(days=2)).isoformat()}}}))
+    before = datetime.now(UTC)
     async with running(dream_config(make_config, intervalH=6)) as (_, _, svc):
+        entered = datetime.now(UTC)
         due = svc.next_dream()
-    assert due is not None and timedelta(seconds=50) < due - datetime.now(UTC) <= timedelta(seconds=60)
+    # A minute after the scheduler started (between ``before`` and ``entered``), however slow
+    # the start was: not the six-hour interval, and not at once.
+    minute = timedelta(seconds=scheduler_service.STARTUP_DELAY_S)
+    assert scheduler_service.STARTUP_DELAY_S == 60.0
+    assert due is not None and before + minute <= due <= entered + minute
 
 
 async def test_restarting_more_often_than_the_interval_keeps_the_schedule(

@@ -42,7 +42,8 @@ async def test_health_ready_and_metrics(wh_config, fake_llm):
         assert ready.status_code == 200, ready.text
         checks = ready.json()["checks"]
         assert ready.json()["ready"] is True
-        assert {name: c["ok"] for name, c in checks.items()} == {"bus": True, "workspace": True, "provider": True}
+        assert {name: c["ok"] for name, c in checks.items()} == {"bus": True, "agent": True, "workspace": True,
+                                                                 "provider": True}
         assert (await client.post("/v1/messages", json=body())).status_code == 200
         await server.state.gateway.parts.agent.idle()  # the turn is timed after its reply went out
         metrics = await client.get("/metrics")

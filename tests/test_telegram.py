@@ -8,11 +8,12 @@ the exact Bot API calls the fake recorded.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -748,18 +749,33 @@ def by_attribute(exc: BaseException) -> Verdict:
     return exc.verdict if isinstance(exc, Flaky) else Verdict.fail()
 
 
-async def test_limiter_paces_each_chat_after_its_burst() -> None:
+async def test_limiter_paces_each_chat_after_its_burst(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waits the limiter schedules, read on a stopped clock (no wall time measured): a
+    chat's burst goes at once, then 5/s; another chat is not held up behind it."""
+    from lucidgate.channels import _ratelimit
+
+    monkeypatch.setattr(_ratelimit, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    waits: dict[str, list[float]] = {"a": [], "b": []}
+    chat: contextvars.ContextVar[str] = contextvars.ContextVar("chat")
+
+    async def sleep_until(at: float) -> None:  # what the limiter would sleep, recorded
+        waits[chat.get()][-1] += max(0.0, at - 1000.0)
+
+    monkeypatch.setattr(OutboundLimiter, "_sleep_until", staticmethod(sleep_until))
     limiter = OutboundLimiter("t", by_attribute, rate_per_s=1000, burst=100, per_key_rate_per_s=5, per_key_burst=2)
-    stamps: dict[str, list[float]] = {"a": [], "b": []}
 
-    async def call(key: str) -> None:
-        stamps[key].append(time.monotonic())
+    async def send(key: str) -> None:
+        chat.set(key)
+        waits[key].append(0.0)
+        await limiter.run(key, _nothing)
 
-    await asyncio.gather(*(limiter.run(k, lambda k=k: call(k)) for k in ["a"] * 4 + ["b"] * 2))
-    a = sorted(stamps["a"])
-    assert a[1] - a[0] < 0.15  # the burst goes out at once (paced ones are ≥ 0.18 apart)
-    assert a[2] - a[1] >= 0.18 and a[3] - a[2] >= 0.18  # then 5/s
-    assert max(stamps["b"]) < a[2]  # another chat is not held up behind chat a's pacing
+    await asyncio.gather(*(send(k) for k in ["a"] * 4 + ["b"] * 2))
+    assert waits["a"] == pytest.approx([0.0, 0.0, 0.2, 0.4])  # a burst of two, then 5/s
+    assert waits["b"] == [0.0, 0.0]  # another chat's burst is its own
+
+
+async def _nothing() -> None:
+    return None
 
 
 async def test_limiter_retry_verdicts() -> None:

@@ -30,6 +30,7 @@ from lucidgate.gateway.daemon.serve import GatewayServer
 from lucidgate.memory.sessions import load_session_file
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.served import served_client
+from tests.waiting import until, until_async
 
 TOKEN = "wh-token-0123456789abcdef"
 SECRET = "cb-secret-0123456789abcdef"
@@ -573,8 +574,10 @@ async def test_callback_retried_through_timeout_and_500_then_delivered(wh_config
         assert r.status_code == 202
         await sink.wait_for(3)
         bus = server.state.gateway.parts.bus
-        while (await bus.outbox_counts())["delivered"] != 1:  # the third attempt was accepted
-            await asyncio.sleep(0.02)
+        async def delivered() -> bool:  # the third attempt was accepted
+            return (await bus.outbox_counts())["delivered"] == 1
+
+        await until_async(delivered, timeout=30, what="the callback delivered")
     ids = {entry["headers"]["X-Lucid-Delivery"] for entry in sink.received}
     assert len(sink.received) == 3 and len(ids) == 1
     assert all(signature_ok(entry) for entry in sink.received)
@@ -588,8 +591,10 @@ async def test_callback_given_up_after_max_attempts(wh_config, fake_llm, workspa
         sink.default = 500
         await client.post("/v1/messages", json=body(wait=False, callback_url=sink.url))
         bus = server.state.gateway.parts.bus
-        while (await bus.outbox_counts())["dead"] != 1:
-            await asyncio.sleep(0.02)
+        async def dead() -> bool:
+            return (await bus.outbox_counts())["dead"] == 1
+
+        await until_async(dead, timeout=30, what="the callback dead-lettered")
         await bus.flush_outbound()  # nothing is left to try: a fourth attempt cannot come
     assert len(sink.received) == 3
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
@@ -606,8 +611,10 @@ async def test_pending_callbacks_survive_a_restart(wh_config, fake_llm, workspac
             await client.post("/v1/messages", json=body("keep me", wait=False, callback_url=sink.url))
             await sink.wait_for(1)
             outbox = server.state.gateway.parts.bus.outbox
-            while not [i for i in await asyncio.to_thread(outbox.pending, "webhook") if i.attempts >= 1]:
-                await asyncio.sleep(0.02)  # the failed attempt is on record; the next is 60 s away
+            async def attempted() -> bool:  # the failed attempt is on record; the next is 60 s away
+                return any(i.attempts >= 1 for i in await asyncio.to_thread(outbox.pending, "webhook"))
+
+            await until_async(attempted, timeout=30, what="the failed attempt on record")
         assert len(sink.received) == 1
         sink.default = 200
         async with serving(config):
@@ -784,11 +791,8 @@ async def test_expired_records_are_purged_while_running(tmp_path: Path, make_con
         count = "SELECT COUNT(*) FROM requests"
         assert store._connection().execute(count).fetchone()[0] == 1
         now[0] += IDEMPOTENCY_TTL_S + 60  # a day and a minute later, the gateway still running
-        for _ in range(100):
-            if store._connection().execute(count).fetchone()[0] == 0:
-                break
-            await asyncio.sleep(0.02)
-        assert store._connection().execute(count).fetchone()[0] == 0
+        await until(lambda: store._connection().execute(count).fetchone()[0] == 0, timeout=30,
+                    what="the expired request purged")
     finally:
         await channel.stop()
         await bus.stop()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-__all__ = ["until"]
+__all__ = ["until", "until_async"]
 
 
 async def until(predicate: Callable[[], object], timeout: float = 60.0, *,
@@ -21,3 +21,13 @@ async def until(predicate: Callable[[], object], timeout: float = 60.0, *,
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout:g} s")
         await asyncio.sleep(0.01)
+
+
+async def until_async(predicate: Callable[[], Awaitable[object]], timeout: float = 60.0, *,
+                      what: str = "condition") -> None:
+    """``until`` for a predicate that must be awaited (a store read in a thread, an HTTP call)."""
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout:g} s")
+        await asyncio.sleep(0.02)

@@ -2,7 +2,9 @@
 
 Every command answers to its ``_`` spelling too (``/dream_log``), since Telegram's menu
 allows only ``[a-z0-9_]``. Commands that reveal or change the owner's memory are
-owner-only and private-only. Handlers get the frozen ``TurnContext`` and return the reply.
+owner-only and private-only. Commands that change the conversation itself (``/new``,
+``/compact``) are the owner's in a shared chat (group, channel, thread): a guest there would
+otherwise reset or summarise everyone's conversation, the owner's included. Handlers get the frozen ``TurnContext`` and return the reply.
 
 A built-in command is a small unit (gateway/commands/): an object holding only the parts it
 reads, with its listing in ``about`` and ``async __call__(ctx, args) -> str``; the composition
@@ -34,6 +36,7 @@ class Command:
     owner_only: bool = False
     private_only: bool = False
     usage: str = ""
+    owner_when_shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class About:
     owner_only: bool = False
     private_only: bool = False
     usage: str = ""
+    owner_when_shared: bool = False  # in a shared chat, only the owner may use it
 
 
 class CommandUnit(Protocol):
@@ -74,7 +78,7 @@ class CommandRegistry:
         """Add a command unit under its ``about``."""
         a = unit.about
         self.add(Command(a.name, a.summary, unit, owner_only=a.owner_only, private_only=a.private_only,
-                         usage=a.usage))
+                         usage=a.usage, owner_when_shared=a.owner_when_shared))
 
     def listed(self, about: About) -> None:
         """List a command that the agent loop handles itself, ahead of the queue (``/stop``)."""
@@ -111,6 +115,8 @@ class CommandRegistry:
             return f"/{name} is only for the owner of this assistant."
         if cmd.private_only and ctx.chat_type != "private":
             return f"/{name} works only in a private chat with the assistant."
+        if cmd.owner_when_shared and ctx.chat_type != "private" and not ctx.is_owner:
+            return f"/{name} changes this shared conversation for everyone, so only the owner may use it here."
         if cmd.handler is None:
             raise RuntimeError(f"/{name} is handled by the agent loop and never dispatched")
         return await cmd.handler(ctx, args)

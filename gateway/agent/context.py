@@ -31,7 +31,7 @@ from lucidgate.gateway.skills.catalog import Skill, SkillsLoader
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory import tokens
 from lucidgate.memory.search.hits import Hit, Scope
-from lucidgate.memory.sessions import Session
+from lucidgate.memory.sessions import REMINDER_KIND, Session
 from lucidgate.memory.speakers import is_shared, labelled, shared_entry
 
 SECTION_SEPARATOR = "\n\n---\n\n"
@@ -346,10 +346,15 @@ def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = 
 
     Drops bookkeeping fields and error/cancel markers, drops orphan tool results, and gives
     every assistant tool call a result (an "interrupted" note when the log has none), so a
-    crashed or stopped turn never produces a request the provider rejects.
+    crashed or stopped turn never produces a request the provider rejects. A reminder line
+    that landed inside a turn (a shutdown writes the reminders it holds, even after a turn it
+    cut off) is shown after that turn's answer, or before its question while it has none, so
+    it never splits a tool step or ends the prompt as if it were the answer.
     """
     out: list[dict[str, Any]] = []
     open_calls: dict[str, str] = {}
+    held: list[dict[str, Any]] = []  # reminder lines written while a turn was unanswered
+    open_turn: int | None = None  # where in ``out`` the unanswered turn's question is
 
     def close_open_calls() -> None:
         for call_id, name in open_calls.items():
@@ -369,10 +374,20 @@ def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = 
                 msg["content"] = content[:tool_result_limit] + "\n…[truncated to fit the context window]"
             out.append(msg)
             continue
-        close_open_calls()
-        if raw.get("status") in ("error", "cancelled"):
+        if raw.get("kind") == REMINDER_KIND and (open_calls or open_turn is not None):
+            held.append({"role": "assistant", "content": raw.get("content") or ""})
             continue
-        if role not in ("user", "assistant", "system"):
+        close_open_calls()
+        if role == "user":
+            out.extend(held)  # the turn before never got its answer
+            held.clear()
+            open_turn = len(out)
+        elif role == "assistant" and not raw.get("tool_calls"):
+            open_turn = None  # this line answers the turn (or ends it, as an error or a stop)
+        if raw.get("status") in ("error", "cancelled") or role not in ("user", "assistant", "system"):
+            if open_turn is None:
+                out.extend(held)
+                held.clear()
             continue
         msg = {k: raw[k] for k in _LLM_KEYS if k in raw}
         if role == "assistant" and msg.get("tool_calls"):
@@ -380,5 +395,11 @@ def sanitise(messages: list[dict[str, Any]], *, tool_result_limit: int | None = 
         if msg.get("content") is None:  # strict servers reject a tool-call message without it
             msg["content"] = ""
         out.append(msg)
+        if open_turn is None:
+            out.extend(held)
+            held.clear()
     close_open_calls()
+    if held:
+        at = len(out) if open_turn is None else open_turn
+        out[at:at] = held
     return out

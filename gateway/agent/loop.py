@@ -3,14 +3,17 @@
 Messages of one session are handled strictly in order; sessions run concurrently,
 bounded by ``maxConcurrentSessions``. The user's message is appended to its session
 (fsynced) before any LLM call and only then acked on the bus. ``/stop`` bypasses the
-session's queue and cancels the turn in flight. On start, turns that a crash or a
+session's queue and acts on what the session's worker holds (``gateway.agent.session_work``).
+On start, turns that a crash or a
 shutdown cut off are resumed from the transcript's tail and answered on their channel
 (``gateway.agent.resume``). A turn runs in the role the message's gate stamped on it
 (``InboundMessage.role``); the loop never asks the config who the sender is.
 
 Session workers are ``channels.keyed`` workers: spawned by the first message, draining the
-session's queue, writing reminder notes that waited for the turn's end, and retiring after
-``gateway.workerIdleS`` without work.
+session's queue (messages, resumed turns, reminder lines), and retiring after
+``gateway.workerIdleS`` without work; each session's state lives in its worker's slot. The
+long-lived consumer and resumer tasks are watched (``TaskWatch``): a death is logged with its
+traceback and turns ``alive()`` false, which ``/readyz`` reports.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from lucidgate.channels.bus import Delivery, MessageBus
 from lucidgate.channels.keyed import KeyedWorkers
@@ -42,11 +45,13 @@ from lucidgate.gateway.metrics import Metrics
 from lucidgate.gateway.agent.resume import Resume, TurnResumer
 from lucidgate.gateway.agent.roles import OwnerSessions
 from lucidgate.gateway.agent.runner import TurnRunner
+from lucidgate.gateway.agent.session_work import InHand, Note, SessionWork, decide_stop
+from lucidgate.gateway.agent.task_watch import TaskWatch
 from lucidgate.gateway.model.task_budget import turn_budget
 from lucidgate.gateway.model.usage import turn_role
 from lucidgate.gateway.agent.transcript_lines import already_persisted, still_pending, user_line
 from lucidgate.gateway.tools.turn import TurnContext
-from lucidgate.memory.sessions import Session, SessionStore
+from lucidgate.memory.sessions import REMINDER_KIND, Session, SessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -73,17 +78,16 @@ class AgentLoop:
         self.consolidator = consolidator
         self.metrics = metrics
         self.flush = flush  # the silent memory-flush turn before a compaction
-        self._workers: KeyedWorkers[Delivery | Resume] = KeyedWorkers(
-            "session", self._work, idle_s=config.gateway.worker_idle_s, on_drained=self._drained,
-            on_start=sessions.pin, on_retire=sessions.unpin)
+        self._workers: KeyedWorkers[Delivery | Resume | Note, SessionWork] = KeyedWorkers(
+            "session", self._work, idle_s=config.gateway.worker_idle_s,
+            on_start=sessions.pin, on_retire=sessions.unpin, new_state=lambda _key: SessionWork())
         self._side_tasks: set[asyncio.Task[None]] = set()  # /stop handlers
-        self._turns: dict[str, asyncio.Task[Any]] = {}
-        self._stop_requested: set[str] = set()
+        self._running_turns = 0
         self._semaphore = asyncio.Semaphore(config.agent.max_concurrent_sessions)
         self._consumer: asyncio.Task[None] | None = None
         self._resumer: asyncio.Task[None] | None = None
+        self._watch = TaskWatch()
         self._stopping = False
-        self._notes: dict[str, list[dict[str, Any]]] = {}  # reminder lines waiting for a turn's end
         # Back-pressure: stop taking from the bus while this many messages wait in sessions,
         # so the bus fills and channels see it (503 / no ack) instead of memory growing.
         self.max_queued = config.gateway.max_queued_messages
@@ -95,14 +99,22 @@ class AgentLoop:
     async def start(self) -> None:
         self._resumer = asyncio.create_task(self.resume_interrupted(), name="agent-resume")
         self._consumer = asyncio.create_task(self._consume(), name="agent-consume")
+        self._watch.watch(self._resumer, may_finish=True)
+        self._watch.watch(self._consumer)
+
+    def alive(self) -> tuple[bool, str]:
+        """Whether the loop's long-lived tasks all run (``/readyz``), with a one-line detail."""
+        return self._watch.healthy()
 
     async def stop(self, grace_s: float = 0.0) -> None:
         """Stop taking messages; let running turns finish within ``grace_s``, then cancel.
 
         A turn cancelled here is *not* marked stopped: its user message stays pending in the
-        transcript and the next start resumes it.
+        transcript and the next start resumes it. Reminder lines still queued are written
+        (a reminder was sent; the transcript must say so).
         """
         self._stopping = True
+        self._watch.stopping()
         for task in (self._consumer, self._resumer):
             if task is not None:
                 task.cancel()
@@ -112,10 +124,13 @@ class AgentLoop:
                     await self._workers.wait_idle()
             except TimeoutError:
                 pass
+        notes = [(key, item) for key, item in self._workers.queued_items() if isinstance(item, Note)]
         workers = self._workers.cancel()
-        for task in [*self._turns.values(), *self._side_tasks]:
+        for task in self._side_tasks:
             task.cancel()
         await asyncio.gather(*workers, *self._side_tasks, return_exceptions=True)
+        for key, note in notes:
+            await self._write_note(key, note)
         if self.consolidator is not None:
             # Background consolidation is crash-safe (history is written before the header
             # moves), so a slow summariser must not hold the exit hostage.
@@ -127,7 +142,7 @@ class AgentLoop:
 
     @property
     def active_turns(self) -> int:
-        return len(self._turns)
+        return self._running_turns
 
     @property
     def queued(self) -> int:
@@ -168,41 +183,65 @@ class AgentLoop:
             self.metrics.message_in(msg.channel)
         parsed = parse_command(msg.text)
         if parsed is not None and parsed[0] == "stop":
-            task = asyncio.create_task(self._handle_stop(delivery), name=f"stop-{msg.session_key}")
+            # Decided now, before anything queued after it can start: a /stop acts on what
+            # ran when it arrived, never on the message the user sent next.
+            work = self._workers.state(msg.session_key)
+            ctx = self.context_for(msg)
+            _, reply = decide_stop(work.in_hand if work is not None else None, ctx)
+            task = asyncio.create_task(self._answer_stop(delivery, ctx, reply), name=f"stop-{msg.session_key}")
             self._side_tasks.add(task)
             task.add_done_callback(self._side_tasks.discard)
             return
         self._workers.put(msg.session_key, delivery)
 
-    async def _work(self, key: str, item: Delivery | Resume) -> None:
+    async def _work(self, key: str, item: Delivery | Resume | Note) -> None:
         self._room.set()
-        if isinstance(item, Resume):
-            await self.recovery.resume(item)
+        if isinstance(item, Note):
+            await self._write_note(key, item)
             return
-        async with self._semaphore:
-            with turn_log_context(key, item.msg.channel):  # JSON log lines carry the turn
-                await self._handle(item)
+        work = self._work_state(key)
+        if isinstance(item, Resume):
+            work.in_hand = InHand("turn", None)
+        else:
+            parsed = parse_command(item.msg.text)
+            work.in_hand = (InHand("command", item.msg.sender_id, label=f"/{parsed[0]}") if parsed
+                            else InHand("turn", item.msg.sender_id))
+        try:
+            if isinstance(item, Resume):
+                await self.recovery.resume(item)
+                return
+            async with self._semaphore:
+                with turn_log_context(key, item.msg.channel):  # JSON log lines carry the turn
+                    await self._handle(item)
+        finally:
+            work.in_hand = None
 
-    async def _drained(self, key: str) -> None:
-        """The session's queue ran dry: no turn is about to start, notes can go in."""
-        self._stop_requested.discard(key)
-        await self._write_notes(key)
+    def _work_state(self, key: str) -> SessionWork:
+        work = self._workers.state(key)
+        if work is None:  # only called from the key's own worker, which holds its slot
+            raise RuntimeError(f"no session worker for {key}")
+        return work
+
+    def _in_hand(self, key: str) -> InHand:
+        hand = self._work_state(key).in_hand
+        if hand is None:
+            raise RuntimeError(f"the worker of {key} holds no item")
+        return hand
 
     # -- lines from outside a turn ----------------------------------------------------------
     async def record_reminder(self, session_key: str, text: str) -> None:
         """A sent reminder goes into its chat's transcript, so the model knows it reminded
         the user — between turns only: a line inside a running turn could land between a
-        tool call and its result. While the session works it waits for the turn to end."""
-        self._notes.setdefault(session_key, []).append(
-            {"role": "assistant", "content": text, "kind": "reminder"})
-        if not self._workers.busy(session_key):
-            await self._write_notes(session_key)
+        tool call and its result. While the session works the line queues behind its work."""
+        note = Note(({"role": "assistant", "content": text, "kind": REMINDER_KIND},))
+        if self._workers.busy(session_key) and not self._stopping:
+            self._workers.put(session_key, note)
+        else:
+            await self._write_note(session_key, note)
 
-    async def _write_notes(self, key: str) -> None:
-        notes = self._notes.pop(key, None)
-        if notes:
-            session = await self.sessions.get(key)
-            await self.sessions.append(session, *notes)
+    async def _write_note(self, key: str, note: Note) -> None:
+        session = await self.sessions.get(key)
+        await self.sessions.append(session, *note.lines)
 
     # -- one message -----------------------------------------------------------------------
     def context_for(self, msg: InboundMessage) -> TurnContext:
@@ -236,7 +275,6 @@ class AgentLoop:
             kind = await settled_kind(self.sessions, self.owner_sessions, session, msg.chat_type)
             if kind != ctx.chat_type:  # once shared, shared for good
                 ctx = replace(ctx, chat_type=kind)
-            await self._write_notes(msg.session_key)  # a reminder sent while the last turn ran
             if delivery.replayed and already_persisted(session, delivery.receipt):
                 # The crash came after the user line was written: answer it only if that
                 # turn never finished (the journal's "done" mark may simply have been lost).
@@ -270,23 +308,20 @@ class AgentLoop:
                         budget: int | None = None) -> None:
         """One agent turn, as a task ``/stop`` can cancel; replies on the origin channel."""
         started = time.monotonic()
-        if ctx.session_key in self._stop_requested:  # /stop arrived while the turn was starting
-            self._stop_requested.discard(ctx.session_key)
-            await self.sessions.append(session, {"role": "assistant", "content": STOPPED_NOTE,
-                                                 "status": "cancelled"})
-            await self._reply(ctx.target, "Stopped.", reply_to)
+        hand = self._in_hand(ctx.session_key)
+        hand.sender_id = ctx.sender_id
+        if hand.stop_requested:  # /stop arrived while the turn was starting
+            await self._stopped(session, ctx, reply_to)
             return
         await self.bus.publish_outbound(OutboundTyping(ctx.target))
         turn = asyncio.create_task(self._turn_body(session, ctx, budget, reply_to), name=f"turn-{ctx.session_key}")
-        self._turns[ctx.session_key] = turn
+        hand.task = turn
+        self._running_turns += 1
         try:
             await turn
         except asyncio.CancelledError:
-            if ctx.session_key in self._stop_requested and turn.cancelled():
-                self._stop_requested.discard(ctx.session_key)
-                await self.sessions.append(session, {"role": "assistant", "content": STOPPED_NOTE,
-                                                     "status": "cancelled"})
-                await self._reply(ctx.target, "Stopped.", reply_to)
+            if hand.stop_requested and turn.cancelled():
+                await self._stopped(session, ctx, reply_to)
                 return
             raise
         except Exception as exc:
@@ -304,14 +339,20 @@ class AgentLoop:
                                             before_route=write)
             return
         finally:
-            self._turns.pop(ctx.session_key, None)
+            self._running_turns -= 1
             if self.metrics is not None:
                 self.metrics.observe_turn(time.monotonic() - started)
         session = self.sessions.cached(session.key) or session  # the answer went out in the turn
         if self.flush is not None and self.flush.due(session, ctx):
+            hand.kind, hand.label, hand.task = "flush", "saving this chat's notes to memory", None
             await self.flush.run(session, ctx)
         if self.consolidator is not None:
             self.consolidator.schedule(session.key)
+
+    async def _stopped(self, session: Session, ctx: TurnContext, reply_to: str | None) -> None:
+        await self.sessions.append(session, {"role": "assistant", "content": STOPPED_NOTE,
+                                             "status": "cancelled"})
+        await self._reply(ctx.target, "Stopped.", reply_to)
 
     async def _turn_body(self, session: Session, ctx: TurnContext, budget: int | None = None,
                          reply_to: str | None = None) -> str:
@@ -336,22 +377,9 @@ class AgentLoop:
         if self.metrics is not None:
             self.metrics.message_out(target.channel)
 
-    async def _handle_stop(self, delivery: Delivery) -> None:
-        msg = delivery.msg
+    async def _answer_stop(self, delivery: Delivery, ctx: TurnContext, reply: str) -> None:
         await self.bus.ack(delivery)
-        key = msg.session_key
-        turn = self._turns.get(key)
-        ctx = self.context_for(msg)
-        if turn is None or turn.done():
-            if self._workers.busy(key):  # a turn is about to start: stop it as it does
-                self._stop_requested.add(key)
-                await self._reply(ctx.target, "Stopping…", msg.message_id)
-                return
-            await self._reply(ctx.target, "Nothing is running right now.", msg.message_id)
-            return
-        self._stop_requested.add(key)
-        turn.cancel()
-        await self._reply(ctx.target, "Stopping…", msg.message_id)
+        await self._reply(ctx.target, reply, delivery.msg.message_id)
 
     # -- recovery --------------------------------------------------------------------------
     async def resume_interrupted(self) -> None:

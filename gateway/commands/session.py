@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 # Listed only: the agent loop handles /stop ahead of the session's queue, since it must reach
 # a turn that is already running.
-STOP = About("stop", "stop the answer in progress")
+STOP = About("stop", "stop the answer in progress (in a shared chat: your own)")
 MAX_COMPACT_ROUNDS = 50  # a bound on one command's work, not a setting: each round is one chunk
 
 
@@ -42,7 +42,8 @@ class New:
     private chat, also leave a session note (``agents.defaults.memory.sessionNotes``), and in
     a shared chat a note filed as that chat's guest material."""
 
-    about: ClassVar[About] = About("new", "archive this conversation to memory and start fresh")
+    about: ClassVar[About] = About("new", "archive this conversation to memory and start fresh",
+                                   owner_when_shared=True)
 
     def __init__(self, sessions: SessionStore, store: MemoryStore, consolidator: Consolidator, *,
                  workspace: Path, session_notes: bool) -> None:
@@ -97,7 +98,8 @@ class New:
 class Compact:
     """Summarise everything but the latest exchange into history, chunk by chunk; the chat goes on."""
 
-    about: ClassVar[About] = About("compact", "summarise older messages into memory now and keep talking")
+    about: ClassVar[About] = About("compact", "summarise older messages into memory now and keep talking",
+                                   owner_when_shared=True)
 
     def __init__(self, sessions: SessionStore, consolidator: Consolidator) -> None:
         self.sessions = sessions

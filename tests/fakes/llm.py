@@ -28,6 +28,7 @@ from typing import Any
 from aiohttp import web
 
 __all__ = [
+    "AfterRequests",
     "ContextOverflow",
     "Cut",
     "Empty",
@@ -117,13 +118,24 @@ class HeldReply:
 
 
 @dataclass(frozen=True, slots=True)
+class AfterRequests:
+    """Answer ``reply`` only once the server has received ``count`` requests in all: a barrier,
+    so two of these are answered only if both requests are in flight at the same time. After
+    ``timeout`` s without them it answers 500, and the test sees an error instead of hanging."""
+
+    count: int
+    reply: Reply | ToolCalls
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
 class Func:
     """Compute the response from the parsed request body (may return another Func)."""
 
     fn: Callable[[dict[str, Any]], Scripted]
 
 
-Scripted = Reply | ToolCalls | Fail | ContextOverflow | Hang | HeldReply | Func
+Scripted = Reply | ToolCalls | Fail | ContextOverflow | Hang | HeldReply | AfterRequests | Func
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -323,6 +335,13 @@ class FakeLLMServer:
             )
             return _error(400, message, "invalid_request_error", "context_length_exceeded",
                           param="messages")
+        if isinstance(scripted, AfterRequests):
+            try:
+                await self.wait_for_requests(scripted.count, scripted.timeout)
+            except TimeoutError:
+                return _error(500, f"only {len(self.requests)} of {scripted.count} requests arrived",
+                              "server_error", None)
+            scripted = scripted.reply
         if isinstance(scripted, Hang):
             await asyncio.sleep(scripted.seconds)
             scripted = Reply("late")

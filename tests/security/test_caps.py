@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lucidgate.scheduler.reminders import ReminderStore
 from tests.fakes.llm import Reply, ToolCalls
 from tests.test_webhook import OWNER_AUTH, body, serving, wh_config  # noqa: F401  (fixture)
 
@@ -32,9 +33,18 @@ async def test_rotating_senders_do_not_escape_the_credential_and_global_limits(w
         assert [r.status_code for r in other] == [202, 202, 429, 429]
         assert "rateLimitGlobalPerMin" in other[-1].json()["detail"]
         await server.state.gateway.parts.agent.idle()
+        sessions = server.state.gateway.parts.sessions
+        # Only what was accepted became a turn, and only that is stored.
+        assert len(fake_llm.requests) == 3 + 7 + 2
+        stored = {key: [m["content"] for m in (await sessions.get(key)).messages if m["role"] == "user"]
+                  for key in [f"webhook:{chat}" for chat in ["c", *(f"c{n}" for n in range(7)), "g0", "g1"]]}
+        assert stored["webhook:c"] == ["hi", "hi", "hi"]
+        assert all(lines == ["hi"] for key, lines in stored.items() if key != "webhook:c")
+        refused = ["c7", "c8", "c9", "g2", "g3"]
+        assert not any(sessions.path_for(f"webhook:{chat}").exists() for chat in refused)
 
 
-async def test_guest_reminders_are_capped_across_chats(wh_config, fake_llm):
+async def test_guest_reminders_are_capped_across_chats(wh_config, fake_llm, workspace):
     config = wh_config(tools={"guestTools": ["cron"]}, agents={"defaults": {"tasks": {"guestMaxActive": 3}}})
     task = ToolCalls([("cron", {"action": "add", "every": 60, "task": "say hi"})])
     async with serving(config) as (_, client):
@@ -43,10 +53,16 @@ async def test_guest_reminders_are_capped_across_chats(wh_config, fake_llm):
             r = await client.post("/v1/messages", json=body("every minute, say hi", chat=f"chat{n}",
                                                              sender=f"guest{n}"))
             assert r.status_code == 200, r.text
+    store = ReminderStore(workspace / "state" / "reminders.sqlite")
+    stored = store.active()
     results = [m["content"] for req in fake_llm.requests for m in req["messages"] if m.get("role") == "tool"]
     added = [t for t in results if "set (" in t]
     refused = [t for t in results if "guestMaxActive" in t]
     assert len(added) == 3 and len(refused) == 2, results
+    assert len(fake_llm.requests) == 5 * 2  # five turns: the tool call and the answer each
+    # Three tasks stored, the first three chats' (each its creator's, as a guest); none after.
+    assert sorted(r.session_key for r in stored) == ["webhook:chat0", "webhook:chat1", "webhook:chat2"]
+    assert {(r.purpose, r.creator_role, r.text) for r in stored} == {("task", "guest", "say hi")}
 
 
 async def test_guest_work_has_a_daily_token_budget_the_owner_does_not(wh_config, fake_llm):

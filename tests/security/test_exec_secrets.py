@@ -67,7 +67,7 @@ async def test_the_gateway_keeps_no_secret_in_its_environment(tmp_path: Path, fa
     assert "WITHOUT a sandbox" in proc.output
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
+@pytest.mark.needs("bwrap")  # skips without it, fails under LUCID_REQUIRE_REAL=1
 async def test_with_bubblewrap_exec_reads_no_config_and_writes_only_the_workspace(tmp_path: Path) -> None:
     folder = Path("/var/tmp") / f"lucid-config-{uuid.uuid4().hex[:8]}"  # outside /home and /tmp
     folder.mkdir()

@@ -67,7 +67,8 @@ def test_import_openclaw_refuses_links_devices_and_escapes(tmp_path: Path, works
         if path.is_file() and not path.is_relative_to(workspace / ".git"):
             assert LEAK not in path.read_text(errors="replace"), path
     history = subprocess.run(["git", "-C", str(workspace), "log", "-p", "--all"], capture_output=True, text=True)
-    assert LEAK not in history.stdout
+    assert history.returncode == 0, history.stderr  # an empty log from a failed git proves nothing
+    assert "plays chess" in history.stdout and LEAK not in history.stdout
     assert "plays chess" in (workspace / "USER.md").read_text()
     good = workspace / "skills" / "good"
     assert (good / "SKILL.md").read_text().endswith("Do it.\n")

@@ -58,6 +58,22 @@ def poison(workspace: Path, marks: Path) -> None:
     (workspace / ".git" / "info" / "attributes").write_text("* filter=evil diff=evil\n")
 
 
+def test_control_the_poisoned_repository_fires_under_plain_git(tmp_path: Path) -> None:
+    """Without this, "no marker appeared" could mean the poison never worked: under plain git
+    the same repository runs its fsmonitor, clean filter, hook and textconv."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    workspace = tmp_path / "plain" / "workspace"
+    poison(workspace, marks)
+    assert sorted(p.name for p in marks.iterdir()) == []
+    (workspace / "SOUL.md").write_text("# Soul\n- changed by hand\n")
+    subprocess.run(["git", "status"], cwd=workspace, check=True, capture_output=True)
+    _git(workspace, "add", "SOUL.md")
+    _git(workspace, "commit", "-q", "-m", "plain git")
+    subprocess.run(["git", "log", "-p", "-1"], cwd=workspace, check=True, capture_output=True)
+    assert {"fsmonitor", "filter", "hook", "textconv"} <= {p.name for p in marks.iterdir()}
+
+
 def hostile_archive(tmp_path: Path, marks: Path) -> Path:
     staged = tmp_path / "staged" / "workspace"
     poison(staged, marks)
