@@ -139,7 +139,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                         working_set=agent.working_set if agent.memory.flush_before_compaction else None,
                         timezone=agent.timezone, soft_threshold_tokens=agent.memory.flush_soft_threshold_tokens,
                         transcript_bytes=agent.memory.flush_transcript_bytes,
-                        instruction=agent.memory.flush_instruction)
+                        instruction=agent.memory.flush_instruction, framing=agent.memory.flush_framing)
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lucidgate.memory._history_index import HistoryEntry
+from lucidgate.memory.tombstones import Tombstones
 
 __all__ = ["first_user_text", "note_text", "slug", "write_session_note"]
 
@@ -56,7 +57,10 @@ def note_text(*, key: str, when: datetime, messages: Sequence[dict[str, Any]],
 
 
 def write_session_note(workspace: Path, text: str, *, when: datetime, title_source: str) -> Path:
-    """Create ``memory/<date>-<slug>.md`` (never overwriting one); returns its path. Blocking."""
+    """Create ``memory/<date>-<slug>.md`` (never overwriting one); returns its path. Blocking.
+    What the owner asked to forget is redacted, in the name and the text."""
+    forgotten = Tombstones(workspace).matcher()
+    text, title_source = forgotten.redact(text), forgotten.redact(title_source)
     folder = workspace / "memory"
     folder.mkdir(parents=True, exist_ok=True)
     base = f"{when.date().isoformat()}-{slug(title_source)}"
