@@ -1,0 +1,68 @@
+"""Tombstones: hashed records of what was forgotten, matched across case and line wraps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lucidgate.memory.forget import forget
+from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.store import MemoryStore
+from lucidgate.memory.tombstones import Tombstones, redact_message
+
+
+def test_a_tombstone_is_hashed_and_matches_across_case_and_wraps(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    stone = stones.add("My cat is named  Luna", by="the owner")
+    raw = (tmp_path / "state" / "forgotten.json").read_text()
+    assert "luna" not in raw.lower() and stone.id in raw and "the owner" in raw
+    matcher = stones.matcher()
+    assert matcher.redact("Note: MY CAT is\n   named luna, ok") == "Note: [forgotten], ok"
+    assert matcher.drop_lines("# Pets\n- my cat is\n  named Luna\n- a dog\n") == (
+        "# Pets\n- a dog\n", ["- my cat is", "  named Luna"])
+    assert not matcher.matches("my dog is named Luna")
+
+
+def test_un_forget_and_kept_text_and_an_older_plain_list(tmp_path: Path) -> None:
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / ".forgotten.json").write_text(json.dumps(["safe code"]))
+    stones = Tombstones(tmp_path)
+    assert stones.matcher().matches("the SAFE code is 1")  # migrated, hashed
+    assert not (tmp_path / "memory" / ".forgotten.json").exists()
+    kept = stones.add("tea shop", keep_text=True)
+    assert [t.shown() for t in stones.items()][-1] == "'tea shop'"
+    assert stones.remove(kept.id[:6]) == kept
+    assert not stones.matcher().matches("the tea shop")
+    assert stones.remove("nope") is None
+
+
+def test_redacting_a_message_covers_text_parts_and_tool_arguments(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    stones.add("Luna")
+    message = {"role": "assistant", "content": [{"type": "text", "text": "hi Luna"}],
+               "tool_calls": [{"id": "1", "function": {"name": "x", "arguments": '{"a": "luna"}'}}]}
+    shown = redact_message(message, stones.matcher())
+    assert "luna" not in json.dumps(shown).lower() and "luna" in json.dumps(message).lower()
+
+
+async def test_forget_matches_a_phrase_across_a_line_wrap_in_every_file(tmp_path: Path) -> None:
+    ws = tmp_path
+    (ws / "memory").mkdir()
+    (ws / "USER.md").write_text("# User\n- Name: Ana\n" + "".join(f"- fact {i}\n" for i in range(20)))
+    (ws / "memory" / "MEMORY.md").write_text("# Memory\n- my cat is\n  named LUNA\n- Project uses Python\n")
+    (ws / "memory" / "2026-01-05-vet.md").write_text("- My Cat Is Named\nLuna, vet at 9\n- buy milk\n")
+    store, git = MemoryStore(ws), GitStore(ws)
+    await git.ainit()
+    await store.append_history("- my cat is named\n  Luna\n- bought a lamp", session_key="cli:1")
+    report = await forget(store, git, "my cat is named Luna", by="test")
+    assert report.files == {"memory/MEMORY.md": 2, "memory/2026-01-05-vet.md": 2}
+    assert report.history_lines == 2 and report.history_entries == 1
+    assert (ws / "memory" / "MEMORY.md").read_text() == "# Memory\n- Project uses Python\n"
+    assert (ws / "memory" / "2026-01-05-vet.md").read_text() == "- buy milk\n"
+    history = (ws / "memory" / "history.jsonl").read_text()
+    assert "luna" not in history.lower() and "bought a lamp" in history
+    # and it stays out: an echo through the store's writers is dropped
+    await store.append_history("- The cat: my cat is named luna", session_key="cli:1")
+    await store.write_text("memory", "# Memory\n- my cat is named Luna\n- new fact\n")
+    assert "luna" not in (ws / "memory" / "history.jsonl").read_text().lower()
+    assert (ws / "memory" / "MEMORY.md").read_text() == "# Memory\n- new fact\n"
