@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lucidgate.memory._forget_places import (
@@ -71,6 +72,7 @@ class ForgetReport:
     removed: list[str] = field(default_factory=list)
     not_reached: list[str] = field(default_factory=list)
     commit: str | None = None
+    purged: str = ""  # what a purge of the git history reported
 
     @property
     def found(self) -> bool:
@@ -165,8 +167,9 @@ async def forget(store: MemoryStore, git: GitStore, text: str, *, index: MemoryI
         await asyncio.to_thread(index.sync_files)
     else:
         report.not_reached.append("the recall index (not open here; it drops the text at its next sync)")
-    report.not_reached.append("the history of changes (git) still holds earlier versions of the memory "
-                              "files; `lucid memory forget --purge <text>` rewrites it")
+    if not report.purged:
+        report.not_reached.append("the history of changes (git) still holds earlier versions of the "
+                                  "memory files; `lucid memory forget --purge <text>` rewrites it")
     report.not_reached.append("transcripts keep the original words as records; they are redacted "
                               "wherever shown or sent to the model")
     logger.info("forget [%s]%s: %d line(s) removed, %d session(s) redacted, %d index chunk(s) dropped",
@@ -181,11 +184,25 @@ class Exclusive(Protocol):
     def exclusive(self) -> Any: ...
 
 
-async def forget_exclusive(dream: Exclusive, store: MemoryStore, git: GitStore, text: str,
+async def forget_exclusive(dream: Exclusive, store: MemoryStore, git: GitStore, text: str, *,
+                           purge: bool = False, backup_dirs: list[Path] | None = None,
                            **kwargs: Any) -> ForgetReport:
-    """``forget`` under Dream's lock; raises ``DreamBusy`` while a Dream runs."""
+    """``forget`` under Dream's lock; raises ``DreamBusy`` while a Dream runs. ``purge`` also
+    rewrites the git history so no commit holds the text (``memory.purge``), then re-indexes."""
     async with dream.exclusive():
-        return await forget(store, git, text, **kwargs)
+        report = await forget(store, git, text, **kwargs)
+        if purge:
+            from lucidgate.memory.purge import purge_history
+
+            purged = await asyncio.to_thread(purge_history, git, text, backup_dirs=backup_dirs)
+            report.purged = purged.describe()
+            report.not_reached = [n for n in report.not_reached if "history of changes" not in n]
+            index = kwargs.get("index")
+            if index is not None:
+                await asyncio.to_thread(index.sync_files)
+            logger.info("forget [%s]: git history purged%s", report.tombstone,
+                        f" (asked by {report.by})" if report.by else "")
+        return report
 
 
 def describe(report: ForgetReport) -> str:
@@ -209,6 +226,8 @@ def describe(report: ForgetReport) -> str:
     body = head
     if places:
         body += "\n\nRemoved from:\n" + "\n".join(places)
+    if report.purged:
+        body += "\n\n" + report.purged
     body += (f"\n\nIt stays forgotten (tombstone {report.tombstone}; `lucid memory forgotten` lists it)."
              "\nNot reached:\n" + "\n".join(f"- {line}" for line in report.not_reached))
     return body

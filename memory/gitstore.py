@@ -20,7 +20,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -204,6 +204,10 @@ class GitStore:
                                      "--format=medium", target, "--"))
 
     # ------------------------------------------------------------------ async wrappers
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the memory git lock (for a tool that rewrites the repository itself)."""
+        return self._locked()
+
     async def ainit(self) -> None:
         await asyncio.to_thread(self.init)
 
