@@ -106,6 +106,7 @@ class SessionStore:
         self._cache_size = cache_size
         self._locks: dict[str, asyncio.Lock] = {}
         self._pins: dict[str, int] = {}
+        self._redacted_at: tuple[int, int, int] | None = None  # tombstones' version when last applied
 
     def path_for(self, key: str) -> Path:
         return self.dir / f"{session_file_stem(key)}.jsonl"
@@ -122,6 +123,7 @@ class SessionStore:
         session = self._cache.get(key)
         if session is not None:
             self._cache.move_to_end(key)
+            await self._catch_up()
             return session
         async with self.lock(key):
             session = self._cache.get(key)
@@ -164,6 +166,18 @@ class SessionStore:
         state_path(path).unlink(missing_ok=True)  # a leftover mark must not hide new messages
         self._rewrite(session)
         return session
+
+    async def _catch_up(self) -> None:
+        """A forget in another process (``lucid memory forget``) added a tombstone: redact the
+        loaded sessions too, not only the ones loaded from now on."""
+        if self.tombstones is None:
+            return
+        version = await asyncio.to_thread(self.tombstones.version)
+        if version != self._redacted_at:
+            self._redacted_at = version
+            matcher = self.tombstones.matcher()
+            for session in self._cache.values():
+                session.messages[:] = [redact_message(m, matcher) for m in session.messages]
 
     def _matcher(self) -> Matcher | None:
         return self.tombstones.matcher() if self.tombstones is not None else None

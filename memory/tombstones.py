@@ -231,6 +231,12 @@ class Tombstones:
             self._load()
             return self._matcher
 
+    def version(self) -> tuple[int, int, int] | None:
+        """Changes whenever the file does (a stat): whether a cached redaction is stale."""
+        with self._lock:
+            self._load()
+            return self._key
+
     def signature(self) -> str:
         """Changes whenever the set of tombstones does (the recall index re-chunks then)."""
         return ",".join(sorted(t.digest for t in self.items()))

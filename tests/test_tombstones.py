@@ -66,3 +66,17 @@ async def test_forget_matches_a_phrase_across_a_line_wrap_in_every_file(tmp_path
     await store.write_text("memory", "# Memory\n- my cat is named Luna\n- new fact\n")
     assert "luna" not in (ws / "memory" / "history.jsonl").read_text().lower()
     assert (ws / "memory" / "MEMORY.md").read_text() == "# Memory\n- new fact\n"
+
+
+async def test_a_forget_from_another_process_reaches_sessions_already_loaded(tmp_path: Path) -> None:
+    from lucidgate.memory.sessions import SessionStore
+
+    sessions = SessionStore(tmp_path / "sessions", tombstones=Tombstones(tmp_path))
+    session = await sessions.get("cli:1")
+    await sessions.append(session, {"role": "user", "content": "my cat is named Luna"})
+    Tombstones(tmp_path).add("luna", by="lucid memory forget")  # the CLI's own instance
+    again = await sessions.get("cli:1")
+    assert again is session and again.messages[-1]["content"] == "my cat is named [forgotten]"
+    assert "Luna" in session.path.read_text()  # the transcript keeps the record
+    await sessions.append(session, {"role": "assistant", "content": "Luna is a nice name"})
+    assert session.messages[-1]["content"] == "[forgotten] is a nice name"
