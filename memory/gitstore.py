@@ -195,13 +195,17 @@ class GitStore:
         return infos
 
     def diff(self, sha: str) -> str:
-        """The patch a commit made (the root commit shows its whole content)."""
+        """The patch a commit made (the root commit shows its whole content), with what the
+        owner asked to forget redacted: the commit may predate the forget."""
+        from lucidgate.memory.tombstones import Tombstones
+
         if not (self.workspace / ".git").exists():
             raise GitStoreError("memory is not versioned yet; nothing to show")
         with self._repo(create=False) as repo:
             target = self._resolve(repo, sha)
-            return str(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
-                                     "--format=medium", target, "--"))
+            patch = str(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
+                                      "--format=medium", target, "--"))
+        return Tombstones(self.workspace).matcher().redact(patch)
 
     # ------------------------------------------------------------------ async wrappers
     def locked(self) -> AbstractContextManager[None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from lucidgate.memory.forget import forget
 from lucidgate.memory.gitstore import GitStore
@@ -80,3 +81,25 @@ async def test_a_forget_from_another_process_reaches_sessions_already_loaded(tmp
     assert "Luna" in session.path.read_text()  # the transcript keeps the record
     await sessions.append(session, {"role": "assistant", "content": "Luna is a nice name"})
     assert session.messages[-1]["content"] == "[forgotten] is a nice name"
+
+
+def test_an_export_carries_transcripts_redacted(make_config: Any, workspace: Path, tmp_path: Path) -> None:
+    import tarfile
+
+    from lucidgate.gateway.migrate.archive import export_archive
+
+    (workspace / "sessions").mkdir(exist_ok=True)
+    head = {"_type": "metadata", "v": 1, "key": "cli:1"}
+    said = {"role": "user", "content": "my cat is named Luna"}
+    (workspace / "sessions" / "cli_1.jsonl").write_text(json.dumps(head) + "\n" + json.dumps(said) + "\n")
+    Tombstones(workspace).add("Luna")
+    out = tmp_path / "export.tar.gz"
+    export_archive(make_config(), out)
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        member = tar.extractfile("workspace/sessions/cli_1.jsonl")
+        assert member is not None
+        exported = member.read().decode()
+    assert names.count("workspace/sessions/cli_1.jsonl") == 1
+    assert "my cat is named [forgotten]" in exported and "Luna" not in exported
+    assert "Luna" in (workspace / "sessions" / "cli_1.jsonl").read_text()  # the record at home
