@@ -103,3 +103,27 @@ def test_an_export_carries_transcripts_redacted(make_config: Any, workspace: Pat
     assert names.count("workspace/sessions/cli_1.jsonl") == 1
     assert "my cat is named [forgotten]" in exported and "Luna" not in exported
     assert "Luna" in (workspace / "sessions" / "cli_1.jsonl").read_text()  # the record at home
+
+
+async def test_forget_drops_the_chunks_and_their_cached_vectors(tmp_path: Path) -> None:
+    from lucidgate.memory.search.index import MemoryIndex
+    from tests.search_kit import CountingEmbedder
+
+    ws = tmp_path
+    (ws / "memory").mkdir()
+    (ws / "USER.md").write_text("# User\n" + "".join(f"- fact {i}\n" for i in range(12)))
+    (ws / "memory" / "2026-01-05.md").write_text("- The safe code is 4711\n")
+    (ws / "memory" / "2026-01-06.md").write_text("- Bought a lamp for the desk\n")
+    index = MemoryIndex(ws, embedder=CountingEmbedder())
+    index.sync()
+    conn = index.conn()
+    hashes = [h for h, text in conn.execute("SELECT hash, text FROM chunks") if "4711" in text]
+    assert hashes and conn.execute("SELECT count(*) FROM vectors WHERE hash = ?", (hashes[0],)).fetchone()[0]
+    store, git = MemoryStore(ws), GitStore(ws)
+    await git.ainit()
+    report = await forget(store, git, "safe code", index=index)
+    assert report.index_chunks == len(hashes)
+    left = conn.execute(f"SELECT count(*) FROM vectors WHERE hash IN ({','.join('?' * len(hashes))})",
+                        hashes).fetchone()[0]
+    assert left == 0 and not [t for (t,) in conn.execute("SELECT text FROM chunks") if "4711" in t]
+    assert any("lamp" in t for (t,) in conn.execute("SELECT text FROM chunks"))
