@@ -49,7 +49,7 @@ async def test_the_model_lists_then_forgets_for_the_owner(fake_llm: FakeLLMServe
     assert "history: 1 line(s) in 1 entr" in forgot
     # notes too; and the conversation itself now shows the model "[forgotten]", not the word
     assert tool_results(fake_llm, 4)[-1] == "Nothing in memory mentions '[forgotten]'."
-    sent = json.dumps(fake_llm.requests[4]["messages"][1:]).lower()  # the turn's system prompt predates it
+    sent = json.dumps(fake_llm.requests[4]["messages"]).lower()  # the system prompt's memory section too
     assert "cats" not in sent, sent[max(0, sent.find("cats") - 300):sent.find("cats") + 100]
     assert "cats" not in (workspace / "USER.md").read_text() + (workspace / "memory" / "MEMORY.md").read_text()
     assert "cats" not in (workspace / "memory" / "2026-01-05.md").read_text()
