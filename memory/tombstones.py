@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from lucidgate.config.fileio import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -36,8 +38,29 @@ __all__ = ["REDACTED", "TOMBSTONES_FILE", "Matcher", "Tombstone", "Tombstones", 
 TOMBSTONES_FILE = "state/forgotten.json"
 LEGACY_FILE = "memory/.forgotten.json"  # plain needles an older forget kept for the index
 REDACTED = "[forgotten]"
-_MOD = (1 << 61) - 1
+_MOD = 1 << 64
 _ROLL_BITS = 0xFFFFF
+
+
+def _window_hashes(norm: str, base: int) -> Any:
+    """``windows(length, rolls)``: the end index of every window of ``norm`` whose rolling
+    hash (``Matcher.roll``) is in ``rolls`` — computed for all windows at once with numpy
+    (prefix sums in uint64, which wrap modulo 2**64 as the hash does)."""
+    codes = np.frombuffer(norm.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    n = len(codes)
+    inverse = pow(base, -1, _MOD)
+    with np.errstate(over="ignore"):
+        inv_pows = np.concatenate(([np.uint64(1)], np.cumprod(np.full(max(n - 1, 0), inverse, dtype=np.uint64))))
+        pows = np.concatenate(([np.uint64(1)], np.cumprod(np.full(max(n - 1, 0), base, dtype=np.uint64))))
+        prefix = np.concatenate(([np.uint64(0)], np.cumsum(codes * inv_pows[:n], dtype=np.uint64)))
+
+    def windows(length: int, rolls: Any) -> Any:
+        ends = np.arange(length - 1, n)
+        with np.errstate(over="ignore"):
+            values = (prefix[ends + 1] - prefix[ends + 1 - length]) * pows[ends]
+        return ends[np.isin(values & np.uint64(_ROLL_BITS), rolls)]
+
+    return windows
 
 
 def normalise(text: str) -> str:
@@ -45,8 +68,22 @@ def normalise(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-def _normalised_with_map(text: str) -> tuple[str, list[int]]:
+_SPACES = np.array([c for c in range(0x3100) if chr(c).isspace()], dtype=np.uint32)
+
+
+def _normalised_with_map(text: str) -> tuple[str, Any]:
     """``normalise`` without the strip, plus each output character's index in ``text``."""
+    folded = text.casefold()
+    if len(folded) != len(text):  # a character folds to several (ß -> ss): go one by one
+        return _normalised_slowly(text)
+    codes = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
+    space = np.isin(codes, _SPACES)
+    keep = ~(space & np.concatenate(([False], space[:-1])))
+    shown = np.where(space, np.uint32(32), codes)[keep]
+    return shown.astype("<u4").tobytes().decode("utf-32-le"), np.nonzero(keep)[0]
+
+
+def _normalised_slowly(text: str) -> tuple[str, list[int]]:
     out: list[str] = []
     where: list[int] = []
     in_space = False
@@ -84,7 +121,7 @@ class Matcher:
 
     def __init__(self, salt: bytes, items: list[Tombstone]) -> None:
         self._salt = salt
-        self._base = int.from_bytes(hashlib.sha256(salt + b"roll").digest()[:7], "big") | 1
+        self._base = int.from_bytes(hashlib.sha256(salt + b"roll").digest()[:8], "big") | 1
         self._by_length: dict[int, dict[int, set[str]]] = {}
         for t in items:
             self._by_length.setdefault(t.length, {}).setdefault(t.roll, set()).add(t.digest)
@@ -105,6 +142,8 @@ class Matcher:
         return hashlib.sha256(self._salt + normalised.encode("utf-8")).hexdigest()
 
     def roll(self, normalised: str) -> int:
+        """The window hash ``spans`` compares first: sum of code points times powers of the
+        salted base, modulo 2**64, cut to 20 bits."""
         value = 0
         for ch in normalised:
             value = (value * self._base + ord(ch)) % _MOD
@@ -112,25 +151,19 @@ class Matcher:
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Merged ``(start, end)`` ranges of ``text`` holding a tombstoned text."""
-        if not self._by_length or not text:
+        if not self._by_length or not text or not text.strip():
             return []
         norm, where = _normalised_with_map(text)
+        windows = _window_hashes(norm, self._base)
         found: list[tuple[int, int]] = []
         for length, rolls in self._by_length.items():
             if length > len(norm):
                 continue
-            power = pow(self._base, length - 1, _MOD)
-            value = 0
-            for i in range(len(norm)):
-                if i >= length:
-                    value = (value - ord(norm[i - length]) * power) % _MOD
-                value = (value * self._base + ord(norm[i])) % _MOD
-                start = i - length + 1
-                if start < 0:
-                    continue
-                digests = rolls.get(value & _ROLL_BITS)
-                if digests and self.digest(norm[start:i + 1]) in digests:
-                    found.append((where[start], where[i] + 1))
+            digests = set().union(*rolls.values())
+            for end in windows(length, np.fromiter(rolls, dtype=np.uint64)).tolist():
+                start = end - length + 1
+                if self.digest(norm[start:end + 1]) in digests:  # the roll only narrows it down
+                    found.append((int(where[start]), int(where[end]) + 1))
         found.sort()
         merged: list[tuple[int, int]] = []
         for start, end in found:

@@ -127,3 +127,12 @@ async def test_forget_drops_the_chunks_and_their_cached_vectors(tmp_path: Path) 
                         hashes).fetchone()[0]
     assert left == 0 and not [t for (t,) in conn.execute("SELECT text FROM chunks") if "4711" in t]
     assert any("lamp" in t for (t,) in conn.execute("SELECT text FROM chunks"))
+
+
+def test_matching_folds_case_beyond_ascii_and_finds_a_text_deep_in_a_long_one(tmp_path: Path) -> None:
+    stones = Tombstones(tmp_path)
+    stones.add("Straße am See")
+    matcher = stones.matcher()
+    assert matcher.redact("Wohnt in der STRASSE AM\u00a0see, Haus 3") == "Wohnt in der [forgotten], Haus 3"
+    long = "nothing to see here. " * 50_000 + "die Straße\tam See"
+    assert matcher.spans(long) == [(len(long) - len("Straße\tam See"), len(long))]
