@@ -95,6 +95,9 @@ class MemoryConfig(Section):
     # Your own words for what to keep, in place of the built-in instruction; the turn is
     # still told today's note path and to answer NO_REPLY. null: the built-in one.
     flush_instruction: str | None = Field(None, min_length=1, max_length=4000)
+    # The line that frames the flush turn for the model (that it is automatic and unseen),
+    # in place of the built-in one. null: "[memory flush — automatic, …]".
+    flush_framing: str | None = Field(None, min_length=1, max_length=1000)
     # `/new` in an owner's private chat leaves memory/<date>-<slug>.md: the closed
     # conversation's summary as a note a person can read (and recall finds).
     session_notes: bool = True

@@ -139,7 +139,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                         working_set=agent.working_set if agent.memory.flush_before_compaction else None,
                         timezone=agent.timezone, soft_threshold_tokens=agent.memory.flush_soft_threshold_tokens,
                         transcript_bytes=agent.memory.flush_transcript_bytes,
-                        instruction=agent.memory.flush_instruction)
+                        instruction=agent.memory.flush_instruction, framing=agent.memory.flush_framing)
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)
@@ -154,7 +154,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     if recall is not None:  # its two tools; memory_search tells the committer of words that are not the owner's
         tools.register(MemorySearch(recall, on_untrusted=committer.read_untrusted))
         tools.register(MemoryGet(config.workspace))
-    tools.register(MemoryForget(store, git, dream, index=recall.index if recall else None))
+    tools.register(MemoryForget(store, git, dream, index=recall.index if recall else None, sessions=sessions))
     tools.register(MemoryList())
     parts = GatewayParts(config=config, bus=bus, sessions=sessions, store=store, git=git, model=model,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
@@ -184,7 +184,7 @@ def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain
     add(DreamLog(p.git))
     add(DreamRestore(p.git))
     add(ShowMemory(p.store, workspace=workspace))
-    add(Forget(p.dream, p.store, p.git, index=index))
+    add(Forget(p.dream, p.store, p.git, index=index, sessions=p.sessions))
     add(SwitchModel(chain))
 
 

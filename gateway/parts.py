@@ -18,6 +18,7 @@ CLI command pays only for what it touches (none of them import litellm).
     state/reminders.sqlite       ReminderStore         reminders and tasks
     state/outbox.sqlite          Outbox                the daemon's undelivered replies
     state/memory_commit.json     CommitHealth          the last memory commit's failure, if any
+    state/forgotten.json         Tombstones            what the owner asked to forget
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from lucidgate.memory.gitstore import GitStore
     from lucidgate.memory.sessions import SessionStore
     from lucidgate.memory.store import MemoryStore
+    from lucidgate.memory.tombstones import Tombstones
     from lucidgate.scheduler.reminders import ReminderStore
     from lucidgate.scheduler.state import JobState
 
@@ -77,7 +79,13 @@ class WorkspaceParts:
     def sessions(self) -> SessionStore:
         from lucidgate.memory.sessions import SessionStore
 
-        return SessionStore(self.sessions_dir)
+        return SessionStore(self.sessions_dir, tombstones=self.tombstones)
+
+    @cached_property
+    def tombstones(self) -> Tombstones:
+        from lucidgate.memory.tombstones import Tombstones
+
+        return Tombstones(self.workspace)
 
     @cached_property
     def memory(self) -> MemoryStore:
@@ -85,7 +93,7 @@ class WorkspaceParts:
 
         agent = self.config.agent
         return MemoryStore(self.workspace, max_history_entries=agent.memory.max_history_entries,
-                           timezone=agent.timezone)
+                           timezone=agent.timezone, tombstones=self.tombstones)
 
     @cached_property
     def git(self) -> GitStore:

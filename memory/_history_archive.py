@@ -2,8 +2,8 @@
 
     memory/archive/history-YYYY-MM.jsonl    one file per month of the entries' timestamps
 
-Files are append-only (fsynced) except for ``/forget``, the one deliberate deletion, which
-rewrites them atomically without the forgotten lines. Appending is idempotent per file:
+Files are append-only (fsynced) except for a forget, the one deliberate deletion, which
+rewrites them atomically without the forgotten lines (``memory.forget``). Appending is idempotent per file:
 entries whose cursor is not above the file's last cursor are skipped, so a compaction
 interrupted between "archive" and "rewrite history.jsonl" never archives twice.
 """
@@ -15,9 +15,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from lucidgate.config.fileio import atomic_write_bytes
 
-__all__ = ["archive_entries", "archive_files", "redact_lines"]
+__all__ = ["archive_entries", "archive_files"]
 
 
 def _month(raw: bytes) -> tuple[str, int | None]:
@@ -77,35 +76,3 @@ def archive_entries(archive_dir: Path, lines: Iterable[bytes]) -> int:
 
 def archive_files(archive_dir: Path) -> list[Path]:
     return sorted(archive_dir.glob("history-*.jsonl")) if archive_dir.is_dir() else []
-
-
-def redact_lines(path: Path, needle: str) -> list[str]:
-    """Rewrite a history file without content lines containing ``needle`` (casefolded).
-
-    An entry left with no content is dropped. Returns the removed lines.
-    """
-    try:
-        raw_lines = path.read_bytes().splitlines(keepends=True)
-    except FileNotFoundError:
-        return []
-    removed: list[str] = []
-    out: list[bytes] = []
-    for raw in raw_lines:
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            out.append(raw)
-            continue
-        content = data.get("content") if isinstance(data, dict) else None
-        if not isinstance(content, str) or needle not in content.casefold():
-            out.append(raw)
-            continue
-        kept: list[str] = []
-        for line in content.splitlines():
-            (removed if needle in line.casefold() else kept).append(line)
-        if any(line.strip() for line in kept):
-            data["content"] = "\n".join(kept)
-            out.append((json.dumps(data, ensure_ascii=False) + "\n").encode("utf-8"))
-    if removed:
-        atomic_write_bytes(path, b"".join(out))
-    return removed

@@ -357,8 +357,12 @@ class Dream:
     def _findings(self, content: str | None, batch: list[HistoryEntry],
                   report: DreamReport) -> list[Finding]:
         findings = parse_findings(content)
-        report.findings = [str(f) for f in findings]
-        return findings
+        forgotten = self.store.tombstones.matcher()
+        kept = [f for f in findings if not forgotten.matches(f.text)]
+        if len(kept) < len(findings):
+            logger.info("dream: %d finding(s) matching a forgotten text dropped", len(findings) - len(kept))
+        report.findings = [str(f) for f in kept]
+        return kept
 
     async def _phase2(self, findings: list[Finding], tools: DreamTools, report: DreamReport) -> None:
         actionable = [f for f in findings if f.tag != "SKIP"]

@@ -18,6 +18,8 @@ from lucidgate.memory.dream_tools import SkillInfo
 logger = logging.getLogger(__name__)
 
 TAGS = ("USER", "SOUL", "MEMORY", "FILE-REMOVE", "SKILL", "SKIP")
+# The seed prompts' per-file removal tags: read as [FILE-REMOVE] of that file, never skipped.
+REMOVE_TAGS = {"MEMORY-REMOVE": "memory/MEMORY.md", "USER-REMOVE": "USER.md", "SOUL-REMOVE": "SOUL.md"}
 _LINE_RE = re.compile(r"^\s*(?:[-*•]\s*|\d+[.)]\s*)?\[([A-Za-z-]+)\]\s*(.*?)\s*$")
 _SKILL_RE = re.compile(r"^([a-z0-9][a-z0-9_-]{0,63})\s*:\s*(\S.*)$")
 
@@ -124,6 +126,9 @@ def parse_findings(text: str | None) -> list[Finding]:
         match = _LINE_RE.match(line)
         tag = match.group(1).upper() if match else ""
         body = match.group(2) if match else ""
+        if tag in REMOVE_TAGS and body:
+            named = REMOVE_TAGS[tag]
+            tag, body = "FILE-REMOVE", body if body.startswith(f"{named}:") else f"{named}: {body}"
         if tag not in TAGS or (tag != "SKIP" and not body):
             dropped += 1
             logger.debug("dream phase 1: dropped a line without a known tag: %.80r", line)

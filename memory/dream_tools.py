@@ -28,6 +28,7 @@ from typing import Any
 from lucidgate.config.fileio import atomic_write_text, read_text_or_empty
 from lucidgate.memory.frontmatter import parse_frontmatter
 from lucidgate.memory.textedit import EditError, replace_exact
+from lucidgate.memory.tombstones import Tombstones
 
 logger = logging.getLogger(__name__)
 
@@ -204,11 +205,19 @@ class DreamTools:
                 updated, _ = replace_exact(text, old, new, shown=rel, offer_replace_all=False)
             except EditError as exc:
                 raise ToolRefused(str(exc)) from None
+        updated = self._without_forgotten(updated)
         self._check_size(rel, text, updated)
         self._check_drops(rel, text, updated)
         atomic_write_text(path, updated)
         self.changes.append(f"edited {rel}")
         return f"OK: edited {rel} ({len(updated)} chars)"
+
+    def _without_forgotten(self, text: str) -> str:
+        """What the owner asked to forget never comes back through Dream: its lines go."""
+        kept, dropped = Tombstones(self.workspace).matcher().drop_lines(text)
+        if dropped:
+            logger.info("dream: %d line(s) matching a forgotten text not written", len(dropped))
+        return kept
 
     def _check_size(self, rel: str, before: str, after: str) -> None:
         cap = self.size_caps.get(rel)
@@ -265,7 +274,7 @@ class DreamTools:
         if str(meta["name"]).strip() != name:
             raise ToolRefused(f"frontmatter name {meta['name']!r} must equal the folder name {name!r}")
         rel = target.relative_to(root).as_posix() + "/SKILL.md"
-        atomic_write_text(target / "SKILL.md", content)
+        atomic_write_text(target / "SKILL.md", self._without_forgotten(content))
         if proposal:
             self.changes.append(f"proposed {rel} (replaces the built-in {name} once moved to skills/{name}/)")
         else:

@@ -178,13 +178,17 @@ class GitStore:
             return read_log(repo.git, n, prefix=prefix)
 
     def diff(self, sha: str) -> str:
-        """The patch a commit made (the root commit shows its whole content)."""
+        """The patch a commit made (the root commit shows its whole content), with what the
+        owner asked to forget redacted: the commit may predate the forget."""
+        from lucidgate.memory.tombstones import Tombstones
+
         if not (self.workspace / ".git").exists():
             raise GitStoreError("memory is not versioned yet; nothing to show")
         with self._repo(create=False) as repo:
             target = self._resolve(repo, sha)
-            return as_text(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
-                                         "--format=medium", target, "--"))
+            patch = as_text(repo.git.show("--no-color", "--no-ext-diff", "--no-textconv", "--patch",
+                                          "--format=medium", target, "--"))
+        return Tombstones(self.workspace).matcher().redact(patch)
 
     def changes(self, sha: str) -> list[tuple[str, str]]:
         """``(status, path)`` of each file a commit changed, in the order ``diff`` shows them
@@ -193,6 +197,10 @@ class GitStore:
             return [(status, as_text(path)) for status, path in name_status(repo.git, self._resolve(repo, sha))]
 
     # ------------------------------------------------------------------ async wrappers
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the memory git lock (for a tool that rewrites the repository itself)."""
+        return self._locked()
+
     async def ainit(self) -> None:
         await asyncio.to_thread(self.init)
 

@@ -25,6 +25,7 @@ from typing import Any
 from lucidgate.memory._history_index import HistoryEntry
 from lucidgate.memory.naming import session_file_stem
 from lucidgate.memory.speakers import quoted
+from lucidgate.memory.tombstones import Tombstones
 
 __all__ = ["SHARED_NOTES_DIR", "first_user_text", "note_text", "shared_note_key", "shared_note_text", "slug",
            "write_session_note", "write_shared_note"]
@@ -68,7 +69,10 @@ def note_text(*, key: str, when: datetime, messages: Sequence[dict[str, Any]],
 
 
 def write_session_note(workspace: Path, text: str, *, when: datetime, title_source: str) -> Path:
-    """Create ``memory/<date>-<slug>.md`` (never overwriting one); returns its path. Blocking."""
+    """Create ``memory/<date>-<slug>.md`` (never overwriting one); returns its path. Blocking.
+    What the owner asked to forget is redacted, in the name and the text."""
+    forgotten = Tombstones(workspace).matcher()
+    text, title_source = forgotten.redact(text), forgotten.redact(title_source)
     return _write_new(workspace / "memory", f"{when.date().isoformat()}-{slug(title_source)}", text)
 
 
@@ -106,7 +110,8 @@ def shared_note_key(text: str) -> str | None:
 
 def write_shared_note(workspace: Path, text: str, *, when: datetime, session_key: str) -> Path:
     """Create ``memory/shared/<date>-<chat>.md``: named after the chat, never after what anyone
-    wrote in it. Blocking."""
+    wrote in it. Blocking. What the owner asked to forget is redacted."""
+    text = Tombstones(workspace).matcher().redact(text)
     return _write_new(workspace / SHARED_NOTES_DIR, f"{when.date().isoformat()}-{session_file_stem(session_key)}",
                       text)
 

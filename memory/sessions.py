@@ -10,6 +10,10 @@ go stale: it names the sidecar (``"last_consolidated_in"``); no sidecar means no
 archived yet. A ``last_consolidated`` in line 1 (older files, imports) is still read, and
 the sidecar wins over it. Pending and interrupted turns are derived from the tail of the log
 (``Session.pending_state``), never stored in line 1.
+
+A transcript is a record and stays as written, but what the owner asked to forget
+(``tombstones``) is redacted in the loaded copy — the working set the prompt, the
+consolidator, the memory flush and ``/new`` read — including messages appended later.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Literal
 
 from lucidgate.config.fileio import atomic_write, atomic_write_text
 from lucidgate.memory.naming import read_header, session_file_stem
+from lucidgate.memory.tombstones import Matcher, Tombstones, redact_message
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +102,15 @@ class SessionStore:
     from the event loop — file work happens in worker threads.
     """
 
-    def __init__(self, sessions_dir: Path, *, cache_size: int = 256) -> None:
+    def __init__(self, sessions_dir: Path, *, cache_size: int = 256,
+                 tombstones: Tombstones | None = None) -> None:
         self.dir = sessions_dir
+        self.tombstones = tombstones
         self._cache: OrderedDict[str, Session] = OrderedDict()
         self._cache_size = cache_size
         self._locks: dict[str, asyncio.Lock] = {}
         self._pins: dict[str, int] = {}
+        self._redacted_at: tuple[int, int, int] | None = None  # tombstones' version when last applied
 
     def path_for(self, key: str) -> Path:
         return self.dir / f"{session_file_stem(key)}.jsonl"
@@ -119,6 +127,7 @@ class SessionStore:
         session = self._cache.get(key)
         if session is not None:
             self._cache.move_to_end(key)
+            await self._catch_up()
             return session
         async with self.lock(key):
             session = self._cache.get(key)
@@ -155,12 +164,52 @@ class SessionStore:
         path = self.path_for(key)
         if path.exists():
             _terminate_torn_tail(path)
-            return load_session_file(path, key)
+            return load_session_file(path, key, redact=self._matcher())
         session = Session(key=key, path=path, metadata={"origin": origin} if origin else {})
         self.dir.mkdir(parents=True, exist_ok=True)
         state_path(path).unlink(missing_ok=True)  # a leftover mark must not hide new messages
         self._rewrite(session)
         return session
+
+    async def _catch_up(self) -> None:
+        """A forget in another process (``lucid memory forget``) added a tombstone: redact the
+        loaded sessions too, not only the ones loaded from now on."""
+        if self.tombstones is None:
+            return
+        version = await asyncio.to_thread(self.tombstones.version)
+        if version != self._redacted_at:
+            self._redacted_at = version
+            matcher = self.tombstones.matcher()
+            for session in self._cache.values():
+                session.messages[:] = [redact_message(m, matcher) for m in session.messages]
+
+    def _matcher(self) -> Matcher | None:
+        return self.tombstones.matcher() if self.tombstones is not None else None
+
+    async def redact(self, matcher: Matcher, probe: Matcher | None = None) -> int:
+        """Redact ``matcher``'s texts in every loaded session (a forget just added one);
+        returns how many transcripts — loaded or on disk, closed ones included — hold what
+        ``probe`` (default ``matcher``) matches."""
+        probe = probe or matcher
+        for session in list(self._cache.values()):
+            async with self.lock(session.key):
+                fresh = [redact_message(m, matcher) for m in session.messages]
+                if any(a is not b for a, b in zip(fresh, session.messages, strict=True)):
+                    session.messages[:] = fresh
+
+        def scan() -> int:
+            if not self.dir.exists():
+                return 0
+            found = 0
+            for path in self.dir.iterdir():
+                if path.name.endswith((".jsonl", ".jsonl.old")):
+                    try:
+                        found += probe.matches(path.read_text(encoding="utf-8", errors="replace"))
+                    except OSError:
+                        continue
+            return found
+
+        return await asyncio.to_thread(scan)
 
     def cached(self, key: str) -> Session | None:
         return self._cache.get(key)
@@ -182,24 +231,30 @@ class SessionStore:
         stamped = [m if "timestamp" in m else {**m, "timestamp": now_iso()} for m in messages]
         payload = "".join(_dumps(m) + "\n" for m in stamped)
         async with self.lock(session.key):
-            write = asyncio.ensure_future(asyncio.to_thread(self._append_raw, session.path, payload, sync))
+            write = asyncio.ensure_future(asyncio.to_thread(self._append_raw, session.path, payload, sync,
+                                                            stamped))
             try:
-                await asyncio.shield(write)
+                shown = await asyncio.shield(write)
             except asyncio.CancelledError:
                 # The thread writes the line anyway: keep memory in step with disk, then go.
                 await asyncio.wait({write})
                 if not write.cancelled() and write.exception() is None:
-                    session.messages.extend(stamped)
+                    session.messages.extend(write.result())
                 raise
-            session.messages.extend(stamped)
+            session.messages.extend(shown)
             session.updated_at = stamped[-1]["timestamp"]
 
-    def _append_raw(self, path: Path, payload: str, sync: bool) -> None:
+    def _append_raw(self, path: Path, payload: str, sync: bool,
+                    messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append ``payload``; returns ``messages`` as the working set holds them (redacted:
+        the record keeps the words, the prompt does not)."""
         with path.open("a", encoding="utf-8") as fh:
             fh.write(payload)
             fh.flush()
             if sync:
                 os.fsync(fh.fileno())
+        matcher = self._matcher()
+        return [redact_message(m, matcher) for m in messages] if matcher else messages
 
     async def set_last_consolidated(self, session: Session, count: int) -> None:
         """Record that the first ``count`` messages are archived.
@@ -301,8 +356,9 @@ def persisted_last_consolidated(path: Path) -> int:
     return int(header.get("last_consolidated", 0)) if header else 0
 
 
-def load_session_file(path: Path, key: str | None = None) -> Session:
-    """Parse a transcript; a corrupt line is skipped with a warning, never a crash."""
+def load_session_file(path: Path, key: str | None = None, *, redact: Matcher | None = None) -> Session:
+    """Parse a transcript; a corrupt line is skipped with a warning, never a crash.
+    ``redact``: forgotten texts to redact in the loaded messages (the file is not changed)."""
     session = Session(key=key or path.stem, path=path)
     with path.open("r", encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -322,7 +378,7 @@ def load_session_file(path: Path, key: str | None = None) -> Session:
                 session.metadata = obj.get("metadata") or {}
                 session.last_consolidated = int(obj.get("last_consolidated", 0))
             elif "role" in obj:
-                session.messages.append(obj)
+                session.messages.append(redact_message(obj, redact) if redact else obj)
             else:
                 logger.warning("%s line %d has no role; skipped", path.name, lineno)
     sidecar = _read_state(path)

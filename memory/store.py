@@ -14,6 +14,10 @@ holds an asyncio lock (this process) plus ``memory/.history.lock`` (every proces
 takes ``max(.cursor, last line's cursor) + 1``. Reads go through an incremental index
 (``_history_index``), so the per-turn ``recent()`` never re-reads the file. All file work
 runs in worker threads; a ``threading.RLock`` guards the index between them.
+
+What the owner asked to forget (``tombstones``) never gets in: ``append_history`` drops
+the lines of an entry that hold a forgotten text (an entry left empty is not written) and
+``write_text`` the lines of a memory file that do.
 """
 
 from __future__ import annotations
@@ -23,26 +27,28 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from filelock import FileLock, Timeout
 
 from lucidgate.config.fileio import atomic_write_bytes, atomic_write_text, read_int_file, read_text_or_empty
 from lucidgate.config.schema import AgentDefaults, MemoryConfig
-from lucidgate.memory._history_archive import archive_entries, archive_files, redact_lines
+from lucidgate.memory._history_archive import archive_entries
 from lucidgate.memory._history_index import HistoryEntry, HistoryIndex, parse_entry
 from lucidgate.memory.errors import MemoryStoreError
+from lucidgate.memory.tombstones import Tombstones
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["HistoryEntry", "MemoryStore", "Which"]
 
 Which = Literal["memory", "soul", "user"]
+T = TypeVar("T")
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M"
 
 
@@ -54,8 +60,10 @@ class MemoryStore:
         max_history_entries: int = MemoryConfig.default_of("max_history_entries"),
         timezone: str = AgentDefaults.default_of("timezone"),
         lock_timeout_s: float = 30.0,
+        tombstones: Tombstones | None = None,
     ) -> None:
         self.workspace = Path(workspace)
+        self.tombstones = tombstones or Tombstones(self.workspace)
         memory_dir = self.workspace / "memory"
         self.history_path = memory_dir / "history.jsonl"
         self.cursor_path = memory_dir / ".cursor"
@@ -103,7 +111,8 @@ class MemoryStore:
         ``timestamp`` keeps an imported entry's original time (default: now).
         ``channel``/``chat_type``/``owner`` are provenance for the recall index, which
         scopes what a guest or group chat may find; recorded when given. ``speakers``: a
-        shared chat's entry names whose lines it summarises.
+        shared chat's entry names whose lines it summarises. Lines holding a forgotten text are
+        dropped first; when none is left, nothing is written and the last cursor is returned.
         """
         provenance: dict[str, object] = {k: v for k, v in (("channel", channel), ("chat_type", chat_type),
                                         ("owner", owner)) if v is not None}
@@ -115,9 +124,15 @@ class MemoryStore:
     def _append_sync(self, content: str, session_key: str | None, timestamp: str | None = None,
                      provenance: dict[str, object] | None = None) -> int:
         self.history_path.parent.mkdir(parents=True, exist_ok=True)
+        content, dropped = self.tombstones.matcher().drop_lines(content)
         with self._locked_file(), self._mutex:
             self._repair_tail()
             self._refresh()
+            if dropped:
+                logger.info("history: %d line(s) matching a forgotten text dropped before writing",
+                            len(dropped))
+                if not content.strip():
+                    return max(self._index.last_cursor, self._stored_cursor)
             stored = read_int_file(self.cursor_path)
             if stored is None and self._index.last_cursor:
                 logger.warning(".cursor missing or corrupt; rebuilt from history.jsonl")
@@ -221,18 +236,16 @@ class MemoryStore:
                         drop, self.archive_dir.name)
             return drop
 
-    async def forget_history(self, needle: str) -> list[str]:
-        """``/forget``: remove content lines containing ``needle`` from history.jsonl and
-        the archive (the only deletion there is); returns the removed lines."""
-        def run() -> list[str]:
+    async def with_history_locked(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in a worker thread holding every history lock (``forget`` rewrites the
+        live file and the archive in it); the index re-reads the files afterwards."""
+        def run() -> T:
             with self._locked_file(), self._mutex:
                 self._repair_tail()
-                folded = needle.casefold()
-                removed = redact_lines(self.history_path, folded)
-                for path in archive_files(self.archive_dir):
-                    removed.extend(redact_lines(path, folded))
-                self._index.refresh()
-                return removed
+                try:
+                    return fn()
+                finally:
+                    self._index.refresh()
 
         async with self._alock:
             return await asyncio.to_thread(run)
@@ -346,7 +359,15 @@ class MemoryStore:
         return await asyncio.to_thread(read_text_or_empty, self.path_for(which))
 
     async def write_text(self, which: Which, text: str) -> None:
-        await asyncio.to_thread(atomic_write_text, self.path_for(which), text)
+        """Write a long-term file atomically, without lines holding a forgotten text."""
+        await asyncio.to_thread(self._write_sync, self.path_for(which), text)
+
+    def _write_sync(self, path: Path, text: str) -> None:
+        text, dropped = self.tombstones.matcher().drop_lines(text)
+        if dropped:
+            logger.info("%s: %d line(s) matching a forgotten text dropped before writing",
+                        path.name, len(dropped))
+        atomic_write_text(path, text)
 
 
 def _after_last_newline(fh: BinaryIO, size: int) -> int:

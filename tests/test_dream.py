@@ -489,6 +489,15 @@ async def test_dry_run_changes_nothing(make_env) -> None:
     assert failed.error and env.store.dream_cursor() == 0  # nor does a failed dry run
 
 
+async def test_seed_style_removal_tags_are_read_as_file_removals(make_env: Callable[..., Any]) -> None:
+    env = await make_env(history=HISTORY)
+    env.fake.queue(Reply("[MEMORY-REMOVE] - Trip to Rome on 2026-01-10\n[USER-REMOVE] USER.md: - Lives in Lisbon\n"
+                         "[SOUL-REMOVE] Be terse."))
+    report = await env.dream.run(dry_run=True)
+    assert report.findings == ["[FILE-REMOVE] memory/MEMORY.md: - Trip to Rome on 2026-01-10",
+                               "[FILE-REMOVE] USER.md: - Lives in Lisbon", "[FILE-REMOVE] SOUL.md: Be terse."]
+
+
 async def test_batches_and_redo_from_a_cursor(make_env) -> None:
     history = [(f"- fact number {i}", OWNER) for i in range(1, 6)]
     env = await make_env(history=history, dream={"maxBatchSize": 2})

@@ -255,22 +255,26 @@ async def test_forget_removes_matching_lines_and_commits(ws: Path) -> None:
     store, repo = MemoryStore(ws), GitStore(ws)
     await repo.ainit()
     (ws / "memory" / "MEMORY.md").write_text("# Memory\n- Ana's TEA shop idea\n- Project uses Python\n")
-    removed = await forget(store, repo, "tea")
-    assert removed == ["- Ana's TEA shop idea", "- Drinks tea"]
+    report = await forget(store, repo, "tea", confirm=True, by="the owner")  # short: confirmed
+    assert report.removed == ["- Ana's TEA shop idea", "- Drinks tea"]
+    assert report.files == {"memory/MEMORY.md": 1, "USER.md": 1}
     assert (ws / "USER.md").read_text() == "# User\n- Name: Ana\n"
     assert (ws / "memory" / "MEMORY.md").read_text() == "# Memory\n- Project uses Python\n"
     messages = [c.message for c in repo.log()]
-    assert messages[:2] == ["forget: tea", "manual: memory/MEMORY.md"]
+    assert messages[:2] == [f"forget: [{report.tombstone}] (asked by the owner)", "manual: memory/MEMORY.md"]
+    assert "tea" not in messages[0].lower()  # the commit message does not repeat the text
     assert set(repo.log(1)[0].files) == {"USER.md", "memory/MEMORY.md"}
 
 
 async def test_forget_keeps_headings_and_refuses_empty_text(ws: Path) -> None:
     store, repo = MemoryStore(ws), GitStore(ws)
     await repo.ainit()
-    assert await forget(store, repo, "user") == []  # only the "# User" heading matches
-    assert (ws / "USER.md").read_text().startswith("# User\n")
-    assert await forget(store, repo, "nothing like this") == []
-    assert [c.message for c in repo.log()] == ["init: memory files"]
+    report = await forget(store, repo, "user", confirm=True)  # only the "# User" heading matches
+    assert report.removed == ["# User"]
+    assert (ws / "USER.md").read_text().startswith("# [forgotten]\n- Name: Ana\n")  # its place kept
+    report = await forget(store, repo, "nothing like this")
+    assert not report.found and report.files == {}
+    assert [c.message for c in repo.log()][1:] == ["init: memory files"]
     with pytest.raises(ValueError):
         await forget(store, repo, "   ")
 

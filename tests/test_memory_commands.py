@@ -49,7 +49,8 @@ async def test_memory_forget_and_gating(fake_llm: FakeLLMServer, make_config: Ca
         replies = ch.replies(chat_id="1") + ch.replies(chat_id="g")
         log = gw.parts.git.log(5)
     assert "lives in Lisbon" in replies[0].text and "likes cats" in replies[0].text
-    assert replies[1].text == "Forgot:\n- likes cats"
+    assert replies[1].text.startswith("Forgot:\n- likes cats\n\nRemoved from:\n- USER.md: 1 line(s)")
+    assert "history of changes (git) still holds" in replies[1].text and "--purge" in replies[1].text
     assert "likes cats" not in replies[2].text and "Lisbon" in replies[2].text
     assert "only for the owner" in replies[3].text
     assert "private chat" in replies[4].text

@@ -121,8 +121,8 @@ def test_flush_settings_have_documented_defaults() -> None:
     from lucidgate.gateway.agent.memory_flush import flush_threshold
 
     memory = MemoryConfig()
-    assert (memory.flush_soft_threshold_tokens, memory.flush_transcript_bytes, memory.flush_instruction) == \
-        (None, None, None)
+    assert (memory.flush_soft_threshold_tokens, memory.flush_transcript_bytes, memory.flush_instruction,
+            memory.flush_framing) == (None, None, None, None)
     assert flush_threshold(AgentDefaults().working_set, None) == 17_500  # 2,500 below 20,000
     assert flush_threshold(20_000, 4000) == 16_000
     assert flush_threshold(20_000, 19_000) == 5000  # never below a quarter of the working set
@@ -141,7 +141,8 @@ async def test_soft_threshold_and_custom_instruction(fake_llm: FakeLLMServer,
     assert not any(is_flush(r) for r in fake_llm.requests)  # 875 tokens by default: not yet
     fake_llm.requests.clear()
     tuned = make_config(agents={"defaults": {"workingSetTokens": 1000, "timezone": "UTC", "memory": {
-        "flushSoftThresholdTokens": 700, "flushInstruction": "Keep only open todos, one per line."}}})
+        "flushSoftThresholdTokens": 700, "flushInstruction": "Keep only open todos, one per line.",
+        "flushFraming": "[memory flush: housekeeping only, nobody reads this answer]"}}})
     async with running(tuned) as (gw, ch):
         await ch.say(medium, sender_id="local", chat_id="2")
         await ch.wait_replies(1)
@@ -151,6 +152,8 @@ async def test_soft_threshold_and_custom_instruction(fake_llm: FakeLLMServer,
     assert "Keep only open todos, one per line." in instruction
     assert note in instruction and instruction.endswith(f"answer exactly {NO_REPLY}.")
     assert "summarised into history" not in instruction  # the owner's words replace the default
+    assert "\n[memory flush: housekeeping only, nobody reads this answer] Keep only" in instruction
+    assert "the user does not see this turn" not in instruction  # and the framing too
 
 
 async def test_transcript_size_trigger(fake_llm: FakeLLMServer, make_config: Callable[..., Any]) -> None:

@@ -22,6 +22,7 @@ async def test_the_model_lists_then_forgets_for_the_owner(fake_llm: FakeLLMServe
                                                           workspace: Path, caplog: pytest.LogCaptureFixture) -> None:
     fake_llm.queue(ToolCalls([("memory_list", {"text": "Cats"})]),
                    ToolCalls([("memory_forget", {"text": "cats"}), ("memory_forget", {"text": "a"})]),
+                   ToolCalls([("memory_forget", {"text": "cats", "confirm": True})]),
                    ToolCalls([("memory_list", {"text": "cats"})]), Reply("Forgotten."))
     caplog.set_level(logging.INFO, logger="lucidgate.memory.forget")
     async with running(make_config()) as (gw, ch):
@@ -39,16 +40,25 @@ async def test_the_model_lists_then_forgets_for_the_owner(fake_llm: FakeLLMServe
     assert listed[:2] == ["memory/MEMORY.md:2: - the cats are Tom and Mia", "USER.md:3: - likes cats"]
     assert listed[2] == "memory/2026-01-05.md:1: - took the cats to the vet"
     assert listed[3].startswith("history #1 ") and listed[3].endswith(": - adopted two cats")
-    assert listed[4].startswith("(memory_forget leaves notes")
-    forgot, short = tool_results(fake_llm, 2)[-2:]
-    assert forgot.startswith("Forgot:\n") and "- likes cats" in forgot and "- adopted two cats" in forgot
+    large, short = tool_results(fake_llm, 2)[-2:]
+    assert large.startswith("Error: not forgotten: forgetting 'cats' would remove 4 of memory's")
+    assert "more than a quarter" in large  # the drop guard asks before wiping
     assert short.startswith("Error: invalid arguments for memory_forget")
-    assert tool_results(fake_llm, 3)[-1].splitlines()[0] == "memory/2026-01-05.md:1: - took the cats to the vet"
+    forgot = tool_results(fake_llm, 3)[-1]
+    assert forgot.startswith("Forgot:\n") and "memory/2026-01-05.md: 1 line(s)" in forgot
+    assert "history: 1 line(s) in 1 entr" in forgot
+    # notes too; and the conversation itself now shows the model "[forgotten]", not the word
+    assert tool_results(fake_llm, 4)[-1] == "Nothing in memory mentions '[forgotten]'."
+    sent = json.dumps(fake_llm.requests[4]["messages"]).lower()  # the system prompt's memory section too
+    assert "cats" not in sent, sent[max(0, sent.find("cats") - 300):sent.find("cats") + 100]
     assert "cats" not in (workspace / "USER.md").read_text() + (workspace / "memory" / "MEMORY.md").read_text()
+    assert "cats" not in (workspace / "memory" / "2026-01-05.md").read_text()
     history = (workspace / "memory" / "history.jsonl").read_text()
     assert "cats" not in history and "bought a bike" in history
-    assert "forget: cats (memory_forget in cli:1)" in log  # undoable like /forget
-    assert any("forget (memory_forget in cli:1): 3 line(s) removed" in r.getMessage() for r in caplog.records)
+    assert any(m.startswith("forget: [") and m.endswith("(asked by memory_forget in cli:1)")
+               for m in log)  # undoable like /forget, and says who asked
+    assert any("(asked by memory_forget in cli:1): 4 line(s) removed" in r.getMessage()
+               for r in caplog.records)
 
 
 async def test_guests_and_groups_cannot_use_them(fake_llm: FakeLLMServer, make_config: Callable,

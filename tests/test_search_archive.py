@@ -64,8 +64,10 @@ async def test_forget_removes_from_files_history_archive_and_index(workspace: Pa
     idx = MemoryIndex(workspace, embedder=None)
     idx.sync()
     assert len(search(idx, "safe code 4711", k=10)) >= 3
-    removed = await forget(store, git, "safe code", index=idx)
-    assert any("4711" in line for line in removed)
+    report = await forget(store, git, "safe code", index=idx)
+    assert any("4711" in line for line in report.removed)
+    assert report.history_entries == 1 and report.files == {"memory/MEMORY.md": 1}
+    assert report.index_chunks >= 3
     everything = "".join(p.read_text() for p in workspace.rglob("*.jsonl") if "sessions" not in p.parts)
     assert "4711" not in everything and "Bought a lamp" in everything  # only the fact went
     assert "4711" not in (workspace / "memory" / "MEMORY.md").read_text()

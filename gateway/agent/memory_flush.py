@@ -4,7 +4,8 @@ Compaction summarises the oldest part of a chat into one history line; details t
 cares about can get lost in a summary. So when an owner's private session nears the point
 where the consolidator starts trimming (``memory.flushSoftThresholdTokens`` below the working
 set; an eighth of it by default), the agent gets one turn of its own first: a short
-instruction (or the owner's ``memory.flushInstruction``) to write anything durable from the
+instruction (or the owner's ``memory.flushInstruction``, framed by the built-in line or
+``memory.flushFraming``) to write anything durable from the
 conversation into today's daily note (or MEMORY.md for lasting facts), answering
 ``NO_REPLY`` when there is nothing to keep. ``memory.flushTranscriptBytes`` adds a second
 trigger: that many transcript bytes since the last flush, for chats whose bulk (long tool
@@ -48,8 +49,11 @@ class _Runner(Protocol):
     async def run(self, session: Session, ctx: TurnContext) -> object: ...
 
 
-def flush_instruction(note_path: str, custom: str | None = None) -> str:
-    header = "[memory flush — automatic, the user does not see this turn]"
+FRAMING = "[memory flush — automatic, the user does not see this turn]"
+
+
+def flush_instruction(note_path: str, custom: str | None = None, framing: str | None = None) -> str:
+    header = framing.strip() if framing and framing.strip() else FRAMING
     if custom:
         return f"{header} {custom.strip()} Today's note: {note_path}. Then answer exactly {NO_REPLY}."
     return (f"{header} The older part of this "
@@ -70,13 +74,15 @@ def flush_threshold(working_set: int, soft_threshold_tokens: int | None) -> int:
 class MemoryFlush:
     def __init__(self, runner: _Runner, sessions: SessionStore, *, conversation_tokens: Callable[[Session], int],
                  working_set: int | None, timezone: str, soft_threshold_tokens: int | None = None,
-                 transcript_bytes: int | None = None, instruction: str | None = None) -> None:
+                 transcript_bytes: int | None = None, instruction: str | None = None,
+                 framing: str | None = None) -> None:
         self.runner = runner
         self.sessions = sessions
         self.conversation_tokens = conversation_tokens
         self.threshold = flush_threshold(working_set, soft_threshold_tokens) if working_set else None
         self.transcript_bytes = transcript_bytes if working_set else None
         self.instruction = instruction
+        self.framing = framing
         self.timezone = timezone
         self.count = 0  # flushes run since start (shown by /status)
         self._cycle: dict[str, int] = {}  # session -> last_consolidated when it last flushed
@@ -108,7 +114,7 @@ class MemoryFlush:
         self._cycle[session.key] = session.last_consolidated
         self.count += 1
         note = f"memory/{datetime.now(self._tz()).date().isoformat()}.md"
-        await self.sessions.append(session, {"role": "user", "content": flush_instruction(note, self.instruction),
+        await self.sessions.append(session, {"role": "user", "content": flush_instruction(note, self.instruction, self.framing),
                                              "kind": FLUSH_KIND})
         silent = dataclasses.replace(ctx, silent=True)
         try:

@@ -176,6 +176,9 @@ class _TurnConversation:
         await self.runner.announce_tool(self.ctx, call.name)
         try:
             output = await self.runner.tools.execute(self.ctx, call.name, call.arguments)
+            if call.name == "memory_forget" and not output.failed:
+                # The turn's next request must not carry the forgotten text in its memory section.
+                await self.runner.builder.refresh()
             return output
         finally:
             if self.runner.metrics is not None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from lucidgate.gateway.cli import recall
+from lucidgate.gateway.cli import forget, recall
 from lucidgate.gateway.cli._common import (ConfigOption, console, err_console, load_or_exit, new_table, printable,
                                  workspace_parts)
 
@@ -19,13 +19,14 @@ ShaArgument = Annotated[str, typer.Argument(metavar="SHA", help="A commit, as `l
 
 
 def register(app: typer.Typer) -> None:
-    memory_app = typer.Typer(help="Inspect and undo changes to long-term memory.", no_args_is_help=True)
+    memory_app = typer.Typer(help="Inspect, undo and forget what long-term memory holds.", no_args_is_help=True)
     memory_app.command("log")(memory_log)
     memory_app.command("diff")(memory_diff)
     memory_app.command("restore")(memory_restore)
     memory_app.command("show")(memory_show)
     memory_app.command("search")(recall.memory_search)
     memory_app.command("reindex")(recall.memory_reindex)
+    forget.register(memory_app)
     app.command()(dream)
     app.command()(usage)
     app.add_typer(memory_app, name="memory")

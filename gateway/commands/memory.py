@@ -17,6 +17,7 @@ from lucidgate.memory.store import MemoryStore
 
 if TYPE_CHECKING:
     from lucidgate.memory.search.index import MemoryIndex
+    from lucidgate.memory.sessions import SessionStore
 
 CLIP_CHARS = 3500  # one chat message, below every platform's own limit: a protocol fact
 
@@ -46,28 +47,36 @@ class ShowMemory:
 
 
 class Forget:
-    """Remove the memory lines that contain a text (under Dream's lock, as one commit)."""
+    """Forget a text everywhere memory holds it, for good (under Dream's lock, one commit)."""
 
     about: ClassVar[About] = About("forget", "remove lines from memory", owner_only=True, private_only=True,
-                                   usage="<text>")
+                                   usage="[--confirm] <text>")
 
     def __init__(self, dream: Dream, store: MemoryStore, git: GitStore, *,
-                 index: MemoryIndex | None = None) -> None:
+                 index: MemoryIndex | None = None, sessions: SessionStore | None = None) -> None:
         self.dream = dream
         self.store = store
         self.git = git
         self.index = index
+        self.sessions = sessions
 
     async def __call__(self, ctx: TurnContext, args: str) -> str:
-        from lucidgate.memory.forget import describe, forget_exclusive
+        from lucidgate.memory.forget import ForgetNeedsConfirmation, describe, forget_exclusive
 
-        if not args.strip():
-            return "Usage: /forget <text> — removes memory lines containing that text."
+        text = args.strip()
+        confirm = text.startswith("--confirm")
+        text = text.removeprefix("--confirm").strip()
+        if not text:
+            return "Usage: /forget [--confirm] <text> — forgets that text everywhere memory holds it."
         try:
-            removed = await forget_exclusive(self.dream, self.store, self.git, args.strip(), index=self.index)
+            report = await forget_exclusive(self.dream, self.store, self.git, text, index=self.index,
+                                            sessions=self.sessions, confirm=confirm,
+                                            by=f"/forget from {ctx.sender_id} in {ctx.session_key}")
         except DreamBusy:
             return "Dream is updating memory right now; try /forget again in a minute."
-        return describe(removed, args)
+        except ForgetNeedsConfirmation as exc:
+            return f"Not forgotten: {exc}. To go ahead: /forget --confirm {text}"
+        return describe(report)
 
 
 class DreamNow:

@@ -25,7 +25,8 @@ __all__ = ["ConsoleContext", "mount_console"]
 
 def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleContext | None:
     """Mount the console unless ``console.enabled`` is false; returns its context."""
-    from lucidgate.gateway.console import api_auth, api_chat, api_dream, api_history, api_memory, api_ops, api_sessions
+    from lucidgate.gateway.console import (api_auth, api_chat, api_dream, api_forget, api_history, api_memory,
+                                           api_ops, api_sessions)
     from lucidgate.gateway.console.security import ConsoleBodyCap, ConsoleHeaders
     from lucidgate.gateway.console.assets import add_static_routes
 
@@ -54,6 +55,8 @@ def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleCon
         api_memory.router(auth, workspace=workspace, git=p.git, recall=p.recall),
         api_history.router(auth, workspace=workspace),
         api_dream.router(auth, git=p.git, dream=p.dream, store=p.store),
+        api_forget.router(auth, dream=p.dream, store=p.store, git=p.git, sessions=p.sessions, recall=p.recall,
+                          backup_dirs=[workspace.parent]),
         api_ops.router(auth, agent=config.agent, scheduler=p.scheduler, dream=p.dream, ledger=p.usage, bus=p.bus,
                        model=p.model, store=p.store, turns=p.agent, gateway=gateway, version=version,
                        started=ctx.started),

@@ -145,7 +145,9 @@ def router(auth: ConsoleAuth, *, config: Config, web: WebChannel, store: Session
     async def transcript(key: str = Query(..., max_length=300),
                          limit: int = Query(500, ge=1, le=5000)) -> Transcript:
         path = await transcript_path(key)
-        session = await asyncio.to_thread(load_session_file, path, key)
+        forgotten = store.tombstones
+        session = await asyncio.to_thread(  # what the owner asked to forget is not shown
+            lambda: load_session_file(path, key, redact=forgotten.matcher() if forgotten else None))
         shown = session.messages[-limit:]
         return Transcript(key=key, archived=session.last_consolidated, messages=[line_view(m) for m in shown])
 

@@ -33,6 +33,7 @@ from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.naming import session_file_stem
 from lucidgate.memory.sessions import FORMAT_VERSION
 from lucidgate.memory.store import MemoryStore
+from lucidgate.memory.tombstones import Matcher, Tombstones, redact_message
 
 IMPORTS_STATE = Path("state") / "imports.json"
 CLOSING_NOTE = "(imported conversation: no reply was recorded for this message)"
@@ -82,6 +83,7 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
     label = f"{source.kind} ({source.root})"
     touched: list[str] = []
     git = GitStore(workspace)
+    forgotten = Tombstones(workspace).matcher()  # what the owner asked to forget stays out
     if not dry_run:  # hand edits and the initial state are committed before we change anything
         git.init()
         git.commit_manual_edits()
@@ -89,7 +91,7 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
         path = workspace / rel
         ours = path.read_text(encoding="utf-8") if path.exists() else ""
         template = _template(rel)
-        merged = merge_markdown(ours, theirs, source.kind, template)
+        merged = merge_markdown(ours, forgotten.drop_lines(theirs)[0], source.kind, template)
         if merged != ours:
             fresh = not ours.strip() or (template is not None and ours.strip() == template.strip())
             report.actions.append(f"{'take' if fresh else 'merge into'} {rel}")
@@ -108,7 +110,7 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
         if not dry_run:
             copy_private(skill, target, report.warnings)
     await _import_history(source, workspace, report, dry_run)
-    _import_sessions(source, workspace, report, dry_run)
+    _import_sessions(source, workspace, report, dry_run, forgotten)
     _offer_channels(source, config_path, report, dry_run=dry_run or not apply_channels)
     if touched and not dry_run:
         report.commit = git.commit(f"import: {label}, {len(report.actions)} change(s)", touched)
@@ -145,7 +147,8 @@ async def _import_history(source: Source, workspace: Path, report: ImportReport,
         await store.set_dream_cursor(last)
 
 
-def _import_sessions(source: Source, workspace: Path, report: ImportReport, dry_run: bool) -> None:
+def _import_sessions(source: Source, workspace: Path, report: ImportReport, dry_run: bool,
+                     forgotten: Matcher) -> None:
     for item in source.sessions:
         path = workspace / "sessions" / f"{session_file_stem(item.key)}.jsonl"
         if path.exists():
@@ -157,7 +160,7 @@ def _import_sessions(source: Source, workspace: Path, report: ImportReport, dry_
                               f"({len(item.messages)} messages)")
         if dry_run:
             continue
-        messages = list(item.messages)
+        messages = [redact_message(m, forgotten) for m in item.messages]
         if _dangling(messages):
             messages.append({"role": "assistant", "content": CLOSING_NOTE, "status": "imported"})
         header = {"_type": "metadata", "v": FORMAT_VERSION, "key": item.key,

@@ -14,6 +14,9 @@ git history fetched from the bundle after ``git bundle verify``); into a workspa
 already has a life of its own it goes through the same merge as the other importers
 (``read_lucid`` -> ``Source``).
 
+What the owner asked to forget (``state/forgotten.json``) is redacted in the transcripts an
+export carries: they are records at home, but an archive is for reading elsewhere.
+
 An archive is someone else's data, and importing it runs nothing: only the files named
 above are taken (never a ``.git/`` or ``state/`` it may carry — a repository's config and
 hooks run commands, and state holds pairings and owner sessions), each read through
@@ -38,6 +41,7 @@ from lucidgate.config.fileio import atomic_write_bytes
 from lucidgate.gateway.migrate.model import HistoryItem, SessionItem, Source
 from lucidgate.gateway.migrate.safe_files import PRIVATE_DIR, SourceFiles
 from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.tombstones import Matcher, Tombstones, redact_message
 
 FORMAT = "lucidgate-export"
 VERSION = 1
@@ -61,9 +65,14 @@ def export_archive(config: Config, out: Path) -> list[str]:
         for note in sorted(memory.glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md")) if memory.is_dir() else []:
             tar.add(note, arcname=f"workspace/memory/{note.name}")
             members.append(f"memory/{note.name}")
+        forgotten = Tombstones(workspace).matcher()
         for folder in FOLDERS:
             if (workspace / folder).is_dir():
-                tar.add(workspace / folder, arcname=f"workspace/{folder}", filter=_no_links)
+                redacted = folder == "sessions" and bool(forgotten)
+                tar.add(workspace / folder, arcname=f"workspace/{folder}", filter=_no_links,
+                        recursive=not redacted)
+                if redacted:
+                    _add_redacted_sessions(tar, workspace / folder, forgotten)
                 members.append(f"{folder}/")
         bundle = Path(scratch) / "memory.bundle"
         if GitStore(workspace).bundle(bundle):
@@ -97,6 +106,25 @@ def scrub(config: Config) -> dict[str, Any]:
         return node
 
     return dict(walk(document))
+
+
+def _add_redacted_sessions(tar: tarfile.TarFile, folder: Path, forgotten: Matcher) -> None:
+    for path in sorted(folder.iterdir()):
+        if path.is_symlink() or not path.is_file():
+            continue
+        lines = []
+        for raw in path.read_bytes().splitlines(keepends=True):
+            try:
+                message = json.loads(raw)
+            except ValueError:
+                lines.append(raw)
+                continue
+            if isinstance(message, dict) and "role" in message:
+                shown = redact_message(message, forgotten)
+                if shown is not message:
+                    raw = (json.dumps(shown, ensure_ascii=False) + "\n").encode("utf-8")
+            lines.append(raw)
+        _add_bytes(tar, f"workspace/sessions/{path.name}", b"".join(lines))
 
 
 def _no_links(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

@@ -18,6 +18,7 @@ from pydantic import Field
 from lucidgate.gateway.errors import ToolError
 from lucidgate.gateway.skills.catalog import builtin_skill_file
 from lucidgate.gateway.tools import _paths
+from lucidgate.gateway.tools._forgotten import redact, without_forgotten
 from lucidgate.gateway.tools.base import ToolParams
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.textedit import EditError, replace_exact
@@ -89,7 +90,7 @@ class ReadFile(_FileTool):
             return f"({shown} is empty)"
         if first > total:
             raise ToolError(f"offset {first} is past the end of {shown}, which has {total} lines")
-        body = "\n".join(out)
+        body = redact(ctx.workspace, "\n".join(out))
         if first > 1 or last < total:
             more = f"; continue with offset={last + 1}" if last < total else ""
             body += f"\n[{shown}: lines {first}-{last} of {total}{more}]"
@@ -116,7 +117,7 @@ class WriteFile(_FileTool):
         if path.is_dir():
             raise ToolError(f"{shown} is a directory; give a file path")
         existed = path.exists()
-        data = params.content.encode("utf-8")
+        data = without_forgotten(ctx.workspace, path, params.content).encode("utf-8")
         _paths.atomic_write(path, data)
         verb = "Overwrote" if existed else "Created"
         return f"{verb} {shown} ({len(data)} bytes)"
@@ -146,7 +147,7 @@ class EditFile(_FileTool):
                                               replace_all=params.replace_all)
         except EditError as exc:
             raise ToolError(str(exc)) from None
-        _paths.atomic_write(path, updated.encode("utf-8"))
+        _paths.atomic_write(path, without_forgotten(ctx.workspace, path, updated).encode("utf-8"))
         return f"Edited {shown}: replaced {replaced} occurrence{'s' if replaced > 1 else ''}"
 
 

@@ -1,13 +1,13 @@
 """``memory_forget`` and ``memory_list``: the owner's "forget …" and "what do you know about …"
 said to the model instead of typed as a command.
 
-``memory_forget`` is ``/forget`` as a tool: the same removal (MEMORY.md, USER.md, history
-and its archive, the recall index), under Dream's lock, committed as ``forget: <text>
-(memory_forget in <session>)`` and logged — the audit trail names the tool and the chat.
-Owner only and private chats only, like the command; the text must be at least three
-characters, since a model's one-letter call would empty the files. ``memory_list`` shows the
-lines memory holds about a text, without reading whole files and without changing anything:
-what a forget of that text would match, so the model can show the owner before removing.
+``memory_forget`` is ``/forget`` as a tool: the same forget (every place memory holds the
+text, see ``memory.forget``), under Dream's lock, committed and logged as asked by
+``memory_forget in <session>`` — the audit trail names the tool and the chat. Owner only
+and private chats only, like the command; the text must be at least three characters, and a
+short text or one matching a large share of memory needs ``confirm`` (after showing the owner
+what ``memory_list`` finds). ``memory_list`` shows the lines memory holds about a text,
+without reading whole files and without changing anything.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from lucidgate.gateway.tools.base import ToolParams
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.dream import Dream
 from lucidgate.memory.errors import DreamBusy
-from lucidgate.memory.forget import describe, forget_exclusive, mentions
+from lucidgate.memory.forget import ForgetNeedsConfirmation, describe, forget_exclusive, mentions
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.search.index import MemoryIndex
+from lucidgate.memory.sessions import SessionStore
 from lucidgate.memory.store import MemoryStore
 
 __all__ = ["MemoryForget", "MemoryList"]
@@ -38,15 +39,19 @@ def _private_owner(ctx: TurnContext) -> None:
 
 class MemoryForget:
     name = "memory_forget"
-    description = "Remove every memory line containing text, when the owner asks you to forget it."
+    description = ("Forget text everywhere memory holds it (files, notes, history, conversations, "
+                   "recall), for good, when the owner asks you to forget it.")
     owner_only = True
 
     class Params(ToolParams):
         text: str = Field(min_length=MIN_TEXT, max_length=200)
+        confirm: bool = Field(False, description="true only after the owner confirmed a forget "
+                                                 "the first call said needs confirmation")
 
     def __init__(self, store: MemoryStore, git: GitStore, dream: Dream,
-                 index: MemoryIndex | None = None) -> None:
+                 index: MemoryIndex | None = None, sessions: SessionStore | None = None) -> None:
         self.store, self.git, self.dream, self.index = store, git, dream, index
+        self.sessions = sessions
 
     async def run(self, ctx: TurnContext, params: MemoryForget.Params) -> str:
         _private_owner(ctx)
@@ -54,11 +59,14 @@ class MemoryForget:
         if len(text) < MIN_TEXT:
             raise ToolError(f"say what to forget in at least {MIN_TEXT} characters")
         try:
-            removed = await forget_exclusive(self.dream, self.store, self.git, text, index=self.index,
-                                             by=f"memory_forget in {ctx.session_key}")
+            report = await forget_exclusive(self.dream, self.store, self.git, text, index=self.index,
+                                            sessions=self.sessions, confirm=params.confirm,
+                                            by=f"memory_forget in {ctx.session_key}")
         except DreamBusy:
             raise ToolError("Dream is updating memory right now; try again in a minute") from None
-        return describe(removed, text)
+        except ForgetNeedsConfirmation as exc:
+            raise ToolError(f"not forgotten: {exc} (ask the owner, then call again with confirm)") from None
+        return describe(report)
 
 
 class MemoryList:
@@ -76,6 +84,4 @@ class MemoryList:
         found = await asyncio.to_thread(mentions, ctx.workspace, params.text)
         if not found:
             return f"Nothing in memory mentions {params.text.strip()!r}."
-        if any(line.startswith("memory/20") for line in found):
-            found.append("(memory_forget leaves notes memory/<date>*.md alone; edit_file changes them)")
         return "\n".join(found)

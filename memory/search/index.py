@@ -35,13 +35,14 @@ from lucidgate.memory.search.chunking import CHUNKS_VERSION, Chunk, Resume
 from lucidgate.memory.search._rows import apply_diff, chunk_hash, delete_chunks, insert_chunk, log_added, log_reset, trim_log
 from lucidgate.memory.search.embed import Embedder, EmbedderError
 from lucidgate.memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
+from lucidgate.memory.tombstones import TOMBSTONES_FILE, Matcher, Tombstones
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["FORGOTTEN_FILE", "INDEX_FILE", "MemoryIndex", "Progress"]
 
 INDEX_FILE = "memory/index.sqlite"
-FORGOTTEN_FILE = "memory/.forgotten.json"
+FORGOTTEN_FILE = TOMBSTONES_FILE
 ALL_SOURCES = ("memory", "notes", "history", "session")
 RETRY_EMBEDDER_S = 600.0
 
@@ -73,6 +74,7 @@ class MemoryIndex:
         self._conn: sqlite3.Connection | None = None
         self._inode: tuple[int, int] | None = None
         self.vector_cache: Any = None  # a memory.search.vector_cache.VectorCache, once searched
+        self.tombstones = Tombstones(self.workspace)
 
     # ------------------------------------------------------------------ connection
     def conn(self) -> sqlite3.Connection:
@@ -107,8 +109,8 @@ class MemoryIndex:
         with self._sync_lock:
             conn = self.conn()
             owners = self._owner_sessions()
-            forgotten = self._forgotten()
-            forgotten_sig = chunk_hash(json.dumps(forgotten))
+            forgotten = self.tombstones.matcher()
+            forgotten_sig = chunk_hash(self.tombstones.signature())
             if stop is not None and stop():
                 return 0
             with self._lock:
@@ -137,7 +139,7 @@ class MemoryIndex:
             return changed
 
     def _sync_file(self, rel: str, source: str, old: tuple | None, owners: Collection[str],
-                   forgotten: list[str]) -> int:
+                   forgotten: Matcher) -> int:
         if source in APPEND_ONLY and old is not None:
             grown = self._sync_growth(rel, source, old[0], owners, forgotten)
             if grown is not None:
@@ -184,7 +186,7 @@ class MemoryIndex:
         return 1
 
     def _sync_growth(self, rel: str, source: str, recorded_size: int, owners: Collection[str],
-                     forgotten: list[str]) -> int | None:
+                     forgotten: Matcher) -> int | None:
         """Index what was appended to ``rel`` since the last sync; None when a whole-file
         pass is needed instead (no mark, or the file changed other than by growing)."""
         with self._lock:
@@ -218,13 +220,20 @@ class MemoryIndex:
             return set()
         return {k for k in data if isinstance(k, str)} if isinstance(data, list) else set()
 
-    def _forgotten(self) -> list[str]:
-        try:
-            data = json.loads((self.workspace / FORGOTTEN_FILE).read_text("utf-8"))
-        except (OSError, ValueError):
-            return []
-        return sorted({s.casefold() for s in data if isinstance(s, str) and s.strip()}) \
-            if isinstance(data, list) else []
+    def purge_forgotten(self, matcher: Matcher) -> int:
+        """Drop the chunks holding what ``matcher`` matches, and their cached vectors, now;
+        returns how many chunks went. (``sync_files`` keeps tombstoned text out from then on.)"""
+        if not matcher:
+            return 0
+        with self._sync_lock, self._lock:
+            conn = self.conn()
+            rows = [(cid, h) for cid, h, text in conn.execute("SELECT id, hash, text FROM chunks")
+                    if matcher.matches(text)]
+            with _db.write_transaction(conn):
+                delete_chunks(conn, [cid for cid, _ in rows])
+                conn.executemany("DELETE FROM vectors WHERE hash = ?", [(h,) for _, h in rows])
+            self.vector_cache = None
+        return len(rows)
 
     # ------------------------------------------------------------------ phase 2: vectors
     @property
@@ -387,9 +396,8 @@ def _trailing(count: int, resume: Resume | None) -> list[bool]:
 
 
 def _unforgotten(chunks: list[Chunk], opened: list[bool],
-                 forgotten: list[str]) -> tuple[list[Chunk], list[bool]]:
+                 forgotten: Matcher) -> tuple[list[Chunk], list[bool]]:
     if not forgotten:
         return chunks, opened
-    kept = [(c, o) for c, o in zip(chunks, opened, strict=True)
-            if not any(n in c.text.casefold() for n in forgotten)]
+    kept = [(c, o) for c, o in zip(chunks, opened, strict=True) if not forgotten.matches(c.text)]
     return [c for c, _ in kept], [o for _, o in kept]

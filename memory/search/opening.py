@@ -9,6 +9,7 @@ lines are marked with ``*``. A history entry (JSONL too) reads as ``#cursor stam
 and its text. A log (transcript or history) may hold words that are not the
 owner's, and its header says so, as ``memory_search`` labels its hits.
 
+What the owner asked to forget is redacted in what is returned (transcripts keep it).
 Blocking file reads: callers run this in a worker thread.
 """
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from lucidgate.memory.search.sources import source_of
 from lucidgate.memory.session_note import SHARED_NOTES_DIR
 from lucidgate.memory.speakers import label_of
+from lucidgate.memory.tombstones import Tombstones
 
 __all__ = ["CONTEXT_TURNS", "OpenError", "open_lines"]
 
@@ -35,6 +37,10 @@ class OpenError(ValueError):
 
 def open_lines(workspace: Path, rel: str, start: int, count: int) -> str:
     """Lines ``start``..``start + count - 1`` of the memory source ``rel``, rendered."""
+    return Tombstones(workspace).matcher().redact(_open_lines(workspace, rel, start, count))
+
+
+def _open_lines(workspace: Path, rel: str, start: int, count: int) -> str:
     rel = rel.strip().removeprefix("./")
     source = source_of(rel)
     if source is None or ".." in Path(rel).parts:

@@ -150,7 +150,7 @@ class RecallService:
             except ValueError:
                 return False
             return source_of(rel) is not None or rel in ("state/owner_sessions.json",
-                                                         "memory/.forgotten.json")
+                                                         "state/forgotten.json")
 
         try:
             async for _changes in watchfiles.awatch(workspace, watch_filter=relevant,

@@ -170,6 +170,34 @@ async def test_see_a_reminder_and_cancel_it(browser: Any, shots: Shots, config: 
     assert [r for r in sched.reminders.store.active() if r.id == reminder.id] == []
 
 
+async def test_forget_with_the_purge_warning_then_un_forget(browser: Any, shots: Shots, config: Any) -> None:
+    ws = config.workspace
+    (ws / "USER.md").write_text(USER_MD + "- my cat is named Luna\n" + "".join(f"- fact {i}\n" for i in range(8)))
+    async with running_console(config, login=False) as c:
+        page = await open_page(browser, shots, c)
+        await log_in(page, shots)
+        await page.click("#nav a[data-view=forget]")
+        await page.fill("#forget-text", "Luna")
+        await page.check("#forget-purge")
+        warnings: list[str] = []
+
+        async def accept(dialog: Any) -> None:
+            warnings.append(dialog.message)
+            await dialog.accept()
+
+        page.on("dialog", accept)
+        await page.get_by_role("button", name="Forget").click()
+        await expect(page.locator("#forget-report")).to_contain_text("History of changes rewritten")
+        await shots.take(page, "forget")
+        await page.click("#nav a[data-view=chat]")
+        await page.click("#nav a[data-view=forget]")
+        await expect(page.locator("#forgotten li")).to_contain_text("(hashed, 4 characters)")
+        await page.locator("#forgotten li button").click()
+        await expect(page.locator("#no-forgotten")).to_be_visible()
+    assert warnings and "cannot be undone" in warnings[0] and "Backups" in warnings[0]
+    assert "Luna" not in (ws / "USER.md").read_text()
+
+
 @pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
 async def test_phone_width_has_no_horizontal_scroll_in_any_view(browser: Any, shots: Shots, config: Any,
                                                                 fake_llm: FakeLLMServer, dark: bool) -> None:

@@ -4,13 +4,14 @@ import { ApiError, get, post, setCsrf } from "./api.js";
 import { clear, h, toast } from "./dom.js";
 import * as chat from "./views/chat.js";
 import * as dream from "./views/dream.js";
+import * as forget from "./views/forget.js";
 import * as historyView from "./views/history.js";
 import * as jobs from "./views/jobs.js";
 import * as memory from "./views/memory.js";
 import * as sessions from "./views/sessions.js";
 import * as status from "./views/status.js";
 
-const VIEWS = { chat, memory, history: historyView, dream, sessions, jobs, status };
+const VIEWS = { chat, memory, history: historyView, dream, forget, sessions, jobs, status };
 let cleanup = null;
 
 function parseHash() {
