@@ -95,7 +95,7 @@ async def test_agent_talks_to_the_running_gateway_then_falls_back(tmp_path: Path
         fake_llm.queue(Reply("answered again"))
         modules, out = await asyncio.to_thread(run_probe, AGENT_PROBE, config_path, tmp_path / "modules.txt",
                                                "agent -m again", env)
-        assert "answered again" in out and "gateway" in modules
+        assert "answered again" in out and "lucidgate" in modules
         heavy = modules & {"asyncio", "rich", "litellm", "numpy", "httpx", "fastapi"}
         assert not heavy, sorted(heavy)
         # The interactive terminal beside the gateway talks to it too, turn after turn.
