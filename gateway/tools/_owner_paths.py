@@ -16,10 +16,12 @@ transcripts and databases are the gateway's own.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
-__all__ = ["OWNER_ONLY", "OwnerPath", "markdown_table", "owner_only_reason"]
+__all__ = ["OWNER_ONLY", "OwnerPath", "markdown_table", "owner_only_reason", "sandbox_read_only"]
 
 Access = Literal["read", "write", "list"]
 DATABASE_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".sqlite-journal", ".db", ".db-wal", ".db-shm")
@@ -78,6 +80,31 @@ def owner_only_reason(parts: tuple[str, ...] | None, access: Access) -> str | No
         if row.matches(parts) and (access == "write" or not row.others_read):
             return f"{row.pattern} is owner-only: {row.why}"
     return None
+
+
+# Rows the exec sandbox binds read-only (the owner's memory files and notes stay writable for
+# the owner's commands, as with the file tools; everything the gateway itself runs on does not).
+_WRITABLE_IN_SANDBOX = frozenset({"USER.md", "memory/**", "usage/**"})
+# Folders whose content is read-only whole already, or never holds owner-only names.
+_NOT_WALKED = frozenset({".git", "sessions", "state", "node_modules", "__pycache__"})
+
+
+def sandbox_read_only(workspace: Path) -> list[Path]:
+    """The workspace's existing owner-only paths, for the exec sandbox to bind read-only.
+
+    Top-level names and folders are listed as they are; names that count in any folder
+    (``.gitignore``, databases) are found by one walk that skips folders already covered."""
+    rows = [row for row in OWNER_ONLY if row.pattern not in _WRITABLE_IN_SANDBOX]
+    found = [workspace / row.pattern.removesuffix("/**") for row in rows if not row.pattern.startswith("**/")]
+    anywhere = [row for row in rows if row.pattern.startswith("**/")]
+    for folder, dirs, files in os.walk(workspace):
+        rel = Path(folder).relative_to(workspace).parts
+        dirs[:] = [d for d in dirs if d not in _NOT_WALKED and (rel or d.casefold() != "skills")]
+        for name in files:
+            parts = tuple(p.casefold() for p in (*rel, name))
+            if any(row.matches(parts) for row in anywhere):
+                found.append(Path(folder) / name)
+    return [path for path in found if path.exists()]
 
 
 def markdown_table() -> str:

@@ -56,10 +56,12 @@ class Sandbox:
     def active(self) -> bool:
         return self.bwrap is not None
 
-    def argv(self, command: str, workspace: Path, *, hide: Sequence[Path] = ()) -> list[str]:
+    def argv(self, command: str, workspace: Path, *, hide: Sequence[Path] = (),
+             read_only: Sequence[Path] = ()) -> list[str]:
         """``hide``: the config file (masked by ``/dev/null``) and folders (replaced by an empty
         one), wherever they are; the workspace is bound after them, so it stays visible even
-        inside a hidden folder."""
+        inside a hidden folder. ``read_only``: paths inside the workspace bound read-only over
+        it (the owner-only ones: a command, approved or not, cannot rewrite them unseen)."""
         shell = ["/bin/sh", "-c", command]
         if self.bwrap is None:
             return shell
@@ -72,11 +74,19 @@ class Sandbox:
                 hidden += ["--ro-bind", "/dev/null", str(path)]
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--tmpfs", "/tmp", "--tmpfs", "/home", "--tmpfs", "/root", "--tmpfs", "/run", *hidden,
-                "--bind", ws, ws, "--chdir", ws, "--setenv", "HOME", ws,
+                "--bind", ws, ws, *_read_only_binds(read_only), "--chdir", ws, "--setenv", "HOME", ws,
                 "--unshare-all", "--die-with-parent"]
         if self.network:
             args.append("--share-net")
         return [*args, "--", *shell]
+
+
+def _read_only_binds(paths: Sequence[Path]) -> list[str]:
+    binds: list[str] = []
+    for path in paths:
+        if path.exists() and not path.is_symlink():  # a link would bind its target instead
+            binds += ["--ro-bind", str(path), str(path)]
+    return binds
 
 
 def choose_sandbox(mode: str, *, network: bool = True, which: str | None = None) -> Sandbox:

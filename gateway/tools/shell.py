@@ -34,6 +34,7 @@ from pydantic import Field
 from lucidgate.config.schema import ExecConfig
 from lucidgate.gateway.errors import ToolError
 from lucidgate.gateway.tools._deny import dangerous_reason  # noqa: F401  (re-exported)
+from lucidgate.gateway.tools._owner_paths import sandbox_read_only
 from lucidgate.gateway.tools._sandbox import Sandbox, SandboxUnavailable, choose_sandbox, exec_env
 from lucidgate.gateway.tools.base import ToolParams
 from lucidgate.gateway.tools.turn import TurnContext
@@ -94,13 +95,14 @@ class ExecTool:
             raise ToolError(f"command refused: {reason}. Nothing was run.")
         timeout = min(self.timeout_s, params.timeout_s) if params.timeout_s else self.timeout_s
         box = await self.sandbox()
+        read_only = await asyncio.to_thread(sandbox_read_only, ctx.workspace) if box.active else []
         capture = _Capture(self.max_output_chars)
         loop = asyncio.get_running_loop()
         # A protocol rather than create_subprocess_exec: Process.wait() only returns once
         # the output pipe closes too, and a background child can hold it open for hours.
         starting = asyncio.ensure_future(loop.subprocess_exec(
             lambda: _ExecProtocol(capture),
-            *box.argv(params.command, ctx.workspace, hide=self.hide),
+            *box.argv(params.command, ctx.workspace, hide=self.hide, read_only=read_only),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -89,3 +89,41 @@ async def test_with_bubblewrap_exec_reads_no_config_and_writes_only_the_workspac
     finally:
         shutil.rmtree(folder)
         folder.with_name(folder.name + "-written-from-exec").unlink(missing_ok=True)
+
+
+@pytest.mark.needs("bwrap")  # skips without it, fails under LUCID_REQUIRE_REAL=1
+async def test_sandboxed_exec_cannot_rewrite_owner_only_paths(tmp_path: Path) -> None:
+    """Even the owner's own command (an approved one included) cannot rewrite SOUL.md, skills,
+    git control files or the gateway's state unseen: they are read-only inside the sandbox,
+    while the owner's notes and the rest of the workspace stay writable."""
+    workspace = tmp_path / "workspace"
+    (workspace / "skills" / "tea").mkdir(parents=True)
+    (workspace / "skills" / "tea" / "SKILL.md").write_text("brew")
+    (workspace / "memory" / "deep").mkdir(parents=True)
+    (workspace / "state").mkdir()
+    (workspace / "state" / "pairing.json").write_text("{}")
+    for name, text in (("SOUL.md", "calm"), ("AGENTS.md", "rules"), ("memory/MEMORY.md", "- tea"),
+                       ("memory/deep/.gitattributes", "# none"), ("memory/index.sqlite", "db")):
+        (workspace / name).write_text(text)
+    config = load_config(_config_file(tmp_path, workspace), {})
+    registry = ToolRegistry(builtin_tools(config))
+    attempts = ["SOUL.md", "AGENTS.md", "skills/tea/SKILL.md", "memory/deep/.gitattributes",
+                "memory/index.sqlite", "state/pairing.json"]
+    command = "; ".join(f"(echo pwned > {p}) 2>/dev/null || echo refused:{p}" for p in attempts)
+    command += "; touch skills/evil 2>/dev/null || echo refused:new-skill"
+    command += "; echo '- green tea' >> memory/MEMORY.md && echo ok > scratch.txt && echo wrote-notes"
+    out = await registry.execute(make_ctx(workspace), "exec", json.dumps({"command": command}))
+    for path in attempts:
+        assert f"refused:{path}" in out, out
+    assert "refused:new-skill" in out and "wrote-notes" in out, out
+    assert (workspace / "SOUL.md").read_text() == "calm" and (workspace / "skills" / "tea" / "SKILL.md").read_text() == "brew"
+    assert not (workspace / "skills" / "evil").exists()
+    assert (workspace / "memory" / "MEMORY.md").read_text() == "- tea- green tea\n"  # the owner's notes
+    assert (workspace / "scratch.txt").read_text() == "ok\n"
+
+
+def _config_file(tmp_path: Path, workspace: Path) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}},
+                                "tools": {"exec": {"sandbox": "bwrap"}}}))
+    return path
