@@ -17,6 +17,7 @@ CLI command pays only for what it touches (none of them import litellm).
     state/scheduler.json         JobState              the scheduler's last and next runs
     state/reminders.sqlite       ReminderStore         reminders and tasks
     state/outbox.sqlite          Outbox                the daemon's undelivered replies
+    state/approvals.json         ApprovalStore         actions held for the owner's approval
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from lucidgate.memory.sessions import SessionStore
     from lucidgate.memory.store import MemoryStore
     from lucidgate.scheduler.reminders import ReminderStore
+    from lucidgate.gateway.approvals.store import ApprovalStore
     from lucidgate.scheduler.state import JobState
 
 __all__ = ["WorkspaceParts"]
@@ -112,6 +114,12 @@ class WorkspaceParts:
         from lucidgate.gateway.agent.roles import OwnerSessions
 
         return OwnerSessions(self.state_dir / "owner_sessions.json")
+
+    @cached_property
+    def approvals(self) -> ApprovalStore:
+        from lucidgate.gateway.approvals.store import ApprovalStore
+
+        return ApprovalStore(self.state_dir / "approvals.json")
 
     @cached_property
     def session_models(self) -> SessionModels:

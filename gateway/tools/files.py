@@ -27,10 +27,18 @@ _PATH_HELP = None  # the system prompt says once that file tools resolve paths i
 
 
 class _FileTool:
+    name: ClassVar[str]
     owner_only: ClassVar[bool] = False
 
     def __init__(self, *, restrict: bool = True) -> None:
         self.restrict = restrict
+
+    def owner_power(self, ctx: TurnContext, params: ToolParams) -> bool:
+        """A write to an owner-only path (blocking: resolves the path)."""
+        if self.name not in ("write_file", "edit_file"):
+            return False
+        raw = getattr(params, "path", "")
+        return _paths.owner_only_target(ctx.workspace, str(raw), restrict=self.restrict) is not None
 
     def _resolve(self, ctx: TurnContext, raw: str, access: _paths.Access) -> tuple[Path, str]:
         path = _paths.resolve(ctx.workspace, raw, restrict=self.restrict, access=access,
