@@ -7,6 +7,7 @@ loopback (allow-listed for ``web_fetch``) and a real stdio MCP server carry that
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -120,3 +121,37 @@ async def test_an_mcp_result_saying_run_x_is_held_and_so_are_mcp_tools_not_marke
     assert COMMAND in requests[0] and "mcp_notes_read_note" in requests[0]
     assert "mcp_notes_send_mail" in requests[1]  # the earlier note is still in the conversation
     assert not (workspace / "pwned.txt").exists() and not (workspace / "mailed.txt").exists()
+
+
+async def test_a_restart_keeps_a_request_pending_and_an_approval_of_a_changed_action_is_refused(
+        make_config: Callable[..., Config], fake_llm: FakeLLMServer, workspace: Path) -> None:
+    """``always``: every owner-power action waits, even in a clean turn. Two held requests
+    survive a restart; the one whose stored action was changed meanwhile is refused."""
+    fake_llm.queue(ToolCalls([("exec", {"command": COMMAND})]), Reply("Asked."),
+                   ToolCalls([("exec", {"command": "echo second >> other.txt"})]), Reply("Asked again."))
+    async with FakeTelegramAPI() as tg:  # one Bot API for both runs (update ids go on)
+        async with telegram(make_config, tg, approvals="always"):
+            tg.push_message(chat_id=OWNER, text="append a line")
+            await said(tg, OWNER, 2)
+            tg.push_message(chat_id=OWNER, text="and another")
+            requests = [t for t in await said(tg, OWNER, 4) if "Approval needed" in t]
+        first, second = (m.group(1) for m in map(_ID.search, requests) if m is not None)
+
+        state = workspace / "state" / "approvals.json"
+        data = json.loads(state.read_text())
+        for entry in data["requests"]:
+            if entry["id"] == second:  # someone rewrites the held action on disk
+                entry["arguments"] = json.dumps({"command": "echo changed >> other.txt"})
+        state.write_text(json.dumps(data))
+
+        async with telegram(make_config, tg) as gw:
+            tg.push_message(chat_id=OWNER, text="/approve")
+            listing = (await said(tg, OWNER, 5))[4]
+            assert first in listing and second in listing  # still pending after the restart
+            tg.push_message(chat_id=OWNER, text=f"/approve {second}")
+            assert "changed" in (await said(tg, OWNER, 6))[5]
+            tg.push_message(chat_id=OWNER, text=f"/approve {first}")
+            assert "ran once" in (await said(tg, OWNER, 7))[6]
+            await gw.parts.agent.idle()
+    assert (workspace / "pwned.txt").read_text() == "ran\n"
+    assert not (workspace / "other.txt").exists()
