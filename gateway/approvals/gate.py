@@ -129,7 +129,9 @@ class Approvals:
         self._changed.set()
         logger.info("approval %s: held %s from %s (%s)", request.id, request.tool, request.session_key,
                     request.origin)
-        await self.bus.publish_outbound(OutboundText(chats[0], owner_prompt(request, self.timeout_s), plain=True))
+        buttons = (("Approve once", f"/approve {request.id}"), ("Deny", f"/deny {request.id}"))
+        await self.bus.publish_outbound(OutboundText(chats[0], owner_prompt(request, self.timeout_s), plain=True,
+                                                     buttons=buttons))
         return held_note(request)
 
     # -- deciding -----------------------------------------------------------------------------

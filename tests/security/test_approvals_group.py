@@ -160,3 +160,25 @@ async def test_a_chat_cannot_flood_the_owner_with_requests(
     results = [m["content"] for r in fake_llm.requests for m in r["messages"] if m.get("role") == "tool"]
     assert any("already wait for the owner's approval" in c for c in results)
     assert not (workspace / "pwned.txt").exists()
+
+
+async def test_the_owner_approves_with_the_inline_button_and_a_guests_press_is_refused(
+        make_config: Callable[..., Config], fake_llm: FakeLLMServer, workspace: Path) -> None:
+    """The request carries Approve/Deny buttons; a press acts as the presser (checked against
+    the presser's user id, not the chat's): a guest's press is refused, the owner's runs it once."""
+    async with FakeTelegramAPI() as tg, telegram(make_config, tg) as gw:
+        request_id = await planted_and_held(tg, fake_llm, workspace)
+        [sent] = [c for c in tg.calls_to("sendMessage") if "Approval needed" in c.params["text"]]
+        buttons = [b for row in sent.json("reply_markup")["inline_keyboard"] for b in row]
+        assert [b["callback_data"] for b in buttons] == [f"/approve {request_id}", f"/deny {request_id}"]
+
+        tg.push_press(chat_id=OWNER, sender_id=GUEST, data=buttons[0]["callback_data"])
+        assert "only for the owner" in (await said(tg, OWNER, 3))[-1]
+        assert not (workspace / "pwned.txt").exists()
+        tg.push_press(chat_id=OWNER, sender_id=OWNER, data=buttons[0]["callback_data"])
+        assert "ran once" in (await said(tg, OWNER, 4))[-1]
+        tg.push_press(chat_id=OWNER, sender_id=OWNER, data=buttons[0]["callback_data"])  # pressed again
+        assert "No pending approval request" in (await said(tg, OWNER, 5))[-1]
+        await gw.parts.agent.idle()
+        assert len(tg.calls_to("answerCallbackQuery")) == 3
+    assert (workspace / "pwned.txt").read_text() == "ran\n"
