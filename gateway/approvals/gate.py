@@ -232,6 +232,9 @@ class Approvals:
     def recent(self, limit: int = 50) -> list[ApprovalRequest]:
         return self.store.recent(limit)
 
+    def find(self, request_id: str) -> ApprovalRequest | None:
+        return self.store.find(request_id)
+
 
 def _chat_type(value: str) -> ChatType:
     """A stored chat type; anything unknown counts as shared, never as private."""
