@@ -11,7 +11,7 @@ from __future__ import annotations
 from telegram import CallbackQuery
 
 from lucidgate.channels.gate import AccessGate, AccessRequest
-from lucidgate.channels.messages import InboundMessage, Target
+from lucidgate.channels.messages import ChatType, InboundMessage, Target
 
 NAME = "telegram"
 MAX_DATA = 64  # Telegram's limit on callback data
@@ -25,7 +25,7 @@ async def inbound_from_press(query: CallbackQuery, gate: AccessGate) -> InboundM
     chat = message.chat
     if chat.type not in ("private", "group", "supergroup"):
         return None
-    kind = "private" if chat.type == "private" else "group"
+    kind: ChatType = "private" if chat.type == "private" else "group"
     sender_id, chat_id = str(presser.id), str(chat.id)
     decision = await gate.admit(AccessRequest(NAME, chat_id, sender_id, presser.username, kind),
                                 reply=Target(NAME, chat_id))
