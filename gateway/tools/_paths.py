@@ -72,6 +72,15 @@ def owner_only_target(workspace: Path, raw: str, *, restrict: bool) -> str | Non
     return owner_only_reason(_folded_parts(root, resolved), "write")
 
 
+def guest_writable(workspace: Path, resolved: Path) -> bool:
+    """Whether a guest granted the write tools could have written ``resolved`` (blocking)."""
+    root = workspace.resolve()
+    parts = _folded_parts(root, resolved)
+    if parts is None:
+        return False  # outside the workspace: no guest's file tool reaches it
+    return owner_only_reason(parts, "write") is None and internal_reason(root, resolved, "write") is None
+
+
 def internal_reason(root: Path, resolved: Path, access: Access, *, guest: str | None = None) -> str | None:
     """Why ``resolved`` is off limits for ``access``, or None when it is an ordinary file.
 

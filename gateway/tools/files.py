@@ -18,7 +18,7 @@ from pydantic import Field
 from lucidgate.gateway.errors import ToolError
 from lucidgate.gateway.skills.catalog import builtin_skill_file
 from lucidgate.gateway.tools import _paths
-from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.base import OutsideText, ToolParams
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.textedit import EditError, replace_exact
 
@@ -58,12 +58,18 @@ class ReadFile(_FileTool):
         offset: int = Field(1, ge=1, description="1-based")
         limit: int = Field(2000, ge=1)
 
-    def __init__(self, *, restrict: bool = True, max_chars: int = 12_000) -> None:
+    def __init__(self, *, restrict: bool = True, max_chars: int = 12_000, guest_writes: bool = False) -> None:
         super().__init__(restrict=restrict)
         self.max_chars = max_chars
+        self.guest_writes = guest_writes  # guests hold write tools: their files are their words
 
     async def run(self, ctx: TurnContext, params: Params) -> str:
         return await asyncio.to_thread(self._read, ctx, params)
+
+    def _marked(self, ctx: TurnContext, path: Path, shown: str, text: str) -> str:
+        if self.guest_writes and _paths.guest_writable(ctx.workspace, path):
+            return OutsideText.of(text, f"{shown}, a file guests may write (tools.guestTools)")
+        return text
 
     def _read(self, ctx: TurnContext, params: Params) -> str:
         # A built-in skill is read by its virtual path, skills/<name>/SKILL.md (gateway/skills/catalog.py).
@@ -94,14 +100,14 @@ class ReadFile(_FileTool):
                 used += len(entry) + 1
                 last = number
         if total == 0:
-            return f"({shown} is empty)"
+            return self._marked(ctx, path, shown, f"({shown} is empty)")
         if first > total:
             raise ToolError(f"offset {first} is past the end of {shown}, which has {total} lines")
         body = "\n".join(out)
         if first > 1 or last < total:
             more = f"; continue with offset={last + 1}" if last < total else ""
             body += f"\n[{shown}: lines {first}-{last} of {total}{more}]"
-        return body
+        return self._marked(ctx, path, shown, body)
 
 
 # -------------------------------------------------------------------------- write_file
