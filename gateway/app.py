@@ -133,7 +133,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     approvals = Approvals(store=stores.approvals, tools=tools, bus=bus, mode=config.tools.approvals,
                           timeout_s=config.tools.approval_timeout_s,
                           max_pending=config.tools.max_pending_approvals,
-                          owner_chats=owner_private_chats(owner_sessions))
+                          owner_chats=owner_private_chats(owner_sessions, bus.has_route))
     runner = CommittingRunner(committer=committer, model=BudgetedModel(model), builder=builder, tools=tools,
                               sessions=sessions, max_iterations=agent.max_tool_iterations,
                               force_consolidation=consolidator.force_round, metrics=metrics,

@@ -36,17 +36,18 @@ SENDER = "approvals"  # the sender of the outcome turns this module feeds back i
 OwnerChats = Callable[[TurnContext], list[Target]]
 
 
-def owner_private_chats(owner_sessions: Collection[str]) -> OwnerChats:
+def owner_private_chats(owner_sessions: Collection[str], reachable: Callable[[str], bool]) -> OwnerChats:
     """Where to ask: the chat itself when it is the owner's private one; else the owner's
     private chat on the same channel; else any of the owner's private chats (the keys of
-    chats the owner has spoken in privately, ``channel:chat``)."""
+    chats the owner has spoken in privately, ``channel:chat``) — only on channels that are
+    running (``reachable``: a heartbeat's own chat has no reader)."""
 
     def chats(ctx: TurnContext) -> list[Target]:
-        if ctx.is_owner_private:
-            return [Target(ctx.channel, ctx.chat_id, ctx.thread_id)]
+        here = [Target(ctx.channel, ctx.chat_id, ctx.thread_id)] if ctx.is_owner_private else []
         known = sorted(k.split(":") for k in owner_sessions if k.count(":") == 1)
         same = [Target(c, chat) for c, chat in known if c == ctx.channel]
-        return same + [Target(c, chat) for c, chat in known if c != ctx.channel]
+        others = [Target(c, chat) for c, chat in known if c != ctx.channel]
+        return [t for t in [*here, *same, *others] if reachable(t.channel)]
 
     return chats
 
