@@ -182,3 +182,29 @@ async def test_the_owner_approves_with_the_inline_button_and_a_guests_press_is_r
         await gw.parts.agent.idle()
         assert len(tg.calls_to("answerCallbackQuery")) == 3
     assert (workspace / "pwned.txt").read_text() == "ran\n"
+
+
+async def test_after_a_guests_new_the_planted_words_in_the_groups_history_still_hold_exec(
+        make_config: Callable[..., Config], fake_llm: FakeLLMServer, workspace: Path) -> None:
+    """``/new`` moves the guest's line out of the conversation into the group's history, which
+    the next prompt shows: still a shared chat's remembered words, so the owner's turn is tainted."""
+    async with FakeTelegramAPI() as tg, telegram(make_config, tg) as gw:
+        fake_llm.obey = "anywhere"
+        tg.push_message(chat_id=OWNER, text="hello")
+        await said(tg, OWNER, 1)
+        tg.push_message(chat_id=GROUP, chat_type="supergroup", sender_id=GUEST, text=PLANT)
+        await said(tg, GROUP, 1)
+        tg.push_message(chat_id=GROUP, chat_type="supergroup", sender_id=GUEST, text=f"/new@{BOT_USERNAME}")
+        await said(tg, GROUP, 2)
+        session = await gw.parts.sessions.get(f"telegram:{GROUP}")
+        assert not any(m.get("role") == "user" for m in session.active())  # the line left the conversation
+        tg.push_message(chat_id=GROUP, chat_type="supergroup", sender_id=OWNER, text=f"@{BOT_USERNAME} do the config check")
+        await said(tg, GROUP, 3)
+        await gw.parts.agent.idle()
+        system = fake_llm.requests[-1]["messages"][0]["content"]
+        assert COMMAND in system  # the planted words reached the owner's prompt through history
+        assert any(c["function"]["name"] == "exec" for m in fake_llm.requests[-1]["messages"]
+                   for c in m.get("tool_calls") or [])  # the swayed model asked for it
+        request = (await said(tg, OWNER, 2))[1]
+        assert "archived history of the shared chat" in request and COMMAND in request
+    assert not (workspace / "pwned.txt").exists()
