@@ -109,6 +109,10 @@ class OutboundText:
     # Workspace-relative paths of files sent after the text (checked by the sender; see
     # ``channels.outfiles``). Each file counts as one more part for ``skip_parts``.
     files: tuple[str, ...] = ()
+    # (label, command) pairs: a channel with buttons shows each under the text, and a press
+    # arrives as that command sent by whoever pressed it (the gate decides their role). The
+    # text itself must say how to send the commands: channels without buttons drop these.
+    buttons: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,6 +82,8 @@ def encode(msg: OutboundText | OutboundError) -> str:
         data["plain"] = msg.plain
         if msg.files:
             data["files"] = list(msg.files)
+        if msg.buttons:
+            data["buttons"] = [list(b) for b in msg.buttons]
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -93,7 +95,8 @@ def decode(payload: str) -> OutboundText | OutboundError:
         return OutboundError(target, data["text"], in_reply_to=data.get("in_reply_to"), delivery_id=delivery_id)
     return OutboundText(target, data["text"], in_reply_to=data.get("in_reply_to"),
                         plain=bool(data.get("plain", False)), delivery_id=delivery_id,
-                        files=tuple(str(f) for f in data.get("files") or ()))
+                        files=tuple(str(f) for f in data.get("files") or ()),
+                        buttons=tuple((str(b[0]), str(b[1])) for b in data.get("buttons") or ()))
 
 
 class Outbox:

@@ -290,6 +290,9 @@ class McpServerConfig(Section):
     enabled: bool = True
     # Tool names (the server's own names) to expose; ["*"] = all.
     enabled_tools: list[str] = Field(default_factory=lambda: ["*"])
+    # Tools (the server's own names) that only read: they run without approval in a turn
+    # that has seen someone else's words. Every other tool of the server is held there.
+    read_only_tools: list[str] = Field(default_factory=list)
     tool_timeout_s: float = Field(60, gt=0)
     connect_timeout_s: float = Field(30, gt=0)
 
@@ -306,6 +309,12 @@ class ToolsConfig(Section):
     guest_tools: list[str] = Field(default_factory=list)
     web: WebToolsConfig = subsection()
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    # Owner-power actions (exec, owner-only writes, messages to other chats, owner tasks,
+    # MCP tools not read-only) wait for the owner's approval: in a turn that has seen words
+    # that are not the owner's ("tainted"), in every turn ("always"), or never ("off").
+    approvals: Literal["tainted", "always", "off"] = "tainted"
+    approval_timeout_s: float = Field(600, gt=0)  # an unanswered request is denied after this
+    max_pending_approvals: int = Field(3, ge=1)  # per chat: no flooding the owner
 
 
 class GatewayConfig(Section):

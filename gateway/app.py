@@ -26,6 +26,8 @@ from lucidgate.channels.registry import build_channels, channel_hints, streaming
 from lucidgate.channels.messages import OutboundProgress, SessionRef
 from lucidgate.gateway.agent.memory_flush import MemoryFlush
 from lucidgate.config.schema import Config
+from lucidgate.gateway.approvals.gate import Approvals, owner_private_chats
+from lucidgate.gateway.commands.approvals import Approve, Deny
 from lucidgate.gateway.commands.memory import DreamLog, DreamNow, DreamRestore, Forget, ShowMemory
 from lucidgate.gateway.commands.model import SwitchModel
 from lucidgate.gateway.commands.session import STOP, Compact, Help, New
@@ -128,12 +130,17 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     committer = MemoryCommitter(git, workspace)  # every memory change is a commit
     mcp = McpManager(config.tools.mcp_servers, tools) if config.tools.mcp_servers else None
     record_memory_writes(tools, committer)
+    approvals = Approvals(store=stores.approvals, tools=tools, bus=bus, mode=config.tools.approvals,
+                          timeout_s=config.tools.approval_timeout_s,
+                          max_pending=config.tools.max_pending_approvals,
+                          owner_chats=owner_private_chats(owner_sessions, bus.has_route))
     runner = CommittingRunner(committer=committer, model=BudgetedModel(model), builder=builder, tools=tools,
                               sessions=sessions, max_iterations=agent.max_tool_iterations,
                               force_consolidation=consolidator.force_round, metrics=metrics,
                               progress=progress, streaming_channels=streaming,
                               live_readers=bus.live_readers,
-                              tools_ready=mcp.first_turn_wait if mcp is not None else None)
+                              tools_ready=mcp.first_turn_wait if mcp is not None else None,
+                              approvals=approvals)
     commands = CommandRegistry()
     flush = MemoryFlush(runner, sessions, conversation_tokens=consolidator.conversation_tokens,
                         working_set=agent.working_set if agent.memory.flush_before_compaction else None,
@@ -160,7 +167,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                          builder=builder, tools=tools, consolidator=consolidator, dream=dream,
                          agent=agent_loop, commands=commands, usage=usage, metrics=metrics,
                          owner_sessions=owner_sessions, scheduler=scheduler, committer=committer, recall=recall,
-                         mcp=mcp)
+                         mcp=mcp, approvals=approvals)
     _register_commands(parts, flush=flush, chain=chain)
     return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()),
                    short_lived=mode == "agent")
@@ -186,6 +193,9 @@ def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain
     add(ShowMemory(p.store, workspace=workspace))
     add(Forget(p.dream, p.store, p.git, index=index, sessions=p.sessions))
     add(SwitchModel(chain))
+    if p.approvals is not None:
+        add(Approve(p.approvals))
+        add(Deny(p.approvals))
 
 
 def add_http_surfaces(gateway: Gateway) -> CliChannel:

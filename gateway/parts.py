@@ -19,6 +19,7 @@ CLI command pays only for what it touches (none of them import litellm).
     state/outbox.sqlite          Outbox                the daemon's undelivered replies
     state/memory_commit.json     CommitHealth          the last memory commit's failure, if any
     state/forgotten.json         Tombstones            what the owner asked to forget
+    state/approvals.json         ApprovalStore         actions held for the owner's approval
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from lucidgate.memory.store import MemoryStore
     from lucidgate.memory.tombstones import Tombstones
     from lucidgate.scheduler.reminders import ReminderStore
+    from lucidgate.gateway.approvals.store import ApprovalStore
     from lucidgate.scheduler.state import JobState
 
 __all__ = ["WorkspaceParts"]
@@ -128,6 +130,12 @@ class WorkspaceParts:
         from lucidgate.gateway.agent.roles import OwnerSessions
 
         return OwnerSessions(self.state_dir / "owner_sessions.json")
+
+    @cached_property
+    def approvals(self) -> ApprovalStore:
+        from lucidgate.gateway.approvals.store import ApprovalStore
+
+        return ApprovalStore(self.state_dir / "approvals.json")
 
     @cached_property
     def session_models(self) -> SessionModels:

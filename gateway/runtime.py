@@ -51,6 +51,7 @@ from lucidgate.memory.store import MemoryStore
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
+    from lucidgate.gateway.approvals import Approvals
     from lucidgate.gateway.mcp import McpManager
     from lucidgate.gateway.agent.memory_commits import MemoryCommitter
     from lucidgate.memory.search.service import RecallService
@@ -90,6 +91,7 @@ class GatewayParts:
     mcp: McpManager | None = None  # MCP servers' tools (tools.mcpServers)
     committer: MemoryCommitter | None = None  # agent: / manual: memory commits
     recall: RecallService | None = None
+    approvals: Approvals | None = None  # owner-power actions held for the owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +184,9 @@ class Gateway:
             if p.recall is not None:  # before the agent: it outlives every turn
                 await p.recall.start()
                 stack.push_async_callback(_quietly, p.recall.stop, "recall index")
+            if p.approvals is not None:  # before the agent: a resumed turn may hold an action
+                await p.approvals.start()
+                stack.push_async_callback(_quietly, p.approvals.stop, "approvals")
             await p.agent.start()
             stack.push_async_callback(self._stop_agent)
             await p.scheduler.start()

@@ -37,7 +37,7 @@ GATEWAY_TIERS: tuple[frozenset[str], ...] = tuple(frozenset(tier) for tier in (
     {"errors", "_offline", "metrics", "logs"},
     {"model", "skills"},
     {"tools"},
-    {"mcp"},
+    {"mcp", "approvals"},
     {"agent"},
     {"runtime"},
     {"commands", "console", "migrate"},

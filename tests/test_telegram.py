@@ -125,7 +125,7 @@ async def test_private_text_becomes_inbound_message_and_start_registers_commands
     assert msg.session_key == "telegram:42"
     await settled(channel, update)
     polls = tg.calls_to("getUpdates")
-    assert polls[0].json("allowed_updates") == ["message"]
+    assert polls[0].json("allowed_updates") == ["message", "callback_query"]  # presses of our buttons
     await tg.wait_for("getUpdates", len(polls) + 1)
     assert tg.calls_to("getUpdates")[-1].params["offset"] == str(update["update_id"] + 1)
     state = json.loads((channel.workspace / "state" / "telegram.json").read_text())

@@ -35,6 +35,7 @@ from lucidgate.channels.gate import AccessGate, AccessRequest
 from lucidgate.channels.messages import InboundMessage, OutboundMessage, Target
 from lucidgate.channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
 from lucidgate.channels.telegram.poll import TelegramPoller
+from lucidgate.channels.telegram.press import inbound_from_press
 from lucidgate.channels.telegram.send import TelegramSender, classify
 from lucidgate.channels.telegram.settings import DEFAULT_API_BASE, TelegramSettings
 from lucidgate.channels.telegram.webhook import webhook_router
@@ -46,7 +47,7 @@ from lucidgate.config.redact import RedactingFilter, Redactor, logger_family
 logger = logging.getLogger(__name__)
 
 NAME = "telegram"
-ALLOWED_UPDATES = ["message"]
+ALLOWED_UPDATES = ["message", "callback_query"]  # messages, and presses of our buttons
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 
 
@@ -240,6 +241,9 @@ class TelegramChannel:
     # -- inbound -------------------------------------------------------------------------
     async def handle_update(self, update: Update) -> None:
         """Turn one update into at most one ``InboundMessage``; the gate answers strangers."""
+        if update.callback_query is not None:
+            await self._handle_press(update)
+            return
         msg = update.message
         if msg is None or msg.from_user is None or msg.from_user.is_bot:
             return
@@ -281,6 +285,22 @@ class TelegramChannel:
             self._in_bus = False
         if not accepted:
             logger.info("duplicate Telegram message %s in chat %s ignored", inbound.message_id, chat_id)
+
+    async def _handle_press(self, update: Update) -> None:
+        query = update.callback_query
+        if query is None:
+            return
+        inbound = await inbound_from_press(query, self.gate)
+        if inbound is not None:
+            self._in_bus = True
+            try:
+                await self.bus.publish_inbound(inbound)
+            finally:
+                self._in_bus = False
+        try:  # stop the button's spinner; the answer itself arrives as a message
+            await self.bot.answer_callback_query(query.id)
+        except TelegramError as exc:
+            logger.info("Telegram: could not acknowledge a button press (%s)", exc)
 
     async def _download_media(self, msg: Message, chat_id: str) -> tuple[list[str], list[str]]:
         """Save photos, voice notes, audio, video and documents; return (text notes, paths)."""

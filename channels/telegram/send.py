@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from telegram import Message, ReplyParameters
+from telegram import InlineKeyboardButton, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.warnings import PTBDeprecationWarning
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError, TimedOut
@@ -61,6 +61,12 @@ def classify(exc: BaseException) -> Verdict:
             return Verdict.retry()  # an HTTP error status (5xx), or the connection never opened
         return Verdict.uncertain()
     return Verdict.fail()
+
+
+def _keyboard(buttons: Sequence[tuple[str, str]]) -> InlineKeyboardMarkup:
+    """One row of inline buttons; each carries its command (Telegram allows 64 bytes of data)."""
+    return InlineKeyboardMarkup([[InlineKeyboardButton(label, callback_data=command[:64])
+                                  for label, command in buttons]])
 
 
 @dataclass(slots=True)
@@ -107,8 +113,9 @@ class TelegramSender:
             return
         self._stop_typing(msg.target)
         files = msg.files if isinstance(msg, OutboundText) else ()
+        buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain,
-                            skip_parts=msg.skip_parts, files=files)
+                            skip_parts=msg.skip_parts, files=files, buttons=buttons)
 
     def cancel_typing(self) -> None:
         """Stop every typing-indicator loop (the channel is stopping)."""
@@ -117,7 +124,7 @@ class TelegramSender:
         self._typing.clear()
 
     async def _deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0,
-                       files: Sequence[str] = ()) -> None:
+                       files: Sequence[str] = (), buttons: Sequence[tuple[str, str]] = ()) -> None:
         """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written;
         then each of ``files`` (one part each; one that cannot be sent is named in the text).
 
@@ -145,7 +152,9 @@ class TelegramSender:
                 chunk = part
                 if i == 0 and preview is not None and await self._edit(target, preview, chunk):
                     continue
-                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, html=not plain)
+                markup = _keyboard(buttons) if buttons and i == len(chunks) - 1 else None
+                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, html=not plain,
+                                      markup=markup)
             except DeliveryRetry as exc:
                 exc.parts_done = i
                 raise
@@ -160,10 +169,13 @@ class TelegramSender:
                 raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
 
     async def send_chunk(
-        self, target: Target, text: str, reply_to: str | None, *, html: bool = True
+        self, target: Target, text: str, reply_to: str | None, *, html: bool = True,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> Message:
         """One ``sendMessage``; HTML that Telegram cannot parse is resent as plain text."""
         kwargs: dict[str, Any] = {"chat_id": target.chat_id}
+        if markup is not None:
+            kwargs["reply_markup"] = markup
         if target.thread_id:
             kwargs["message_thread_id"] = int(target.thread_id)
         if reply_to and reply_to.isdigit():

@@ -138,6 +138,12 @@ class RecordingTool:
     def owner_only(self) -> bool:
         return self._inner.owner_only
 
+    def __getattr__(self, name: str) -> Any:
+        """The inner tool's optional members (``owner_power``, ``brings_outside_text``)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
     async def run(self, ctx: TurnContext, params: Any) -> str:
         result = await self._inner.run(ctx, params)
         if self._action == "exec":

@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from lucidgate.gateway.agent.context import ContextBuilder
+from lucidgate.gateway.agent.context import HISTORY_HEADER, RECALL_HEADER, ContextBuilder
+from lucidgate.gateway.approvals import OUTSIDE_KEY, Approvals, TurnTaint
 from lucidgate.gateway.errors import ContextOverflowError, LLMError
 from lucidgate.gateway.metrics import Metrics
 from lucidgate.gateway.tools.base import ToolOutput, ToolRegistry
@@ -51,7 +52,8 @@ class TurnRunner:
                  progress: Callable[[TurnContext, str, str | None], Awaitable[None]] | None = None,
                  streaming_channels: frozenset[str] = frozenset(),
                  live_readers: Collection[str] = frozenset(),
-                 tools_ready: ToolsReady | None = None) -> None:
+                 tools_ready: ToolsReady | None = None,
+                 approvals: Approvals | None = None) -> None:
         self.model = model
         self.builder = builder
         self.tools = tools
@@ -63,6 +65,7 @@ class TurnRunner:
         self.streaming_channels = streaming_channels
         self.live_readers = live_readers  # message ids someone reads live (webhook `stream: true`)
         self.tools_ready = tools_ready
+        self.approvals = approvals  # holds owner-power calls of a tainted turn for the owner
 
     async def run(self, session: Session, ctx: TurnContext, *,
                   on_final: FinalHandler | None = None) -> TurnResult:
@@ -129,7 +132,7 @@ class TurnRunner:
             return False  # a memory flush: nobody sees it
         return ctx.channel in self.streaming_channels or (ctx.message_id or "") in self.live_readers
 
-    async def _complete(self, session: Session, ctx: TurnContext) -> ChatResult:
+    async def _complete(self, session: Session, ctx: TurnContext, taint: TurnTaint | None = None) -> ChatResult:
         schemas = self.tools.schemas(ctx) or None
         for step in ("as is", "tool results truncated", "after a consolidation round"):
             if step == "tool results truncated" and not _has_long_tool_result(session):
@@ -139,6 +142,8 @@ class TurnRunner:
                 break
             limit = None if step == "as is" else OVERFLOW_TOOL_RESULT_LIMIT
             messages = await self.builder.build(session, ctx, tool_result_limit=limit)
+            if taint is not None:
+                _note_prompt(taint, ctx, messages)
             try:
                 return await self.model.complete(
                     messages, tools=schemas, job="turn", session_key=session.key,
@@ -162,16 +167,31 @@ class _TurnConversation:
     def __init__(self, runner: TurnRunner, session: Session, ctx: TurnContext) -> None:
         self.runner, self.session, self.ctx = runner, session, ctx
         self.tools_run: list[str] = []
+        # Who the model has heard in this turn so far: the chat's lines and earlier results
+        # (read from the log, so a resumed turn starts as tainted as it was).
+        self.taint = TurnTaint.of_turn(session.active(), ctx)
+        self._outside: dict[str, str] = {}  # tool call id -> whose words its result holds
 
     async def request(self) -> ChatResult:
-        return await self.runner._complete(self.session, self.ctx)
+        return await self.runner._complete(self.session, self.ctx, self.taint)
 
     async def record(self, message: dict[str, Any]) -> None:
+        outside = self._outside.pop(str(message.get("tool_call_id")), None) \
+            if message.get("role") == "tool" else None
+        if outside is not None:
+            message = {**message, OUTSIDE_KEY: outside}
         await self.runner.sessions.append(self.session, message)
 
     async def execute(self, call: ToolCall) -> str:
         started = time.monotonic()
         output = ToolOutput.error("the tool crashed")
+        approvals = self.runner.approvals
+        if approvals is not None:
+            held = await approvals.screen(self.ctx, call.name, call.arguments, self.taint,
+                                          turn=self.ctx.message_id or call.id)
+            if held is not None:
+                self.tools_run.append(f"{call.name} (held)")
+                return held
         self.tools_run.append(call.name)
         await self.runner.announce_tool(self.ctx, call.name)
         try:
@@ -179,11 +199,20 @@ class _TurnConversation:
             if call.name == "memory_forget" and not output.failed:
                 # The turn's next request must not carry the forgotten text in its memory section.
                 await self.runner.builder.refresh()
+            if output.outside is not None:  # the turn has now seen the outside world's words
+                self.taint.note(output.outside, output)
+                self._outside[call.id] = output.outside
             return output
         finally:
             if self.runner.metrics is not None:
                 self.runner.metrics.tool_call(call.name, "error" if output.failed else "ok")
             logger.debug("tool %s ran for %.3fs", call.name, time.monotonic() - started)
+
+
+def _note_prompt(taint: TurnTaint, ctx: TurnContext, messages: list[dict[str, Any]]) -> None:
+    system = str(messages[0].get("content") or "") if messages else ""
+    user = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
+    taint.note_prompt(ctx, system, user, history_header=HISTORY_HEADER, recall_header=RECALL_HEADER)
 
 
 def _final_text(outcome: LoopOutcome, max_iterations: int) -> str:

@@ -25,8 +25,17 @@ __all__ = ["ConsoleContext", "mount_console"]
 
 def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleContext | None:
     """Mount the console unless ``console.enabled`` is false; returns its context."""
-    from lucidgate.gateway.console import (api_auth, api_chat, api_dream, api_forget, api_history, api_memory,
-                                           api_ops, api_sessions)
+    from lucidgate.gateway.console import (
+        api_approvals,
+        api_auth,
+        api_chat,
+        api_dream,
+        api_forget,
+        api_history,
+        api_memory,
+        api_ops,
+        api_sessions,
+    )
     from lucidgate.gateway.console.security import ConsoleBodyCap, ConsoleHeaders
     from lucidgate.gateway.console.assets import add_static_routes
 
@@ -49,8 +58,10 @@ def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleCon
         api_chat.router(auth, chat, p.commands),
         api_sessions.router(auth, config=config, web=chat, store=p.sessions, usage=p.usage, bus=p.bus),
     )
+    held = () if p.approvals is None else (api_approvals.router(auth, approvals=p.approvals, workspace=workspace),)
     for api in (
         api_auth.router(auth),
+        *held,
         *chat_routes,
         api_memory.router(auth, workspace=workspace, git=p.git, recall=p.recall),
         api_history.router(auth, workspace=workspace),

@@ -251,7 +251,8 @@ class McpManager:
 
     def _register(self, name: str, cfg: McpServerConfig, listed: list[Any]) -> None:
         wanted = set(cfg.enabled_tools)
-        tools = [McpTool(self, name, t.name, t.description, t.input_schema)
+        read_only = set(cfg.read_only_tools)
+        tools = [McpTool(self, name, t.name, t.description, t.input_schema, read_only=t.name in read_only)
                  for t in listed if "*" in wanted or t.name in wanted]
         for old in self._status[name].tools:
             if old not in {t.name for t in tools}:

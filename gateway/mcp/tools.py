@@ -79,10 +79,14 @@ class McpTool:
     """One remote tool; ``run`` forwards to the manager, which owns the connection."""
 
     owner_only = False  # the registry's guestTools list is the gate (owner-only by default)
+    brings_outside_text = True  # a server's answers are its own (or the world's) words
 
     def __init__(self, manager: ToolCaller, server: str, remote_name: str,
-                 description: str | None, input_schema: dict[str, Any] | None) -> None:
+                 description: str | None, input_schema: dict[str, Any] | None, *,
+                 read_only: bool = False) -> None:
         self._manager = manager
+        # Only the owner's config marks a tool read-only (a server's own hint is its word, not ours).
+        self.owner_power = not read_only
         self.server = server
         self.remote_name = remote_name
         self.name = tool_name(server, remote_name)

@@ -58,6 +58,29 @@ def resolve(workspace: Path, raw: str, *, restrict: bool, access: Access, guest:
     return resolved
 
 
+def owner_only_target(workspace: Path, raw: str, *, restrict: bool) -> str | None:
+    """Why writing ``raw`` takes the owner's power: it lands on an owner-only path (or, with
+    confinement off, outside the workspace). None for an ordinary workspace file, and for a
+    path the tool will refuse anyway (the tool says why)."""
+    if not raw or not raw.strip() or "\x00" in raw:
+        return None
+    root = workspace.resolve()
+    candidate = Path(raw.strip()).expanduser()
+    resolved = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    if not resolved.is_relative_to(root):
+        return None if restrict else "it is outside the workspace"
+    return owner_only_reason(_folded_parts(root, resolved), "write")
+
+
+def guest_writable(workspace: Path, resolved: Path) -> bool:
+    """Whether a guest granted the write tools could have written ``resolved`` (blocking)."""
+    root = workspace.resolve()
+    parts = _folded_parts(root, resolved)
+    if parts is None:
+        return False  # outside the workspace: no guest's file tool reaches it
+    return owner_only_reason(parts, "write") is None and internal_reason(root, resolved, "write") is None
+
+
 def internal_reason(root: Path, resolved: Path, access: Access, *, guest: str | None = None) -> str | None:
     """Why ``resolved`` is off limits for ``access``, or None when it is an ordinary file.
 

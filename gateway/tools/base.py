@@ -7,6 +7,12 @@ model (``error_result``: the traceback goes to the log), so direct callers (the 
 the local API) get the same answers as the model. Truncating long results is the tool
 loop's job (``gateway/agent/toolloop.py``), which also applies ``error_result`` to executors
 outside this registry (Dream's tools).
+
+Two optional members let the approvals policy (``gateway/approvals``) judge a call without
+knowing the tool: ``brings_outside_text`` (a class attribute: its results are the outside
+world's words, e.g. a web page) and ``owner_power`` (a bool, or ``owner_power(ctx, params)``
+when it depends on the arguments: exec, a write to an owner-only path, a message to another
+chat). A tool whose result is outside text only sometimes returns ``OutsideText``.
 """
 
 from __future__ import annotations
@@ -50,11 +56,27 @@ class Tool(Protocol):
     async def run(self, ctx: TurnContext, params: Any) -> str: ...
 
 
+class OutsideText(str):
+    """A tool's answer that carries someone else's words (a guest's search hit, a file a guest
+    may write): ``origin`` says whose, for the approval prompt."""
+
+    origin: str = ""
+
+    @classmethod
+    def of(cls, text: str, origin: str) -> OutsideText:
+        out = cls(text)
+        out.origin = origin
+        return out
+
+
 class ToolOutput(str):
     """What ``ToolRegistry.execute`` returns: the text the model reads, plus ``failed`` — the
-    typed verdict, so no caller has to guess from the text (a file may well begin "Error")."""
+    typed verdict, so no caller has to guess from the text (a file may well begin "Error") —
+    and ``outside``: where the text came from when it is not the owner's or the gateway's own
+    (None for those)."""
 
     failed: bool = False
+    outside: str | None = None
 
     @classmethod
     def error(cls, text: str) -> ToolOutput:
@@ -153,8 +175,8 @@ class ToolRegistry:
             out.append(schema)
         return out
 
-    async def execute(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> ToolOutput:
-        """Run one tool call; never raises (except cancellation). ``failed`` says how it went."""
+    def prepare(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> tuple[Tool, Any] | ToolOutput:
+        """The tool and its validated parameters, or the error the model reads."""
         tool = self._tools.get(name)
         if tool is None:
             return ToolOutput.error(f"there is no tool named {name!r}. Available: {', '.join(self._tools)}")
@@ -165,12 +187,27 @@ class ToolRegistry:
             params = tool.Params.model_validate(arguments)
         except (ValueError, ValidationError) as exc:
             return ToolOutput.error(f"invalid arguments for {name}: {_short_validation(exc)}")
-        try:  # a listing may name a file whose name is not UTF-8: the transcript must hold it
-            return ToolOutput(as_text(await tool.run(ctx, params)))
+        return tool, params
+
+    async def execute(self, ctx: TurnContext, name: str, raw_arguments: str | dict | None) -> ToolOutput:
+        """Run one tool call; never raises (except cancellation). ``failed`` says how it went."""
+        prepared = self.prepare(ctx, name, raw_arguments)
+        if isinstance(prepared, ToolOutput):
+            return prepared
+        tool, params = prepared
+        try:
+            result = await tool.run(ctx, params)
         except ToolError as exc:
             return ToolOutput.error(as_text(str(exc)))
         except Exception as exc:  # noqa: BLE001 - the model reads it; the log keeps the trace
             return ToolOutput.error(error_result(name, exc))
+        # A listing may name a file whose name is not UTF-8: the transcript must hold it.
+        output = ToolOutput(as_text(result))
+        if isinstance(result, OutsideText):
+            output.outside = result.origin or f"the result of {name}"
+        elif getattr(tool, "brings_outside_text", False):
+            output.outside = f"the result of {name}"
+        return output
 
 
 def _parse_arguments(raw: str | dict | None) -> dict[str, Any]:

@@ -23,12 +23,16 @@ def builtin_tools(config: Config) -> list[Tool]:
     tools = config.tools
     restrict = tools.restrict_to_workspace
     result_cap = config.agents.defaults.max_tool_result_chars
+    # Guests granted the write tools can leave words in ordinary files: reading them is
+    # reading a guest's words (the turn is tainted; see gateway/approvals).
+    guest_writes = bool({"write_file", "edit_file"} & set(tools.guest_tools))
     return [
-        ReadFile(restrict=restrict, max_chars=max(500, min(12_000, result_cap - _READ_MARGIN))),
+        ReadFile(restrict=restrict, max_chars=max(500, min(12_000, result_cap - _READ_MARGIN)),
+                 guest_writes=guest_writes),
         WriteFile(restrict=restrict),
         EditFile(restrict=restrict),
         ListDir(restrict=restrict),
-        Grep(restrict=restrict),
+        Grep(restrict=restrict, guest_writes=guest_writes),
         ExecTool(timeout_s=tools.exec.timeout_s, max_output_chars=tools.exec.max_output_chars,
                  sandbox=tools.exec.sandbox, network=tools.exec.network, pass_env=tools.exec.pass_env,
                  hide=_config_paths(config)),

@@ -46,6 +46,10 @@ class CronTool:
     def __init__(self, service: SchedulerService) -> None:
         self.service = service
 
+    def owner_power(self, ctx: TurnContext, params: Params) -> bool:
+        """A task set by the owner runs later with the owner's tools."""
+        return ctx.is_owner and params.action == "add" and params.task is not None
+
     async def run(self, ctx: TurnContext, params: Params) -> str:
         try:
             if params.action == "add":

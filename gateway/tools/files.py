@@ -19,7 +19,7 @@ from lucidgate.gateway.errors import ToolError
 from lucidgate.gateway.skills.catalog import builtin_skill_file
 from lucidgate.gateway.tools import _paths
 from lucidgate.gateway.tools._forgotten import redact, without_forgotten
-from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.base import OutsideText, ToolParams
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.textedit import EditError, replace_exact
 
@@ -28,10 +28,18 @@ _PATH_HELP = None  # the system prompt says once that file tools resolve paths i
 
 
 class _FileTool:
+    name: ClassVar[str]
     owner_only: ClassVar[bool] = False
 
     def __init__(self, *, restrict: bool = True) -> None:
         self.restrict = restrict
+
+    def owner_power(self, ctx: TurnContext, params: ToolParams) -> bool:
+        """A write to an owner-only path (blocking: resolves the path)."""
+        if self.name not in ("write_file", "edit_file"):
+            return False
+        raw = getattr(params, "path", "")
+        return _paths.owner_only_target(ctx.workspace, str(raw), restrict=self.restrict) is not None
 
     def _resolve(self, ctx: TurnContext, raw: str, access: _paths.Access) -> tuple[Path, str]:
         path = _paths.resolve(ctx.workspace, raw, restrict=self.restrict, access=access,
@@ -51,12 +59,18 @@ class ReadFile(_FileTool):
         offset: int = Field(1, ge=1, description="1-based")
         limit: int = Field(2000, ge=1)
 
-    def __init__(self, *, restrict: bool = True, max_chars: int = 12_000) -> None:
+    def __init__(self, *, restrict: bool = True, max_chars: int = 12_000, guest_writes: bool = False) -> None:
         super().__init__(restrict=restrict)
         self.max_chars = max_chars
+        self.guest_writes = guest_writes  # guests hold write tools: their files are their words
 
     async def run(self, ctx: TurnContext, params: Params) -> str:
         return await asyncio.to_thread(self._read, ctx, params)
+
+    def _marked(self, ctx: TurnContext, path: Path, shown: str, text: str) -> str:
+        if self.guest_writes and _paths.guest_writable(ctx.workspace, path):
+            return OutsideText.of(text, f"{shown}, a file guests may write (tools.guestTools)")
+        return text
 
     def _read(self, ctx: TurnContext, params: Params) -> str:
         # A built-in skill is read by its virtual path, skills/<name>/SKILL.md (gateway/skills/catalog.py).
@@ -87,14 +101,14 @@ class ReadFile(_FileTool):
                 used += len(entry) + 1
                 last = number
         if total == 0:
-            return f"({shown} is empty)"
+            return self._marked(ctx, path, shown, f"({shown} is empty)")
         if first > total:
             raise ToolError(f"offset {first} is past the end of {shown}, which has {total} lines")
         body = redact(ctx.workspace, "\n".join(out))
         if first > 1 or last < total:
             more = f"; continue with offset={last + 1}" if last < total else ""
             body += f"\n[{shown}: lines {first}-{last} of {total}{more}]"
-        return body
+        return self._marked(ctx, path, shown, body)
 
 
 # -------------------------------------------------------------------------- write_file

@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import Field
 
 from lucidgate.gateway.errors import ToolError
-from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.base import OutsideText, ToolParams
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.search.hits import Hit, Scope, SearchError
 from lucidgate.memory.search.opening import OpenError, open_lines
@@ -78,6 +78,9 @@ class MemorySearch:
         others = {h.session_key or h.path for h in hits if not h.trusted and h.session_key != ctx.session_key}
         if others and self.on_untrusted is not None:
             self.on_untrusted(ctx.session_key, others)
+        untrusted = sorted({h.provenance() for h in hits if not h.trusted})
+        if untrusted:  # someone else's words: the turn's authority drops to theirs
+            return OutsideText.of(format_hits(hits), "memory_search hits " + "; ".join(untrusted))
         return format_hits(hits)
 
 

@@ -44,6 +44,11 @@ class MessageTool:
     def __init__(self, bus: MessageBus) -> None:
         self.bus = bus
 
+    def owner_power(self, ctx: TurnContext, params: MessageParams) -> bool:
+        """Another chat, or files from the workspace: more than answering here."""
+        other = (params.channel or ctx.channel, params.chat_id or ctx.chat_id) != (ctx.channel, ctx.chat_id)
+        return other or bool(params.files)
+
     async def run(self, ctx: TurnContext, params: MessageParams) -> str:
         channel = params.channel or ctx.channel
         chat_id = params.chat_id or ctx.chat_id

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from lucidgate.gateway.errors import ToolError
 from lucidgate.gateway.tools import _paths
-from lucidgate.gateway.tools.base import ToolParams
+from lucidgate.gateway.tools.base import OutsideText, ToolParams
 from lucidgate.gateway.tools.turn import TurnContext
 
 MAX_SHOWN_LINE = 300
@@ -47,8 +47,9 @@ class Grep:
         output: Literal["lines", "files", "count"] = "lines"
 
     def __init__(self, *, restrict: bool = True, max_matches: int = 100, max_files_listed: int = 500,
-                 max_files: int = 5000, time_limit_s: float = 10.0) -> None:
+                 max_files: int = 5000, time_limit_s: float = 10.0, guest_writes: bool = False) -> None:
         self.restrict = restrict
+        self.guest_writes = guest_writes  # guests hold write tools: matches in their files are their words
         self.max_matches = max_matches
         self.max_files_listed = max_files_listed
         self.max_files = max_files
@@ -71,6 +72,7 @@ class Grep:
             raise ToolError(f"{params.path!r} does not exist")
         deadline = time.monotonic() + self.time_limit_s
         hits: list[str] = []
+        theirs = ""  # the first matching file a guest may have written
         total = 0  # matching lines, in files/count mode
         scanned = 0
         stopped = ""
@@ -96,6 +98,8 @@ class Grep:
                 if len(hits) >= self.max_matches:
                     stopped = f"showing the first {self.max_matches} matches; narrow the search"
                     break
+                if self.guest_writes and not theirs and _paths.guest_writable(ctx.workspace, file):
+                    theirs = shown
                 text = line if len(line) <= MAX_SHOWN_LINE else line[:MAX_SHOWN_LINE] + "…"
                 hits.append(f"{shown}:{number}: {text}")
             if len(hits) >= self.max_matches and stopped:
@@ -108,6 +112,8 @@ class Grep:
             hits.append(f"[{total} matching line(s) in {len(hits)} file(s)]")
         if stopped:
             hits.append(f"[{stopped}]")
+        if theirs:
+            return OutsideText.of("\n".join(hits), f"grep matches in {theirs}, a file guests may write")
         return "\n".join(hits)
 
     def _files(self, root: Path, start: Path, glob: str, guest: str | None) -> Iterator[Path]:

@@ -55,6 +55,7 @@ class ExecTool:
         "Run a shell command in the workspace; returns output and exit code."
     )
     owner_only: ClassVar[bool] = True
+    owner_power: ClassVar[bool] = True  # any command can write anything the owner can
 
     class Params(ToolParams):
         command: str

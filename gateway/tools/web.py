@@ -39,6 +39,7 @@ class WebFetch:
     description: ClassVar[str] = (
         "Fetch a web page as markdown (main text, size-capped); private addresses are refused.")
     owner_only: ClassVar[bool] = False
+    brings_outside_text: ClassVar[bool] = True  # a page's words are its author's
 
     class Params(ToolParams):
         url: str = Field(min_length=1, max_length=4000)
@@ -130,6 +131,7 @@ class WebSearch:
     description: ClassVar[str] = (
         "Search the web; returns titles, URLs and snippets. Use web_fetch to read a result.")
     owner_only: ClassVar[bool] = False
+    brings_outside_text: ClassVar[bool] = True
 
     class Params(ToolParams):
         query: str = Field(min_length=1, max_length=400)

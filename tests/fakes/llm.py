@@ -18,6 +18,7 @@ import asyncio
 import collections
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -167,6 +168,9 @@ class FakeLLMServer:
         self.headers: list[dict[str, str]] = []  # per request, names lower-cased
         self.default: Callable[[dict[str, Any]], Scripted] = self._echo
         self.strict = Strictness()  # llama-cpp-python's strictness, switched on per test
+        # The swayed model: obey "RUN: <command>" lines found in tool results ("tool results")
+        # or in anything it reads ("anywhere") by calling exec, once per command. None: off.
+        self.obey: str | None = None
         self._script: collections.deque[Scripted] = collections.deque()
         self._call_ids = itertools.count(1)  # call_<n>, unique over the server's life
         self._completion_ids = itertools.count(1)
@@ -313,7 +317,8 @@ class FakeLLMServer:
         if self._arrived is not None:
             async with self._arrived:
                 self._arrived.notify_all()
-        scripted: Scripted = self._script.popleft() if self._script else self.default(body)
+        scripted: Scripted = self._script.popleft() if self._script else (
+            swayed(body, self.obey) or self.default(body))
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         while isinstance(scripted, Func):
@@ -441,6 +446,31 @@ class FakeLLMServer:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+_RUN = re.compile(r"RUN: ([^\n\\\"]+)")
+
+
+def swayed(body: dict[str, Any], obey: str | None) -> Scripted | None:
+    """An exec call for the first ``RUN: <command>`` the request shows the model (in tool
+    results, or anywhere but its own messages) that it has not already asked to run."""
+    if obey is None:
+        return None
+    offered = {t["function"]["name"] for t in body.get("tools") or []}
+    if "exec" not in offered:
+        return None
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    made = {json.loads(c["function"]["arguments"] or "{}").get("command")
+            for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []
+            if c.get("function", {}).get("name") == "exec"}
+    readable = [m for m in messages if m.get("role") == "tool"] if obey == "tool results" else \
+        [m for m in messages if m.get("role") != "assistant"]
+    for message in readable:
+        for command in _RUN.findall(message_text(message)):
+            command = command.strip()
+            if command and command not in made:
+                return ToolCalls([("exec", {"command": command})])
+    return None
 
 
 def _pieces(text: str, size: int = 8) -> list[str]:

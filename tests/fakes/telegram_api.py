@@ -205,6 +205,18 @@ class FakeTelegramAPI:
         self.push_update(update)
         return update
 
+    def push_press(self, *, chat_id: int, sender_id: int, data: str, message_id: int = 1) -> dict[str, Any]:
+        """Queue a ``callback_query`` update: ``sender_id`` pressed an inline button carrying
+        ``data`` under message ``message_id`` in ``chat_id``."""
+        chat: dict[str, Any] = {"id": chat_id, "type": "private" if chat_id > 0 else "supergroup"}
+        presser = {"id": sender_id, "is_bot": False, "first_name": "Ann"}
+        query = {"id": f"cq{self._next_update}", "from": presser, "chat_instance": f"ci{chat_id}", "data": data,
+                 "message": {"message_id": message_id, "date": int(time.time()), "chat": chat,
+                             "from": self.bot_user, "text": "a message with buttons"}}
+        update: dict[str, Any] = {"callback_query": query}
+        self.push_update(update)
+        return update
+
     def add_file(self, content: bytes, *, file_path: str, size: int | None = None) -> dict[str, Any]:
         """Register a downloadable file; returns the ``file_id``/``file_unique_id``/``file_size`` fields."""
         n = self._next_file
@@ -351,6 +363,9 @@ class FakeTelegramAPI:
         if meta["file_size"] > 20 * 1024 * 1024:
             return _error(400, "Bad Request: file is too big")
         return _ok(meta)
+
+    async def _m_answerCallbackQuery(self, params: dict[str, str]) -> web.Response:
+        return _ok(True)
 
     async def _m_sendChatAction(self, params: dict[str, str]) -> web.Response:
         return _ok(True)

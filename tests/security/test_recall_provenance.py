@@ -81,7 +81,7 @@ async def test_a_guests_instruction_never_reaches_the_owners_turn_through_auto_r
         assert "bring lanterns" not in owner_prompt and "I obey the gardener" not in owner_prompt
 
 
-async def test_an_explicit_search_labels_guest_hits_and_the_commit_names_the_guest(
+async def test_an_explicit_search_labels_guest_hits_and_a_memory_write_after_it_waits_for_the_owner(
         fake_llm: FakeLLMServer, tmp_path: Path, workspace: Path) -> None:
     (workspace / "SOUL.md").write_text(SOUL)
     config = load(hook_document(workspace, fake_llm.base_url), tmp_path / "config.json")
@@ -104,9 +104,17 @@ async def test_an_explicit_search_labels_guest_hits_and_the_commit_names_the_gue
         assert "from a guest chat, webhook:g2" in result
         quoted = [line for line in result.splitlines() if "bring lanterns" in line]
         assert quoted and all(line.startswith("> ") for line in quoted)
-        await server.state.gateway.parts.committer.drain()
-        [commit] = [c for c in server.state.gateway.parts.git.log(10) if note in c.message]
-    assert "cli:local" in commit.message and "webhook:g2" in commit.message, commit.message
+        # The search handed the owner's turn a guest's words: its write to the owner's memory
+        # waits for the owner (the least-trusted voice decides), who sees why.
+        held = [m["content"] for m in fake_llm.requests[-1]["messages"] if m.get("role") == "tool"][-1]
+        assert "Held for the owner's approval" in held and not (workspace / note).exists()
+        approvals = server.state.gateway.parts.approvals
+        assert approvals is not None
+        [request] = approvals.recent()
+        assert "memory_search hits" in request.origin and "webhook:g2" in request.origin
+        r = await server_local_turn(server, f"/approve {request.id}")
+        assert "ran once" in r["reply"], r
+    assert (workspace / note).read_text() == "- garden party: lanterns\n"
 
 
 async def server_local_turn(server: GatewayServer, text: str) -> dict[str, Any]:
