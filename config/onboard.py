@@ -67,20 +67,22 @@ def _unmask(node: object) -> None:
 
 
 def workspace_beside(path: Path) -> Path | None:
-    """The workspace a new config at ``path`` gets: the default one for the default config
-    file, else ``workspace/`` in the config's folder — so ``onboard -c other/config.json``
-    never points a second setup at the live workspace."""
+    """The workspace ``lucid onboard -c PATH`` gives a new config: the default one for the
+    default config file, else ``workspace/`` in the config's folder — so a second setup made
+    with ``-c other/config.json`` never points at the live workspace. (A first start through
+    ``$LUCIDGATE_CONFIG``, as a service or container does, keeps the default workspace.)"""
     if path.expanduser().resolve() == DEFAULT_CONFIG_PATH.expanduser().resolve():
         return None
     return path.expanduser().resolve().parent / "workspace"
 
 
-def write_config(path: Path) -> bool:
-    """Write a new minimal config at ``path`` unless one exists. Returns True if written."""
+def write_config(path: Path, workspace: Path | None = None) -> bool:
+    """Write a new minimal config at ``path`` unless one exists (``workspace``: a workspace
+    other than the default one). Returns True if written."""
     if path.exists():
         return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    document = minimal_config_document(workspace_beside(path))
+    document = minimal_config_document(workspace)
     atomic_write_text(path, json.dumps(document, indent=2) + "\n")  # 0600: secrets
     return True
 

@@ -16,6 +16,7 @@ is cached until the file changes (a stat per use), so calling ``matcher()`` ofte
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -26,7 +27,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from lucidgate.config.fileio import atomic_write_text
 
@@ -46,6 +46,8 @@ def _window_hashes(norm: str, base: int) -> Any:
     """``windows(length, rolls)``: the end index of every window of ``norm`` whose rolling
     hash (``Matcher.roll``) is in ``rolls`` — computed for all windows at once with numpy
     (prefix sums in uint64, which wrap modulo 2**64 as the hash does)."""
+    import numpy as np  # only once something is forgotten: a one-shot without tombstones skips it
+
     codes = np.frombuffer(norm.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
     n = len(codes)
     inverse = pow(base, -1, _MOD)
@@ -68,7 +70,11 @@ def normalise(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
-_SPACES = np.array([c for c in range(0x3100) if chr(c).isspace()], dtype=np.uint32)
+@functools.cache
+def _spaces() -> Any:
+    import numpy as np
+
+    return np.array([c for c in range(0x3100) if chr(c).isspace()], dtype=np.uint32)
 
 
 def _normalised_with_map(text: str) -> tuple[str, Any]:
@@ -76,8 +82,10 @@ def _normalised_with_map(text: str) -> tuple[str, Any]:
     folded = text.casefold()
     if len(folded) != len(text):  # a character folds to several (ß -> ss): go one by one
         return _normalised_slowly(text)
+    import numpy as np
+
     codes = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32)
-    space = np.isin(codes, _SPACES)
+    space = np.isin(codes, _spaces())
     keep = ~(space & np.concatenate(([False], space[:-1])))
     shown = np.where(space, np.uint32(32), codes)[keep]
     return shown.astype("<u4").tobytes().decode("utf-32-le"), np.nonzero(keep)[0]
@@ -153,6 +161,8 @@ class Matcher:
         """Merged ``(start, end)`` ranges of ``text`` holding a tombstoned text."""
         if not self._by_length or not text or not text.strip():
             return []
+        import numpy as np
+
         norm, where = _normalised_with_map(text)
         windows = _window_hashes(norm, self._base)
         found: list[tuple[int, int]] = []

@@ -198,7 +198,9 @@ def _logging_restored() -> Iterator[None]:
     root = logging.getLogger()
     level, ours = root.level, [h for h in root.handlers if h.get_name() == "lucid"]
     levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    disabled = logging.root.manager.disable  # logging.disable() is process-wide too
     yield
+    logging.disable(disabled)
     for handler in [h for h in root.handlers if h.get_name() == "lucid" and h not in ours]:
         root.removeHandler(handler)
         handler.close()

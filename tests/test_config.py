@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from lucidgate.config import Config, ConfigError, load_config
-from lucidgate.config.onboard import (default_config_document, install_templates, minimal_config_document,
-                                      write_config)
+from lucidgate.config.onboard import default_config_document, install_templates, write_config
 
 
 def write(path: Path, data: object) -> Path:
@@ -162,15 +161,24 @@ def test_onboard_writes_a_short_config_that_loads_to_the_full_defaults(tmp_path:
     written = json.loads(text)
     # Nothing that equals a default but the model and its provider, the first things a person edits.
     assert set(written) == {"agents", "providers", "channels", "console"}
-    assert set(written["channels"]) == {"webhook"} and "dream" not in written["agents"]["defaults"]
-    # Beside its file: a config outside the default place never points at the live workspace.
-    assert written["agents"]["defaults"]["workspace"] == str((tmp_path / "cfg" / "workspace").resolve())
+    assert set(written["channels"]) == {"webhook"} and written["agents"]["defaults"] == {"model": Config().agent.model}
     full = default_config_document()
     full["channels"]["webhook"].update(written["channels"]["webhook"])
     full["console"]["token"] = written["console"]["token"]
-    full["agents"]["defaults"]["workspace"] = written["agents"]["defaults"]["workspace"]
     assert load_config(path, environ={}).model_dump() == Config.model_validate(full).model_dump()
-    assert minimal_config_document()["agents"]["defaults"] == {"model": Config().agent.model}
+
+
+def test_onboard_with_a_config_path_puts_the_workspace_beside_it(tmp_path: Path) -> None:
+    """A second setup made with ``-c other/config.json`` never points at the live workspace."""
+    path = tmp_path / "other" / "config.json"
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
+    env["HOME"] = str(tmp_path / "home")
+    done = subprocess.run([sys.executable, "-c", "from lucidgate.gateway.cli import main; main()", "onboard",
+                           "-c", str(path)], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    beside = (tmp_path / "other" / "workspace").resolve()
+    assert json.loads(path.read_text())["agents"]["defaults"]["workspace"] == str(beside)
+    assert (beside / "SOUL.md").exists() and not (tmp_path / "home" / ".lucidgate").exists()
 
 
 def test_config_show_prints_what_is_set_and_with_defaults_everything(tmp_path: Path) -> None:

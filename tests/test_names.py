@@ -280,7 +280,7 @@ async def test_forget_removes_the_lines_even_when_the_commit_fails(tmp_path: Pat
     git = GitStore(ws)
     git.init()
     (ws / ".git" / "index.lock").write_text("")  # another git holds the index
-    removed = await forget(MemoryStore(ws), git, "green tea")
-    assert removed == ["- drinks green tea"]
+    report = await forget(MemoryStore(ws), git, "green tea")
+    assert report.removed == ["- drinks green tea"] and report.commit is None
     assert "green tea" not in (ws / "USER.md").read_text()
     assert "index.lock" in (CommitHealth(ws / "state" / "memory_commit.json").read().error or "")

@@ -24,13 +24,13 @@ def onboard(
         help="Generate a new webhook owner token (channels.webhook.ownerToken) and print it.")] = False,
 ) -> None:
     """Create the config file and workspace templates (never overwrites your files)."""
-    from lucidgate.config.onboard import install_templates, write_config
+    from lucidgate.config.onboard import install_templates, workspace_beside, write_config
 
     path = resolve_config_path(config_path)
     if webhook_token or webhook_owner_token:
         _new_webhook_token(path, "ownerToken" if webhook_owner_token else "token")
         return
-    if write_config(path):
+    if write_config(path, workspace_beside(path) if config_path is not None else None):
         console.print(f"wrote {path} (webhook token generated; edit it to add your model key)")
     else:
         console.print(f"{path} exists; left as it is")

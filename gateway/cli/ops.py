@@ -34,8 +34,12 @@ def doctor(
 
     # The findings are the list below: a failing probe's own warning (the model call, a
     # channel's API) would otherwise print first, unformatted, through logging's last resort.
+    previous = logging.root.manager.disable
     logging.disable(logging.WARNING)
-    results = asyncio.run(doc.run_checks(config_path))
+    try:
+        results = asyncio.run(doc.run_checks(config_path))
+    finally:
+        logging.disable(previous)  # in-process callers (tests, the console) keep their logs
     if as_json:
         console.print_json(json.dumps(doc.as_json(results)))
     else:
