@@ -184,17 +184,18 @@ async def test_the_owner_approves_with_the_inline_button_and_a_guests_press_is_r
     assert (workspace / "pwned.txt").read_text() == "ran\n"
 
 
-async def test_after_a_guests_new_the_planted_words_in_the_groups_history_still_hold_exec(
+async def test_after_new_the_planted_words_in_the_groups_history_still_hold_exec(
         make_config: Callable[..., Config], fake_llm: FakeLLMServer, workspace: Path) -> None:
-    """``/new`` moves the guest's line out of the conversation into the group's history, which
-    the next prompt shows: still a shared chat's remembered words, so the owner's turn is tainted."""
+    """``/new`` (the owner's: a guest's is refused in a shared chat) moves the guest's line out
+    of the conversation into the group's history, which the next prompt shows: still a shared
+    chat's remembered words, so the owner's turn is tainted."""
     async with FakeTelegramAPI() as tg, telegram(make_config, tg) as gw:
         fake_llm.obey = "anywhere"
         tg.push_message(chat_id=OWNER, text="hello")
         await said(tg, OWNER, 1)
         tg.push_message(chat_id=GROUP, chat_type="supergroup", sender_id=GUEST, text=PLANT)
         await said(tg, GROUP, 1)
-        tg.push_message(chat_id=GROUP, chat_type="supergroup", sender_id=GUEST, text=f"/new@{BOT_USERNAME}")
+        tg.push_message(chat_id=GROUP, chat_type="supergroup", sender_id=OWNER, text=f"/new@{BOT_USERNAME}")
         await said(tg, GROUP, 2)
         session = await gw.parts.sessions.get(f"telegram:{GROUP}")
         assert not any(m.get("role") == "user" for m in session.active())  # the line left the conversation
