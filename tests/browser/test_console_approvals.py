@@ -98,3 +98,32 @@ async def test_the_quoted_untrusted_words_are_shown_as_text_never_as_markup(
         assert await page.locator("#view img, #view b, #view script").count() == 0
     assert dialogs == []
     assert page.errors == []  # type: ignore[attr-defined]
+
+
+async def test_the_approvals_view_fits_a_phone_without_sideways_scrolling(
+        browser: Any, shots: Shots, config: Any) -> None:
+    long_command = '{"command":"echo ' + "x" * 300 + '"}'
+    async with running_console(config, login=False) as c:
+        approvals = c.parts.approvals
+        assert approvals is not None
+        now = time.time()
+        held, decided = (ApprovalRequest.new(
+            tool="exec", arguments=long_command, session_key="telegram:-1001234567890", channel="telegram",
+            chat_id="-1001234567890", chat_type="group", sender_id="42", origin="a guest's message",
+            quote="y" * 200, created_at=now, expires_at=now + 3600) for _ in range(2))
+        await asyncio.to_thread(approvals.store.add, held)
+        await asyncio.to_thread(approvals.store.add, decided)
+        await asyncio.to_thread(approvals.store.update, decided, status="denied", decided_by="telegram:42",
+                                decided_at=now)
+        page = await open_page(browser, shots, c, width=375, height=740)
+        await log_in(page, shots)
+        await page.goto("/#approvals")
+        await expect(page.locator(f"#approvals-pending li[data-id='{held.id}'] .quote")).to_be_visible()
+        await expect(page.locator(f"#approvals-decided tr[data-id='{decided.id}'] .by")).to_have_text("telegram:42")
+        await shots.take(page, "phone-approvals")
+        overflow = await page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        buttons = await page.locator(f"#approvals-pending li[data-id='{held.id}'] button").evaluate_all(
+            "els => els.map(b => b.getBoundingClientRect().right)")
+    assert overflow <= 0, f"the Approvals view scrolls sideways by {overflow}px at 375px"
+    assert len(buttons) == 2 and max(buttons) <= 375
+    assert page.errors == []  # type: ignore[attr-defined]
