@@ -173,16 +173,18 @@ class Approvals:
                                ctx.sender_id)
                 return None, "No pending approval request has that id (decided, expired or never made)."
             if self.clock() >= request.expires_at:
-                expired = await asyncio.to_thread(self.store.update, request, status="expired")
+                expired = await asyncio.to_thread(self.store.update, request, status="expired",
+                                                  decided_at=self.clock())
             elif not request.intact():
                 logger.error("approval %s: the stored action no longer matches its digest; refused", request.id)
                 await asyncio.to_thread(self.store.update, request, status="denied",
-                                        outcome="refused: the action changed after it was held")
+                                        outcome="refused: the action changed after it was held",
+                                        decided_at=self.clock())
                 return None, "Refused: that request's action changed after it was held; nothing was run."
             else:
                 decided_by = f"{ctx.channel}:{ctx.sender_id}"
                 return await asyncio.to_thread(self.store.update, request, status=status,
-                                               decided_by=decided_by), ""
+                                               decided_by=decided_by, decided_at=self.clock()), ""
         await self._expired(expired)
         return None, "That request had expired; it was not run."
 
@@ -191,7 +193,8 @@ class Approvals:
         now = self.clock()
         async with self._lock:
             due = [r for r in self.store.pending() if r.expires_at <= now]
-            expired = [await asyncio.to_thread(self.store.update, r, status="expired") for r in due]
+            expired = [await asyncio.to_thread(self.store.update, r, status="expired", decided_at=now)
+                       for r in due]
         for request in expired:
             await self._expired(request)
 

@@ -65,6 +65,7 @@ class ApprovalRequest:
     turn: str | None = None  # the user line's message id (or the tool call's id)
     status: Status = "pending"
     decided_by: str | None = None
+    decided_at: float | None = None  # wall-clock seconds of the answer (or of the expiry)
     outcome: str | None = None
     notified: list[str] = field(default_factory=list)  # where the owner was asked ("telegram:42")
 

@@ -30,6 +30,7 @@ class ApprovalItem(BaseModel):
     created_at: float
     expires_at: float
     decided_by: str | None
+    decided_at: float | None
     outcome: str | None
 
 
@@ -45,7 +46,7 @@ def _item(r: ApprovalRequest) -> ApprovalItem:
     return ApprovalItem(id=r.id, tool=r.tool, arguments=r.arguments, session_key=r.session_key,
                         chat_type=r.chat_type, origin=r.origin, quote=r.quote, status=r.status,
                         created_at=r.created_at, expires_at=r.expires_at, decided_by=r.decided_by,
-                        outcome=r.outcome)
+                        decided_at=r.decided_at, outcome=r.outcome)
 
 
 def router(auth: ConsoleAuth, *, approvals: Approvals, workspace: Path) -> APIRouter:

@@ -4,8 +4,10 @@ said loudly at start."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from lucidgate.config.schema import Config
 from lucidgate.gateway.app import build_gateway
 from lucidgate.gateway.approvals.store import ApprovalRequest, ApprovalStore, action_digest, canonical
+from tests.fakes.llm import FakeLLMServer, Reply
 
 
 def request(**changes: object) -> ApprovalRequest:
@@ -55,3 +58,20 @@ async def test_approvals_off_is_said_loudly_at_start(make_config: Callable[..., 
         async with gateway:
             pass
     assert any("tools.approvals is OFF" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_expiry_is_a_decision_with_its_time_and_nobody_as_its_author(
+        make_config: Callable[..., Config], fake_llm: FakeLLMServer) -> None:
+    fake_llm.queue(Reply("It was not run."))
+    gateway = build_gateway(make_config())
+    async with gateway:
+        approvals = gateway.parts.approvals
+        assert approvals is not None
+        now = time.time()
+        late = request(created_at=now - 60, expires_at=now - 1)
+        await asyncio.to_thread(approvals.store.add, late)
+        await approvals.expire_due()
+        expired = approvals.find(late.id)
+        await gateway.parts.agent.idle()
+    assert expired is not None and (expired.status, expired.decided_by) == ("expired", None)
+    assert expired.decided_at is not None and expired.decided_at >= late.expires_at

@@ -2,6 +2,7 @@
 
 import { ApiError, get, post, setCsrf } from "./api.js";
 import { clear, h, toast } from "./dom.js";
+import * as approvals from "./views/approvals.js";
 import * as chat from "./views/chat.js";
 import * as dream from "./views/dream.js";
 import * as forget from "./views/forget.js";
@@ -11,7 +12,7 @@ import * as memory from "./views/memory.js";
 import * as sessions from "./views/sessions.js";
 import * as status from "./views/status.js";
 
-const VIEWS = { chat, memory, history: historyView, dream, forget, sessions, jobs, status };
+const VIEWS = { chat, memory, history: historyView, dream, forget, approvals, sessions, jobs, status };
 let cleanup = null;
 
 function parseHash() {
