@@ -5,6 +5,8 @@ message; in channels only an @mention, answered in its thread). The listener che
 sender, downloads attached files, publishes to the bus (journalled) and returns, and only
 then does Bolt acknowledge Slack (``process_before_response``), so an acked message is never
 lost. Slack's retries carry the same ``event_id`` and message ``ts``: both are deduplicated.
+A press of one of our buttons (``block_actions``) is the command it carries, sent by the
+presser and admitted by the gate on the presser's id (``press``).
 
 Outbound: Markdown goes out in a ``markdown`` block with a plain-text fallback, long replies
 are split, every Web API call goes through one ``OutboundLimiter`` that honours 429
