@@ -6,6 +6,8 @@ handles them strictly in order: ignore bots, webhooks and (in guild channels) an
 neither mentions the bot nor replies to it; ask the access gate; save attachments; publish
 on the bus (journalled, deduplicated by ``discord:<channel>:<message id>``). A DM, a guild
 channel and a thread are each their own chat (``discord:<channel_id>``).
+A press of one of our buttons (INTERACTION_CREATE) is acknowledged at once and published as
+the command it carries, from the presser (``press``).
 
 Reconnects are discord.py's: a dropped socket or a missed heartbeat ACK is answered with a
 RESUME, and Discord replays what was sent meanwhile; a replay the bus has already seen is

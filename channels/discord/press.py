@@ -10,7 +10,7 @@ stamps the role it decided. Only commands are accepted as a ``custom_id``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import discord
 
@@ -37,7 +37,7 @@ def button_view(buttons: Sequence[tuple[str, str]]) -> discord.ui.View | None:
 
 def pressed_command(interaction: discord.Interaction) -> str | None:
     """The command a button press carries; None for any other interaction."""
-    data = interaction.data or {}
+    data: Mapping[str, object] = interaction.data or {}
     if interaction.type is not discord.InteractionType.component or data.get("component_type") != 2:
         return None
     value = str(data.get("custom_id") or "").strip()
