@@ -631,6 +631,38 @@ async def test_socket_mode_event_is_acked_and_published(
     assert slack_api.bot_token not in caplog.text and slack_api.app_token not in caplog.text
 
 
+def button_press(value: str, *, user: str, channel: str, action_ts: str) -> dict[str, Any]:
+    return {"type": "block_actions", "team": {"id": "T1"}, "user": {"id": user, "username": user.lower()},
+            "channel": {"id": channel}, "trigger_id": f"t-{action_ts}",
+            "container": {"type": "message", "channel_id": channel, "message_ts": "1.1", "thread_ts": "5.5"},
+            "actions": [{"type": "button", "action_id": "lucid_press_0", "block_id": "b",
+                         "text": {"type": "plain_text", "text": "Approve once"}, "value": value,
+                         "action_ts": action_ts}]}
+
+
+async def test_socket_mode_button_press_is_the_pressers_command(
+    make_channel: Callable[..., Any], bus: MessageBus, slack_api: FakeSlackAPI
+) -> None:
+    """A press of our button arrives over the socket as an ``interactive`` envelope: acked,
+    published as its command from the presser (the gate's role for *that* user), in the
+    thread it was pressed in; a value that is not a command is acked and dropped."""
+    channel = await make_channel(mode="socket")
+    assert channel.socket is not None
+    await asyncio.wait_for(channel.socket.connected.wait(), 5)
+    for user, role in (("U_OWNER", "owner"), ("U_ALICE", "guest")):
+        envelope = await slack_api.send_envelope(
+            button_press("/approve abc", user=user, channel="C_GENERAL", action_ts=f"7.{len(user)}{role}"),
+            type="interactive")
+        await slack_api.wait_until(lambda: envelope in slack_api.acked)
+        msg = await next_inbound(bus)
+        assert (msg.text, msg.sender_id, msg.role, msg.chat_type, msg.session_key) == \
+            ("/approve abc", user, role, "group", "slack:C_GENERAL:5.5")
+    envelope = await slack_api.send_envelope(
+        button_press("approve abc", user="U_OWNER", channel="D_OWNER", action_ts="7.9"), type="interactive")
+    await slack_api.wait_until(lambda: envelope in slack_api.acked)
+    assert bus.inbound_depth == 0
+
+
 async def test_socket_watchdog_reconnects_a_silent_socket(
     make_channel: Callable[..., Any], slack_api: FakeSlackAPI, caplog: pytest.LogCaptureFixture
 ) -> None:

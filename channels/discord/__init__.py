@@ -3,7 +3,8 @@
 ``build`` is the registry's factory (``channels.registry``): it refuses early, with the
 setting to fix, when the section cannot work, and otherwise returns a ``DiscordChannel``.
 Modules: ``settings`` (what the channel runs with), ``channel`` (lifecycle, intake), ``send``
-(replies, streaming edits, typing, files), ``format`` (Discord markdown, mentions), ``files`` (attachments in), ``sdk`` (discord.py
+(replies, streaming edits, typing, files), ``press`` (buttons out, presses in as the presser's
+commands), ``format`` (Discord markdown, mentions), ``files`` (attachments in), ``sdk`` (discord.py
 setup: intents, REST root and Gateway URL), ``check`` (``lucid doctor``).
 """
 

@@ -6,6 +6,8 @@ handles them strictly in order: ignore bots, webhooks and (in guild channels) an
 neither mentions the bot nor replies to it; ask the access gate; save attachments; publish
 on the bus (journalled, deduplicated by ``discord:<channel>:<message id>``). A DM, a guild
 channel and a thread are each their own chat (``discord:<channel_id>``).
+A press of one of our buttons (INTERACTION_CREATE) is acknowledged at once and published as
+the command it carries, from the presser (``press``).
 
 Reconnects are discord.py's: a dropped socket or a missed heartbeat ACK is answered with a
 RESUME, and Discord replays what was sent meanwhile; a replay the bus has already seen is
@@ -34,6 +36,7 @@ from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.discord.catchup import CatchUp
 from lucidgate.channels.discord.files import save_attachments
 from lucidgate.channels.discord.format import strip_mention
+from lucidgate.channels.discord.press import inbound_from_interaction, pressed_command
 from lucidgate.channels.discord.sdk import Endpoints, log_targets, make_client
 from lucidgate.channels.discord.settings import DiscordSettings
 from lucidgate.channels.discord.send import DiscordSender, classify
@@ -116,6 +119,7 @@ class DiscordChannel:
         self._endpoints.apply()
         self._client = make_client(heartbeat_timeout_s=self._heartbeat_timeout_s)
         self._client.on_message = self._on_message  # type: ignore[attr-defined]
+        self._client.on_interaction = self._on_interaction  # type: ignore[attr-defined]
         self._client.on_ready = self._on_session  # type: ignore[attr-defined]
         self._client.on_resumed = self._on_resumed  # type: ignore[attr-defined]
         self._client.on_disconnect = self._on_disconnect  # type: ignore[attr-defined]
@@ -249,6 +253,18 @@ class DiscordChannel:
     async def _on_message(self, message: discord.Message) -> None:
         # No await before the put: dispatch order is arrival order, and so is the queue's.
         self._intake.put_nowait((message, None))
+
+    async def _on_interaction(self, interaction: discord.Interaction) -> None:
+        """A button press: acknowledged at once (Discord allows 3 s), then the presser's command."""
+        if pressed_command(interaction) is None:
+            return
+        try:
+            await interaction.response.defer()
+        except discord.HTTPException as exc:  # expired or answered: the press still counts once
+            logger.debug("could not acknowledge Discord interaction %s: %s", interaction.id, exc)
+        inbound = await inbound_from_interaction(interaction, self.gate)
+        if inbound is not None and not await self.bus.publish_inbound(inbound):
+            logger.info("duplicate Discord press %s ignored", interaction.id)
 
     async def _intake_loop(self) -> None:
         while True:

@@ -26,6 +26,7 @@ import discord
 from lucidgate.channels import outfiles
 from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
 from lucidgate.channels.discord.format import MAX_MESSAGE_CHARS, split_plain, to_chunks
+from lucidgate.channels.discord.press import button_view
 from lucidgate.channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
 from lucidgate.config.errors import LucidError
 
@@ -97,7 +98,8 @@ class DiscordSender:
         if isinstance(msg, OutboundText) and msg.files:
             ready, problems = await asyncio.to_thread(outfiles.ready, self._workspace, msg.files)
             text, files = outfiles.with_problems(text, problems), [f.path for f in ready]
-        await self.deliver(msg.target, text, plain=plain, skip_parts=msg.skip_parts, files=files)
+        buttons = msg.buttons if isinstance(msg, OutboundText) else ()
+        await self.deliver(msg.target, text, plain=plain, skip_parts=msg.skip_parts, files=files, buttons=buttons)
 
     def cancel_typing(self) -> None:
         """Stop every typing-indicator loop (the channel is stopping)."""
@@ -111,8 +113,9 @@ class DiscordSender:
 
     # -- replies ---------------------------------------------------------------------------
     async def deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0,
-                      files: Sequence[Path] = ()) -> None:
-        """Send ``text`` (markdown, or ``plain`` as written) in parts, then ``files``.
+                      files: Sequence[Path] = (), buttons: Sequence[tuple[str, str]] = ()) -> None:
+        """Send ``text`` (markdown, or ``plain`` as written) in parts, then ``files``;
+        ``buttons`` go under the last text part.
 
         Raises the outbox's typed errors with the number of parts Discord accepted:
         ``DeliveryFailed(permanent=True)`` for a refusal for good (unknown channel, missing
@@ -127,7 +130,8 @@ class DiscordSender:
             try:
                 if i == 0 and preview is not None and not attach and await self._replace(target, preview, chunk):
                     continue
-                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, files=attach)
+                last = buttons if i == len(chunks) - 1 else ()
+                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, files=attach, buttons=last)
             except (DeliveryRetry, DeliveryFailed) as exc:
                 exc.parts_done = i
                 raise
@@ -141,10 +145,13 @@ class DiscordSender:
                 raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
 
     async def send_chunk(self, target: Target, text: str, reply_to: str | None, *,
-                         files: Sequence[Path] = ()) -> discord.Message:
+                         files: Sequence[Path] = (), buttons: Sequence[tuple[str, str]] = ()) -> discord.Message:
         """One ``POST /channels/{id}/messages`` (a reply to ``reply_to`` when it still exists)."""
         channel = self._get_client().get_partial_messageable(int(target.chat_id))
         kwargs: dict[str, Any] = {"allowed_mentions": NO_PINGS}
+        view = button_view(buttons)
+        if view is not None:
+            kwargs["view"] = view
         if reply_to and reply_to.isdigit():
             kwargs["reference"] = discord.MessageReference(
                 message_id=int(reply_to), channel_id=int(target.chat_id), fail_if_not_exists=False)

@@ -5,7 +5,8 @@
 in its mode. Modules: ``settings`` (what the channel runs with), ``channel`` (lifecycle,
 intake, replies), ``socket`` (Socket Mode
 supervision), ``events`` (the HTTP Events route), ``files`` (downloads), ``format``
-(replies as markdown blocks, event parsing), ``sdk`` (token redaction, failure classification).
+(replies as markdown blocks, event parsing), ``press`` (buttons out, presses in as the
+presser's commands), ``sdk`` (token redaction, failure classification).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ message; in channels only an @mention, answered in its thread). The listener che
 sender, downloads attached files, publishes to the bus (journalled) and returns, and only
 then does Bolt acknowledge Slack (``process_before_response``), so an acked message is never
 lost. Slack's retries carry the same ``event_id`` and message ``ts``: both are deduplicated.
+A press of one of our buttons (``block_actions``) is the command it carries, sent by the
+presser and admitted by the gate on the presser's id (``press``).
 
 Outbound: Markdown goes out in a ``markdown`` block with a plain-text fallback, long replies
 are split, every Web API call goes through one ``OutboundLimiter`` that honours 429
@@ -21,6 +23,7 @@ import asyncio
 import logging
 import re
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +51,7 @@ from lucidgate.channels.messages import (
 )
 from lucidgate.channels.slack.events import events_router
 from lucidgate.channels.slack.files import SlackFiles
+from lucidgate.channels.slack.press import ACTION_ID, SECTION_CHARS, inbound_from_action, with_buttons
 from lucidgate.channels.slack.format import SlackEvent, as_command, is_message_ts, parse_event, payload, split_plain, to_chunks
 from lucidgate.channels.slack.sdk import classify, install_redaction, redact, sdk_logger
 from lucidgate.channels.slack.settings import SlackSettings
@@ -118,6 +122,7 @@ class SlackChannel:
         self.app.event("message")(self._on_event)
         self.app.event("app_mention")(self._on_event)
         self.app.command("/lucid")(self._on_command)
+        self.app.action(ACTION_ID)(self._on_press)
         self.app.event(re.compile(".*"))(self._on_other_event)  # ack, never "unhandled"
         self.socket = SocketSupervisor(
             self.app, settings.app_token, watchdog_s=cfg.watchdog_s,
@@ -254,6 +259,13 @@ class SlackChannel:
         ))
         await ack()
 
+    async def _on_press(self, ack: Any, body: dict[str, Any]) -> None:
+        """A press of one of our buttons: its command, from the presser, then the ack."""
+        msg = await inbound_from_action(body, self.gate)
+        if msg is not None:
+            await self._publish(msg)  # BusFull: no ack, Slack tells the presser it failed
+        await ack()
+
     # ----------------------------------------------------------------- outbound
     async def send(self, msg: OutboundMessage) -> None:
         target = msg.target
@@ -266,6 +278,7 @@ class SlackChannel:
             return
         text = f":warning: {msg.text}" if isinstance(msg, OutboundError) else msg.text
         plain = isinstance(msg, OutboundText) and msg.plain  # a refusal: as written
+        buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         sendable: list[outfiles.OutFile] = []
         if isinstance(msg, OutboundText) and msg.files:
             sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, msg.files)
@@ -273,7 +286,9 @@ class SlackChannel:
         done = msg.skip_parts
         placeholder = self.previews.take(target) if self.previews is not None and not plain else None
         try:
-            chunks = split_plain(text) if plain else to_chunks(text)
+            # plain text with buttons goes in a section block, which holds fewer characters
+            chunks = (split_plain(text, SECTION_CHARS) if buttons else split_plain(text)) if plain \
+                else to_chunks(text)
             for i, chunk in enumerate(chunks):
                 if i < done:
                     continue  # accepted by Slack before a retry
@@ -281,7 +296,8 @@ class SlackChannel:
                         await self.previews.replace(target.chat_id, placeholder, chunk):  # type: ignore[union-attr]
                     done = 1
                     continue
-                await self._post(target.chat_id, chunk, target.thread_id, markdown=not plain)
+                last = buttons if i == len(chunks) - 1 else ()
+                await self._post(target.chat_id, chunk, target.thread_id, markdown=not plain, buttons=last)
                 done = i + 1
             for i, file in enumerate(sendable, start=len(chunks)):
                 if i < done:
@@ -304,9 +320,11 @@ class SlackChannel:
             await self._react(target, add=False)
 
     async def _post(self, channel: str, text: str, thread_ts: str | None, *,
-                    markdown: bool = True) -> Any:
-        """One message: Markdown in a ``markdown`` block, or (``markdown=False``) plain text."""
-        kwargs: dict[str, Any] = {"channel": channel, **(payload(text) if markdown else {"text": text, "mrkdwn": False})}
+                    markdown: bool = True, buttons: Sequence[tuple[str, str]] = ()) -> Any:
+        """One message: Markdown in a ``markdown`` block, or (``markdown=False``) plain text,
+        with ``buttons`` in an ``actions`` block under it."""
+        fields = payload(text) if markdown else {"text": text, "mrkdwn": False}
+        kwargs: dict[str, Any] = {"channel": channel, **with_buttons(fields, buttons)}
         if thread_ts:
             kwargs["thread_ts"] = thread_ts
         return await self.limiter.run(channel, lambda: self.web.chat_postMessage(**kwargs),

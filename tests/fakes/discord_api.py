@@ -81,6 +81,8 @@ class FakeDiscordAPI:
         self.faults: dict[str, collections.deque[Fault]] = collections.defaultdict(collections.deque)
         self.outage: int | None = None  # a status every create/edit answers, while set
         self.on_call: list[Callable[[Call], None]] = []
+        self._interactions: dict[str, str] = {}  # interaction id -> its token
+        self.answered: list[tuple[str, int]] = []  # interaction callbacks: (interaction id, response type)
         self._ids = itertools.count(3_000_000_000_000_000_000)
         self._runner: web.AppRunner | None = None
         self._changed = asyncio.Event()
@@ -163,6 +165,29 @@ class FakeDiscordAPI:
             msg["referenced_message"] = reply_to
         return msg
 
+    async def push_press(self, *, user_id: int, channel_id: int, custom_id: str,
+                         guild_id: int | None = None, name: str = "ann") -> str:
+        """A press of a button (``custom_id``) by ``user_id``: an ``INTERACTION_CREATE`` as
+        Discord sends it (a guild press names a member, a DM press a user); returns its id."""
+        interaction_id = str(next(self._ids))
+        self._interactions[interaction_id] = f"itoken-{interaction_id}"
+        who = user(user_id, name)
+        data: dict[str, Any] = {
+            "id": interaction_id, "application_id": str(BOT_ID), "type": 3, "token": f"itoken-{interaction_id}",
+            "version": 1, "attachment_size_limit": 8 * 1024 * 1024, "locale": "en-US", "app_permissions": "0",
+            "entitlements": [], "channel_id": str(channel_id),
+            "channel": {"id": str(channel_id), "type": 1 if guild_id is None else 0},
+            "data": {"custom_id": custom_id, "component_type": 2}}
+        if guild_id is None:
+            data["user"] = who
+        else:
+            data["guild_id"] = str(guild_id)
+            data["channel"].update(guild_id=str(guild_id), name="general", position=0)
+            data["member"] = {"user": who, "roles": [], "joined_at": dt.datetime.now(dt.UTC).isoformat(),
+                              "deaf": False, "mute": False, "flags": 0, "permissions": "0"}
+        await self.gateway.dispatch("INTERACTION_CREATE", data)
+        return interaction_id
+
     def ready_payload(self, session_id: str) -> dict[str, Any]:
         return {"v": 10, "user": self.bot, "session_id": session_id, "resume_gateway_url": self.gateway_url,
                 "guilds": [{"id": str(g), "unavailable": True} for g in self.guilds],
@@ -180,6 +205,11 @@ class FakeDiscordAPI:
         for observer in self.on_call:
             observer(call)
         self.notify()
+        parts = request.path.split("/")[3:]  # after /api/v10
+        if parts[:1] == ["interactions"]:  # answered with the interaction's own token, no bot token
+            known = len(parts) == 4 and self._interactions.get(parts[1]) == parts[2]
+            return self._answer(request.method, parts, body or {}, files, {}) if known else \
+                _json({"message": "Unknown interaction", "code": 10062}, status=404)
         if request.headers.get("Authorization") != f"Bot {self.token}":
             return _json({"message": "401: Unauthorized", "code": 0}, status=401)
         faults = self.faults.get(call.route)
@@ -189,7 +219,6 @@ class FakeDiscordAPI:
         if self.outage is not None and call.route in ("POST /messages", "PATCH /messages"):
             return _json({"message": "outage", "code": 0}, status=self.outage,
                                      headers={"Via": "1.1 google"})
-        parts = request.path.split("/")[3:]  # after /api/v10
         return self._answer(request.method, parts, body or {}, files, dict(request.query))
 
     def _answer(self, method: str, parts: list[str], body: dict[str, Any],
@@ -203,6 +232,12 @@ class FakeDiscordAPI:
             return _json({"id": str(BOT_ID), "name": "lucid", "description": "", "icon": None,
                           "bot_public": False, "bot_require_code_grant": False, "verify_key": "0" * 64,
                           "owner": user(1, "owner"), "flags": self.app_flags})
+        if len(parts) == 4 and parts[0] == "interactions" and parts[3] == "callback" and method == "POST":
+            kind = int(body.get("type", 0))
+            self.answered.append((parts[1], kind))
+            # discord.py asks ``with_response``: the interaction callback response object
+            return _json({"interaction": {"id": parts[1], "type": 3, "response_message_loading": False,
+                                          "response_message_ephemeral": False}, "resource": {"type": kind}})
         if len(parts) >= 3 and parts[0] == "channels" and parts[2] == "typing" and method == "POST":
             return web.Response(status=204)
         if len(parts) == 3 and parts[0] == "channels" and parts[2] == "messages" and method == "GET":
