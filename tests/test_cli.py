@@ -183,3 +183,10 @@ async def test_memory_diff_and_restore_name_their_argument_plainly(tmp_path: Pat
         # typer braces a required argument in the usage line; the name and its help say what it is.
         assert f"lucid memory {command} [OPTIONS] {{SHA}}" in out and "{sha}" not in out, out
         assert "as `lucid memory log` lists it" in out, out
+
+
+async def test_an_unknown_option_suggests_only_a_near_miss(tmp_path: Path) -> None:
+    code, _, err = await lucid("agent", "--bogus", home=tmp_path)
+    assert code == 2 and "No such option: --bogus" in err and "Possible options" not in err, err
+    code, _, err = await lucid("agent", "--verbos", home=tmp_path)
+    assert code == 2 and "(Possible options: --verbose)" in err, err
