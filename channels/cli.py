@@ -1,7 +1,9 @@
 """The terminal channel used by ``lucid agent``: one local user, who is the owner.
 
 It publishes what the user types and resolves a future when the reply for that message
-comes back on the bus, so the CLI can print it (and show a spinner until then).
+comes back on the bus, so the CLI can print it (and show a spinner until then). A reply to
+an ask that was cancelled (a stopped turn's "Stopped.") is dropped; only messages nobody
+ever asked for (a reminder, the ``message`` tool) go to ``on_unsolicited``.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ class CliChannel:
         fut = self._waiters.pop(key, None)
         if fut is not None and not fut.done():
             fut.set_result((msg.kind == "text", text))
+        elif fut is not None:
+            # The answer to an ask its caller gave up on (Ctrl-C stopped the turn, and the
+            # terminal said so): printed now it would look like something typed at the prompt.
+            logger.info("terminal answer after its ask was abandoned: %s", msg.text[:200])
         elif self.on_unsolicited is not None:
             self.on_unsolicited(text)
         else:

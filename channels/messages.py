@@ -94,6 +94,22 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnUsage:
+    """The tokens a turn's model calls used in all (a turn may make several calls).
+
+    Carried on the turn's answer for channels that report it to their caller (the
+    OpenAI-compatible endpoint's ``usage``); defined here so channels need not know the model.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
 class OutboundText:
     target: Target
     text: str
@@ -113,6 +129,8 @@ class OutboundText:
     # arrives as that command sent by whoever pressed it (the gate decides their role). The
     # text itself must say how to send the commands: channels without buttons drop these.
     buttons: tuple[tuple[str, str], ...] = ()
+    # The answering turn's summed token usage (None: not a model's answer, e.g. a command's).
+    usage: TurnUsage | None = None
 
 
 @dataclass(frozen=True, slots=True)

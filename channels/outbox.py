@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundText, Target
+from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundText, Target, TurnUsage
 
 DURABLE_KINDS = frozenset({"text", "error"})
 
@@ -84,6 +84,8 @@ def encode(msg: OutboundText | OutboundError) -> str:
             data["files"] = list(msg.files)
         if msg.buttons:
             data["buttons"] = [list(b) for b in msg.buttons]
+        if msg.usage is not None:
+            data["usage"] = [msg.usage.prompt_tokens, msg.usage.completion_tokens]
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -96,7 +98,8 @@ def decode(payload: str) -> OutboundText | OutboundError:
     return OutboundText(target, data["text"], in_reply_to=data.get("in_reply_to"),
                         plain=bool(data.get("plain", False)), delivery_id=delivery_id,
                         files=tuple(str(f) for f in data.get("files") or ()),
-                        buttons=tuple((str(b[0]), str(b[1])) for b in data.get("buttons") or ()))
+                        buttons=tuple((str(b[0]), str(b[1])) for b in data.get("buttons") or ()),
+                        usage=TurnUsage(*(int(n) for n in data["usage"][:2])) if data.get("usage") else None)
 
 
 class Outbox:

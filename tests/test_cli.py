@@ -183,3 +183,20 @@ async def test_memory_diff_and_restore_name_their_argument_plainly(tmp_path: Pat
         # typer braces a required argument in the usage line; the name and its help say what it is.
         assert f"lucid memory {command} [OPTIONS] {{SHA}}" in out and "{sha}" not in out, out
         assert "as `lucid memory log` lists it" in out, out
+
+
+async def test_an_unknown_option_suggests_only_a_near_miss(tmp_path: Path) -> None:
+    code, _, err = await lucid("agent", "--bogus", home=tmp_path)
+    assert code == 2 and "No such option: --bogus" in err and "Possible options" not in err, err
+    code, _, err = await lucid("agent", "--verbos", home=tmp_path)
+    assert code == 2 and "(Possible options: --verbose)" in err, err
+
+
+async def test_a_config_made_through_the_variable_says_so(tmp_path: Path) -> None:
+    """``-c missing.json`` is refused; ``LUCIDGATE_CONFIG`` naming a missing file is a first
+    start (a service, a container): the file is made, and stderr names the variable."""
+    path = tmp_path / "missing.json"
+    code, _, err = await lucid("agent", "-m", "hi", home=tmp_path, env={"LUCIDGATE_CONFIG": str(path)})
+    assert path.exists(), err
+    assert f"first run: wrote a default config to {path} (LUCIDGATE_CONFIG names it" in err, err
+    assert "No model is configured yet" in err and code != 0

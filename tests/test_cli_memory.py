@@ -136,6 +136,26 @@ async def test_interactive_agent_answers_keeps_history_and_usage_counts_the_turn
     assert len(list((workspace / "sessions").glob("cli_*.jsonl"))) == 1
 
 
+async def test_usage_tables_count_the_same_calls(tmp_path: Path) -> None:
+    """The by-day and cost tables are counts of one read of the journal: a line the cost
+    reader once skipped (no model named: 3 calls by day, 2 in the cost table) is in both."""
+    from datetime import UTC, datetime
+
+    config, workspace = write_config(tmp_path, "http://127.0.0.1:9/v1")
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    (workspace / "usage").mkdir(parents=True)
+    line = {"ts": f"{day}T09:00:00+00:00", "job": "turn", "session": "cli:local", "model": "openai/fake-model",
+            "prompt": 100, "completion": 10, "cached": 0}
+    no_model = {k: v for k, v in line.items() if k != "model"}
+    (workspace / "usage" / f"{day}.jsonl").write_text(
+        "".join(json.dumps(e) + "\n" for e in (line, line, no_model)) + "not json\n")
+    code, out, err = await lucid("usage", "--days", "1", "--config", str(config), home=tmp_path)
+    assert code == 0, err
+    rows = [cells for cells in ([c.strip() for c in ln.strip().strip("│").split("│")] for ln in out.splitlines())
+            if cells[0] == day]
+    assert [cells[1] for cells in rows] == ["3", "3"], out  # by day, then cost
+
+
 @pytest.mark.slow
 async def test_interactive_agent_leaves_cleanly_on_end_of_input(
     fake_llm: FakeLLMServer, tmp_path: Path

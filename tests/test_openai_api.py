@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from lucidgate.gateway.daemon.serve import GatewayServer
-from tests.fakes.llm import Fail, FakeLLMServer, Reply
+from tests.fakes.llm import Fail, FakeLLMServer, Reply, ToolCalls
 from tests.test_webhook import TOKEN, transcript
 
 
@@ -132,3 +132,26 @@ async def test_bad_requests_and_failed_turns_are_openai_errors(
         with pytest.raises(openai.APIError):
             async for _ in stream:
                 pass
+
+
+async def test_usage_is_the_turns_tokens_summed_over_its_model_calls(
+    api_config: Callable[..., Any], fake_llm: FakeLLMServer
+) -> None:
+    """A turn with a tool step makes two model calls: ``usage`` is their sum, streamed or not."""
+    fake_llm.queue(ToolCalls([("read_file", {"path": "nothing-here.txt"})], prompt_tokens=100, completion_tokens=7),
+                   Reply("done", prompt_tokens=130, completion_tokens=5),
+                   Reply("streamed", prompt_tokens=40, completion_tokens=3))
+    async with serving(api_config(owner=True, token="own-token"), token="own-token") as (aclient, _):
+        reply = await aclient.chat.completions.create(
+            model="x", messages=[{"role": "user", "content": "read it"}])
+        stream = await aclient.chat.completions.create(
+            model="x", stream=True, stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "again"}])
+        chunks = [chunk async for chunk in stream]
+    assert reply.choices[0].message.content == "done"
+    assert reply.usage is not None
+    assert (reply.usage.prompt_tokens, reply.usage.completion_tokens, reply.usage.total_tokens) == (230, 12, 242)
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens, last.usage.total_tokens) == (40, 3, 43)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "streamed"

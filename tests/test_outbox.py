@@ -21,7 +21,7 @@ import pytest_asyncio
 from lucidgate.channels._ratelimit import OutboundLimiter
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.inbox import InboxJournal
-from lucidgate.channels.messages import OutboundText, Target
+from lucidgate.channels.messages import OutboundText, Target, TurnUsage
 from lucidgate.channels.outbox import Outbox, read_counts
 from lucidgate.channels.telegram import TelegramChannel, TelegramSettings
 from lucidgate.channels.telegram.send import classify
@@ -269,3 +269,16 @@ async def test_a_flush_does_not_wait_for_messages_queued_behind_a_backoff(tmp_pa
     finally:
         await bus.stop()
         outbox.close()
+
+
+def test_an_answer_resent_after_a_restart_keeps_its_turns_usage(tmp_path: Path) -> None:
+    """The OpenAI endpoint reports a turn's tokens from its answer: a pending answer read back
+    from the outbox (after a restart) still carries them."""
+    path = tmp_path / "outbox.sqlite"
+    outbox = Outbox(path, deadlines_s={"openai": 3600.0})
+    outbox.record(OutboundText(Target("openai", "desk"), "the answer", in_reply_to="m1", usage=TurnUsage(230, 12)))
+    outbox.record(OutboundText(Target("openai", "desk"), "a command's reply", in_reply_to="m2"))
+    outbox.close()
+    again = Outbox(path, deadlines_s={"openai": 3600.0})
+    assert [item.msg.usage for item in again.pending("openai")] == [TurnUsage(230, 12), None]
+    again.close()

@@ -17,6 +17,8 @@ same agent loop, access rules and transcripts apply.
   message of ``messages`` is new input; the rest of the client's list is ignored.
 - ``stream: true`` answers as server-sent ``chat.completion.chunk`` events ending in
   ``data: [DONE]``; the role chunk goes out at once, the text when the turn has produced it.
+- ``usage`` is the turn's tokens, summed over its model calls (a streamed answer carries it in
+  a last chunk when ``stream_options.include_usage`` asks, as OpenAI's does).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -38,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lucidgate.channels._ratelimit import DeliveryFailed
 from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
-from lucidgate.channels.messages import InboundMessage, OutboundMessage
+from lucidgate.channels.messages import InboundMessage, OutboundMessage, TurnUsage
 from lucidgate.channels.webhook.api import WebhookRateLimits, guarded_route
 from lucidgate.channels.webhook.auth import TOKEN_SETTING, fingerprint, spender_of
 from lucidgate.config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig, WebhookConfig
@@ -65,6 +67,7 @@ class ChatRequest(BaseModel):
     model: str = MODEL_ID
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
+    stream_options: dict[str, Any] | None = None
     user: str | None = None
 
 
@@ -112,6 +115,14 @@ def _text_of(message: ChatMessage) -> str:
     return "\n".join(p for p in parts if p)
 
 
+class Answer(NamedTuple):
+    """What a waiting request gets: the turn's text (or error) and the tokens it used."""
+
+    ok: bool
+    text: str
+    usage: TurnUsage | None
+
+
 class OpenAIChannel:
     """The ``openai`` channel: HTTP requests in, waiting futures resolved by the bus's replies."""
 
@@ -125,7 +136,7 @@ class OpenAIChannel:
         self._token_fp = fingerprint(token)
         self._spender = spender_of(token_setting)
         self.intake_limits = limits or WebhookRateLimits.of(WebhookConfig())
-        self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
+        self._waiters: dict[str, asyncio.Future[Answer]] = {}
 
     def share_intake_limits(self, limits: WebhookRateLimits) -> None:
         """Count against ``limits`` (the webhook's buckets) instead of our own."""
@@ -149,16 +160,16 @@ class OpenAIChannel:
             return
         fut = self._waiters.pop(msg.in_reply_to or "", None)
         if fut is not None and not fut.done():
-            fut.set_result((msg.kind == "text", msg.text))
+            fut.set_result(Answer(msg.kind == "text", msg.text, msg.usage if msg.kind == "text" else None))
             return
         # The client is gone (or never asked: a reminder); the answer is in the session, and
         # the outbox counts it dead instead of retrying a send that has nowhere to go.
         raise DeliveryFailed(f"no OpenAI client is waiting for this answer in {msg.target.chat_id} "
                              "(it stays in the session transcript)", permanent=True)
 
-    async def _publish(self, session: str, text: str) -> tuple[str, asyncio.Future[tuple[bool, str]]]:
+    async def _publish(self, session: str, text: str) -> tuple[str, asyncio.Future[Answer]]:
         message_id = uuid.uuid4().hex
-        fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
         self._waiters[message_id] = fut
         sender = OPENAI_OWNER_ID if self.cfg.owner else OPENAI_GUEST_ID
         try:
@@ -213,23 +224,24 @@ class OpenAIChannel:
                 return openai_error(503, str(exc), "server_error")
             completion_id = f"chatcmpl-{message_id}"
             if body.stream:
-                return StreamingResponse(self._stream(fut, completion_id, body.model, message_id),
+                with_usage = bool((body.stream_options or {}).get("include_usage"))
+                return StreamingResponse(self._stream(fut, completion_id, body.model, with_usage),
                                          media_type="text/event-stream",
                                          headers={"Cache-Control": "no-store", "X-Session-Id": session})
             try:
-                ok, reply = await asyncio.wait_for(asyncio.shield(fut), self.cfg.wait_timeout_s)
+                answer = await asyncio.wait_for(asyncio.shield(fut), self.cfg.wait_timeout_s)
             except asyncio.TimeoutError:
                 return openai_error(504, "the assistant did not answer in time; the answer stays in "
                                          "the session", "timeout")
-            if not ok:
-                return openai_error(502, reply, "server_error")
-            return JSONResponse(_completion(completion_id, body.model, reply),
+            if not answer.ok:
+                return openai_error(502, answer.text, "server_error")
+            return JSONResponse(_completion(completion_id, body.model, answer.text, answer.usage),
                                 headers={"X-Session-Id": session})
 
         return router
 
-    async def _stream(self, fut: asyncio.Future[tuple[bool, str]], completion_id: str, model: str,
-                      message_id: str) -> AsyncIterator[bytes]:
+    async def _stream(self, fut: asyncio.Future[Answer], completion_id: str, model: str,
+                      with_usage: bool) -> AsyncIterator[bytes]:
         created = int(time.time())
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -239,9 +251,9 @@ class OpenAIChannel:
 
         yield chunk({"role": "assistant", "content": ""})
         try:
-            ok, reply = await asyncio.wait_for(asyncio.shield(fut), self.cfg.wait_timeout_s)
+            ok, reply, usage = await asyncio.wait_for(asyncio.shield(fut), self.cfg.wait_timeout_s)
         except asyncio.TimeoutError:
-            ok, reply = False, "the assistant did not answer in time; the answer stays in the session"
+            ok, reply, usage = False, "the assistant did not answer in time; the answer stays in the session", None
         if not ok:
             error = {"error": {"message": reply, "type": "server_error", "param": None, "code": None}}
             yield f"data: {json.dumps(error)}\n\n".encode()
@@ -249,16 +261,27 @@ class OpenAIChannel:
         for start in range(0, len(reply), CHUNK_CHARS):
             yield chunk({"content": reply[start:start + CHUNK_CHARS]})
         yield chunk({}, "stop")
+        if with_usage:  # OpenAI's stream_options.include_usage: one last chunk, no choices
+            data = {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [], "usage": _usage(usage)}
+            yield f"data: {json.dumps(data)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
 
-def _completion(completion_id: str, model: str, text: str) -> dict[str, Any]:
+def _completion(completion_id: str, model: str, text: str, usage: TurnUsage | None) -> dict[str, Any]:
     return {
         "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        # Token counts live in /status and `lucid usage`; a turn may make several model calls.
-        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        "usage": _usage(usage),
     }
+
+
+def _usage(usage: TurnUsage | None) -> dict[str, int]:
+    """OpenAI's ``usage`` object. A turn may make several model calls (tools, retries): the
+    counts are their sum."""
+    used = usage or TurnUsage()
+    return {"prompt_tokens": used.prompt_tokens, "completion_tokens": used.completion_tokens,
+            "total_tokens": used.total_tokens}
 
 
 def create_openai_channel(config: Config, bus: MessageBus) -> OpenAIChannel | None:

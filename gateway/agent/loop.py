@@ -31,6 +31,7 @@ from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
     OutboundText,
+    TurnUsage,
     OutboundTyping,
     SessionRef,
     Target,
@@ -366,13 +367,14 @@ class AgentLoop:
             session = self.sessions.cached(session.key) or session
         with turn_budget(budget, "task"):
             result = await self.runner.run(
-                session, ctx, on_final=lambda text, write: self._reply(ctx.target, text, reply_to,
-                                                                        before_route=write))
+                session, ctx, on_final=lambda text, write, usage: self._reply(
+                    ctx.target, text, reply_to, before_route=write, usage=usage))
         return result.text
 
     async def _reply(self, target: Target, text: str, reply_to: str | None, *,
-                     before_route: Callable[[], Awaitable[None]] | None = None) -> None:
-        await self.bus.publish_outbound(OutboundText(target, text, in_reply_to=reply_to),
+                     before_route: Callable[[], Awaitable[None]] | None = None,
+                     usage: TurnUsage | None = None) -> None:
+        await self.bus.publish_outbound(OutboundText(target, text, in_reply_to=reply_to, usage=usage),
                                         before_route=before_route)
         if self.metrics is not None:
             self.metrics.message_out(target.channel)

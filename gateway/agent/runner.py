@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from lucidgate.channels.messages import TurnUsage
 from lucidgate.gateway.agent.context import HISTORY_HEADER, RECALL_HEADER, ContextBuilder
 from lucidgate.gateway.approvals import OUTSIDE_KEY, Approvals, TurnTaint
 from lucidgate.gateway.errors import ContextOverflowError, LLMError
@@ -31,8 +32,9 @@ from lucidgate.memory.sessions import Session, SessionStore
 logger = logging.getLogger(__name__)
 
 OVERFLOW_TOOL_RESULT_LIMIT = 2000
-# (answer, write-the-transcript-line): the caller records the answer durably, writes, sends.
-FinalHandler = Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]]
+# (answer, write-the-transcript-line, the turn's tokens): the caller records the answer
+# durably, writes, sends.
+FinalHandler = Callable[[str, Callable[[], Awaitable[None]], TurnUsage], Awaitable[None]]
 # Waits (bounded) until tool sources still starting have come up; returns what never did.
 ToolsReady = Callable[[], Awaitable[list[str]]]
 
@@ -106,7 +108,7 @@ class TurnRunner:
             await self.sessions.append(session, {"role": "assistant", "content": text})
 
         if on_final is not None:
-            await on_final(text, write)
+            await on_final(text, write, TurnUsage(stats.prompt_tokens, stats.completion_tokens))
         else:
             await write()
         return TurnResult(text, outcome.stats.iterations, outcome.stats.tool_calls)

@@ -18,8 +18,11 @@ from lucidgate.gateway.cli import (agent, gateway, jobs, memory, migrate, models
 
 
 def build_app() -> typer.Typer:
+    from lucidgate.gateway.cli._suggest import LucidGroup
+
     app = typer.Typer(
         name="lucid",
+        cls=LucidGroup,  # "No such option" suggests only near-misses
         help="lucidgate — a self-hosted personal AI assistant that remembers.",
         no_args_is_help=True,
         add_completion=False,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from lucidgate.config.paths import resolve_config_path
+from lucidgate.config.paths import first_run_note, resolve_config_path
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -117,7 +117,7 @@ def ensure_onboarded(config_path: Path | None) -> Config:
     path = resolve_config_path(config_path)
     if not path.exists():
         write_config(path)
-        err_console.print(f"first run: wrote a default config to {path}")
+        err_console.print(first_run_note(config_path, path), markup=False, highlight=False)
     config = load_or_exit(path)
     install_templates(config.workspace)
     return config

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from lucidgate.config.errors import ConfigError, LucidError
-from lucidgate.config.paths import resolve_config_path
+from lucidgate.config.paths import first_run_note, resolve_config_path
 from lucidgate.gateway.cli import webconsole
 from lucidgate.gateway.cli._common import (ConfigOption, console, ensure_onboarded, err_console, missing_explicit_config,
                                  preload_litellm, provider_help)
@@ -121,7 +121,7 @@ def _onboard_logged(config_path: Path | None, log: logging.Logger) -> Config:
     path = resolve_config_path(config_path)
     try:
         if write_config(path):
-            log.info("first run: wrote a default config to %s", path)
+            log.info("%s", first_run_note(config_path, path))
         config = load_config(path)
         install_templates(config.workspace)
     except ConfigError as exc:

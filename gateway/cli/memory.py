@@ -144,18 +144,21 @@ def memory_show(config_path: ConfigOption = None) -> None:
 def usage(days: Annotated[int, typer.Option("--days", help="How many days back.")] = 7,
           config_path: ConfigOption = None) -> None:
     """Token usage per day, job and session."""
-    ledger = workspace_parts(config_path).usage
-    summary = ledger.summarise(days)
+    from lucidgate.gateway.model.costs import costs_by_day
+    from lucidgate.gateway.model.usage import summary_of
+    from lucidgate.gateway.model.usage_journal import read_journal
+
+    # One read for every table: counts of the same lines, even while the gateway records more.
+    entries = read_journal(workspace_parts(config_path).usage.folder, days)
+    summary = summary_of(entries)
     for title, rows in (("day", summary.by_day), ("job", summary.by_job), ("session", summary.by_session)):
         table = new_table(title, "calls", "prompt", "completion", "cached", title=f"by {title}")
         for name in sorted(rows):
             t = rows[name]
             table.add_row(name, str(t.calls), f"{t.prompt:,}", f"{t.completion:,}", f"{t.cached:,}")
         console.print(table)
-    from lucidgate.gateway.model.costs import daily_costs
-
     table = new_table("day", "calls", "cost (USD)", "per turn", title="cost (litellm's local price map)")
-    for day, cost in sorted(daily_costs(ledger.folder, days).items()):
+    for day, cost in sorted(costs_by_day(entries).items()):
         per_turn = f"${cost.per_turn:.4f}" if cost.per_turn is not None else "—"
         table.add_row(day, str(cost.calls), cost.describe(), per_turn)
     console.print(table)

@@ -88,10 +88,12 @@ class Status:
 
 async def cost_line(folder: Path, session_key: str) -> str:
     """Today's cost, and this conversation's share, from the usage journal in ``folder``."""
-    from lucidgate.gateway.model.costs import daily_costs
+    from lucidgate.gateway.model.costs import costs_by_day
+    from lucidgate.gateway.model.usage_journal import read_journal
 
-    today = await asyncio.to_thread(daily_costs, folder, 1)
-    mine = await asyncio.to_thread(daily_costs, folder, 1, session=session_key)
+    entries = await asyncio.to_thread(read_journal, folder, 1)  # one read: the share fits the total
+    today = costs_by_day(entries)
+    mine = costs_by_day(entries, session=session_key)
     total = next(iter(today.values()), None)
     session = next(iter(mine.values()), None)
     if total is None:

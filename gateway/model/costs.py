@@ -4,20 +4,22 @@ The map is the JSON file litellm ships (``model_prices_and_context_window_backup
 read directly so ``lucid usage`` does not pay seconds for ``import litellm``. A model the
 map does not know (a local server, a fake) costs ``None``: shown as "unknown", not as $0.
 
-``daily_costs`` reads the usage ledger's day files (``usage/YYYY-MM-DD.jsonl``, one line
-per call with model and token counts) and prices each call.
+``costs_by_day`` prices each call of the usage journal (``usage_journal.read_journal``);
+``daily_costs`` reads the journal for it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from lucidgate.gateway.model.usage_journal import JournalEntry, read_journal
 
 logger = logging.getLogger(__name__)
 
@@ -85,31 +87,23 @@ class CostTotals:
 
 def daily_costs(folder: Path, days: int = 7, *, session: str | None = None) -> dict[str, CostTotals]:
     """Cost per UTC day (newest first) from the usage ledger; blocking (use a thread)."""
+    return costs_by_day(read_journal(folder, days), session=session)
+
+
+def costs_by_day(entries: Iterable[JournalEntry], *, session: str | None = None) -> dict[str, CostTotals]:
+    """Cost per day of the journal's ``entries`` (in their order), only ``session``'s when given."""
     out: dict[str, CostTotals] = {}
-    today = datetime.now(UTC).date()
-    for offset in range(max(0, days)):
-        day = (today - timedelta(days=offset)).strftime("%Y-%m-%d")
-        path = folder / f"{day}.jsonl"
-        if not path.exists():
+    turns: dict[str, set[tuple[str, str]]] = {}
+    for e in entries:
+        if session is not None and e.session != session:
             continue
-        totals = CostTotals()
-        turns: set[tuple[str, str]] = set()
-        with path.open("r", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    entry = json.loads(line)
-                    model = str(entry["model"])
-                    prompt, completion = int(entry["prompt"]), int(entry["completion"])
-                    cached = int(entry.get("cached", 0))
-                except (ValueError, KeyError, TypeError):
-                    continue
-                if session is not None and entry.get("session") != session:
-                    continue
-                totals.add(call_cost(model, prompt, completion, cached), model)
-                if entry.get("job") == "turn":
-                    # Calls of one turn share a session and arrive together; a turn is
-                    # approximated by the session and the minute it ran in.
-                    turns.add((str(entry.get("session")), str(entry.get("ts", ""))[:16]))
-        totals.turns = len(turns)
-        out[day] = totals
+        totals = out.setdefault(e.day, CostTotals())
+        u = e.usage
+        totals.add(call_cost(e.model, u.prompt_tokens, u.completion_tokens, u.cached_tokens), e.model)
+        if e.job == "turn":
+            # Calls of one turn share a session and arrive together; a turn is approximated
+            # by the session and the minute it ran in.
+            turns.setdefault(e.day, set()).add((str(e.session), e.ts[:16]))
+    for day, totals in out.items():
+        totals.turns = len(turns.get(day, ()))
     return out

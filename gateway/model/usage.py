@@ -25,7 +25,7 @@ import asyncio
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from lucidgate.gateway.model.usage_journal import JournalEntry, read_journal
 from lucidgate.memory.protocols import Usage
 
 logger = logging.getLogger(__name__)
@@ -233,25 +234,18 @@ class UsageLedger:
 
     def summarise(self, days: int = 7) -> UsageSummary:
         """Read the last ``days`` daily files (blocking; call from a thread or the CLI)."""
-        summary = UsageSummary()
-        start = datetime.now(UTC).date()
-        for offset in range(days):
-            day = (start - timedelta(days=offset)).strftime("%Y-%m-%d")
-            path = self.folder / f"{day}.jsonl"
-            if not path.exists():
-                continue
-            with path.open("r", encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    try:
-                        e = json.loads(line)
-                        usage = Usage(int(e["prompt"]), int(e["completion"]), int(e.get("cached", 0)))
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    summary.by_job[e.get("job", "?")].add(usage)
-                    summary.by_session[e.get("session") or "-"].add(usage)
-                    summary.by_day[day].add(usage)
-                    if e.get("role"):
-                        summary.by_role[str(e["role"])].add(usage)
-                    if e.get("role") == "guest" and e.get("spender"):
-                        summary.by_guest[str(e["spender"])].add(usage)
-        return summary
+        return summary_of(read_journal(self.folder, days))
+
+
+def summary_of(entries: Iterable[JournalEntry]) -> UsageSummary:
+    """Totals by job, session, day, role and guest of the journal's ``entries``."""
+    summary = UsageSummary()
+    for e in entries:
+        summary.by_job[e.job].add(e.usage)
+        summary.by_session[e.session or "-"].add(e.usage)
+        summary.by_day[e.day].add(e.usage)
+        if e.role:
+            summary.by_role[e.role].add(e.usage)
+        if e.role == "guest" and e.spender:
+            summary.by_guest[e.spender].add(e.usage)
+    return summary
