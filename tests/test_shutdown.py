@@ -234,6 +234,8 @@ async def test_first_run_without_a_model_starts_and_a_second_gateway_is_refused(
     assert code == 0, first.output
     assert "first run: wrote a default config" in first.output
     assert "No model is configured yet" in first.output and "apiBase" in first.output
+    # Said once as instructions and once as the daemon's status line, not three times.
+    assert first.output.lower().count("no model is configured") == 2, first.output
     assert "webhook: enabled" in first.output
     assert token not in first.output and token not in second.output
 

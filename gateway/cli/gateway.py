@@ -65,8 +65,7 @@ def run(
         err_console.print(f"[red]invalid option[/red]: {exc}")
         raise typer.Exit(2) from None
     hint = provider_help(config, config_path)
-    if hint:
-        log.warning("no model is configured; the gateway starts anyway and /readyz reports not ready")
+    if hint:  # how to add one; the daemon's own start line says it runs without one
         if json_logs:
             log.warning("%s", hint)
         else:
@@ -104,8 +103,9 @@ def _warn_unsandboxed(config: Config, log: logging.Logger, json_logs: bool) -> N
     if active or config.tools.exec.sandbox == "bwrap":  # bwrap required: exec refuses, said per call
         return
     text = f"WARNING: exec commands run WITHOUT a sandbox ({line}): {unsandboxed_reach()}"
-    log.warning("%s", text)
-    if not json_logs:
+    if json_logs:  # once: a log record for the journal, or one bold line on a terminal
+        log.warning("%s", text)
+    else:
         err_console.print(text, markup=False, highlight=False, style="bold red")
 
 

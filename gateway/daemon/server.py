@@ -98,7 +98,8 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
         await gateway.start()
         ok, why = gateway.parts.model.configured()
         if not ok:
-            logger.warning("no model is configured (%s): messages will fail until one is", why)
+            logger.warning("no model is configured (%s): the gateway runs, /readyz reports not ready "
+                           "and messages fail until one is", why)
         state.provider_watch.start()
         try:
             yield
