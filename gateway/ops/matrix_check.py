@@ -28,7 +28,7 @@ def matrix_checks(config: Config) -> list[Result]:
 
     reason = preflight(section)
     if reason is not None:
-        return [fail("matrix", reason, "see the README's Matrix section")]
+        return [fail("matrix", reason, "see docs/channels/matrix.md")]
     base = section.homeserver.rstrip("/")
     token = section.access_token.get_secret_value()
     if not token:

@@ -4,8 +4,9 @@ Whatever ``tools.guestTools`` grants, a turn that is not the owner's never write
 where the row says so, never reads them). The file tools (``read_file``, ``write_file``,
 ``edit_file``, ``list_dir``, ``grep``) consult this table through ``_paths.resolve`` after
 symlinks are resolved, so no spelling, link or case variant gets around it; ``exec`` and
-``message`` are owner-only tools that no grant can give another role. The README's security
-section prints ``markdown_table()``, and a test keeps the two identical.
+``message`` are owner-only tools that no grant can give another role; with bubblewrap, ``exec``
+sees these paths read-only (``sandbox_read_only``). docs/security.md prints
+``markdown_table()``, and a test keeps the two identical.
 
 Why these: the prompt files and skills land in the owner's system prompt, ``.git`` and the git
 control files (``.gitignore``, ``.gitattributes``, ``.gitmodules``, ``.mailmap`` — in any folder,
@@ -108,7 +109,7 @@ def sandbox_read_only(workspace: Path) -> list[Path]:
 
 
 def markdown_table() -> str:
-    """The table as the README prints it (role × tool × path)."""
+    """The table as docs/security.md prints it (role × tool × path)."""
     lines = [
         "| Path | Owner | Other roles: `read_file` `grep` `list_dir` | Other roles: `write_file` `edit_file` "
         "| Other roles: `exec` `message` |",

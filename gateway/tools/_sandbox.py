@@ -19,7 +19,7 @@ on PATH, the command runs in its own namespaces:
 ``"bwrap"`` requires it (a missing or broken bubblewrap refuses to run commands rather
 than silently running them unconfined); ``"off"`` runs commands directly. Under the
 hardened systemd unit user namespaces must be allowed for bubblewrap to work; the unit
-and the README say how (``RestrictNamespaces=`` lists ``user mnt pid`` …).
+and docs/operations.md say how (``RestrictNamespaces=`` lists ``user mnt pid`` …).
 """
 
 from __future__ import annotations
