@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lucidgate.config.onboard import install_templates
-from lucidgate.gateway.agent.context import INTERRUPTED_RESULT, RUNTIME_HEADER, SECTION_SEPARATOR, ContextBuilder, sanitise
+from lucidgate.gateway.agent.context import RUNTIME_HEADER, SECTION_SEPARATOR, ContextBuilder
+from lucidgate.gateway.agent.wire_messages import INTERRUPTED_RESULT, sanitise
 from lucidgate.gateway.skills.catalog import SkillsLoader
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.sessions import SessionStore

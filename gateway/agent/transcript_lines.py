@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from lucidgate.channels.messages import InboundMessage, ScheduledTask
-from lucidgate.gateway.agent.context import INTERRUPTED_RESULT
+from lucidgate.gateway.agent.wire_messages import INTERRUPTED_RESULT
 from lucidgate.memory.sessions import Session
 
 

@@ -22,27 +22,32 @@ def _pending(approvals: Approvals) -> str:
     return "\n".join(lines)
 
 
-class Approve:
+class _Answer:
+    """``/approve <id>`` and ``/deny <id>``: one unit each, the same shape; without an id, what waits."""
+
+    def __init__(self, approvals: Approvals) -> None:
+        self.approvals = approvals
+
+    async def __call__(self, ctx: TurnContext, args: str) -> str:
+        if not args.strip():
+            return _pending(self.approvals)
+        return await self._answer(args.split()[0], ctx)
+
+    async def _answer(self, request_id: str, ctx: TurnContext) -> str:
+        raise NotImplementedError
+
+
+class Approve(_Answer):
     about: ClassVar[About] = About("approve", "run a held action once", owner_only=True, private_only=True,
                                    usage="<id>")
 
-    def __init__(self, approvals: Approvals) -> None:
-        self.approvals = approvals
-
-    async def __call__(self, ctx: TurnContext, args: str) -> str:
-        if not args.strip():
-            return _pending(self.approvals)
-        return await self.approvals.approve(args.split()[0], ctx)
+    async def _answer(self, request_id: str, ctx: TurnContext) -> str:
+        return await self.approvals.approve(request_id, ctx)
 
 
-class Deny:
+class Deny(_Answer):
     about: ClassVar[About] = About("deny", "refuse a held action", owner_only=True, private_only=True,
                                    usage="<id>")
 
-    def __init__(self, approvals: Approvals) -> None:
-        self.approvals = approvals
-
-    async def __call__(self, ctx: TurnContext, args: str) -> str:
-        if not args.strip():
-            return _pending(self.approvals)
-        return await self.approvals.deny(args.split()[0], ctx)
+    async def _answer(self, request_id: str, ctx: TurnContext) -> str:
+        return await self.approvals.deny(request_id, ctx)

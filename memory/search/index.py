@@ -164,8 +164,7 @@ class MemoryIndex:
         if data is not None:
             chunks, resume = chunk_file(rel, source, data, owner_sessions=owners,
                                         max_tokens=self.chunk_tokens, overlap=self.chunk_overlap)
-        opened = _trailing(len(chunks), resume)
-        chunks, opened = _unforgotten(chunks, opened, forgotten)
+        chunks, opened = _storable(chunks, resume, forgotten)
         with self._lock:
             conn = self.conn()
             with _db.write_transaction(conn):
@@ -198,8 +197,7 @@ class MemoryIndex:
             return None
         chunks, resume = chunk_appended(rel, source, growth.first_line, growth.data, mark.resume,
                                         owner_sessions=owners)
-        opened = _trailing(len(chunks), resume)
-        chunks, opened = _unforgotten(chunks, opened, forgotten)
+        chunks, opened = _storable(chunks, resume, forgotten)
         with self._lock:
             conn = self.conn()
             with _db.write_transaction(conn):
@@ -389,15 +387,10 @@ class MemoryIndex:
                 f"embedder {s['embedder']}, last sync {s['last_sync'] or 'never'}")
 
 
-def _trailing(count: int, resume: Resume | None) -> list[bool]:
-    """Which of ``count`` chunks may still change: the last ``resume.open`` of them."""
-    first_open = count - (resume.open if resume is not None else 0)
-    return [i >= first_open for i in range(count)]
-
-
-def _unforgotten(chunks: list[Chunk], opened: list[bool],
-                 forgotten: Matcher) -> tuple[list[Chunk], list[bool]]:
-    if not forgotten:
-        return chunks, opened
-    kept = [(c, o) for c, o in zip(chunks, opened, strict=True) if not forgotten.matches(c.text)]
+def _storable(chunks: list[Chunk], resume: Resume | None,
+              forgotten: Matcher) -> tuple[list[Chunk], list[bool]]:
+    """The chunks to store, without what the owner forgot, and which may still change (the
+    last ``resume.open`` of the file's chunks)."""
+    first_open = len(chunks) - (resume.open if resume is not None else 0)
+    kept = [(c, i >= first_open) for i, c in enumerate(chunks) if not (forgotten and forgotten.matches(c.text))]
     return [c for c, _ in kept], [o for _, o in kept]

@@ -28,7 +28,7 @@ if _REASON is not None:
 
 from lucidgate.config import Config  # noqa: E402  (after the module-level skip)
 from lucidgate.gateway.app import Gateway, build_gateway  # noqa: E402
-from lucidgate.gateway.agent.context import INTERRUPTED_RESULT  # noqa: E402
+from lucidgate.gateway.agent.wire_messages import INTERRUPTED_RESULT  # noqa: E402
 from lucidgate.memory.dream import DreamReport  # noqa: E402
 from tests.fakes.channel import FakeChannel  # noqa: E402
 from tests.real_model.llama_server import N_CTX, LlamaServer  # noqa: E402
