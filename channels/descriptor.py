@@ -45,6 +45,9 @@ class ChannelDescriptor:
     hint: str
     factory: str | None = None
     refusal_interval_s: float = REFUSAL_INTERVAL_S
+    # How a user types one of our commands here: Slack's client takes every leading "/" as its own
+    # slash command, so ours go through the app's one command, "/lucid <command>".
+    command_syntax: str = "/{command}"
 
     def __post_init__(self) -> None:
         if not issubclass(self.section, DeliverySection):
@@ -52,6 +55,10 @@ class ChannelDescriptor:
                             "DeliverySection (the outbox needs its deliveryDeadlineH)")
         if self.refusal_interval_s <= 0:
             raise ValueError(f"channel {self.name!r}: refusal_interval_s must be positive")
+
+    def command_text(self, command: str) -> str:
+        """``command`` ("approve 4f2a") as a user of this channel types it."""
+        return self.command_syntax.format(command=command)
 
     @property
     def can_stream(self) -> bool:

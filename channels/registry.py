@@ -30,14 +30,15 @@ from lucidgate.config.schema import (CliChannelConfig, Config, DiscordConfig, Ma
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHANNELS", "ChannelDescriptor", "ChannelUnavailable", "build_channels", "channel_hints",
+__all__ = ["CHANNELS", "ChannelDescriptor", "ChannelUnavailable", "build_channels", "channel_hints", "command_text",
            "delivery_deadlines", "descriptor", "enabled_channels", "load_factory", "streaming_channels"]
 
 _D = ChannelDescriptor
 CHANNELS: dict[str, ChannelDescriptor] = {d.name: d for d in (
     _D("telegram", TelegramConfig, "Replies render as Telegram messages: short paragraphs, simple markdown, "
        "no tables.", "lucidgate.channels.telegram:build"),
-    _D("slack", SlackConfig, "Replies render in Slack: simple markdown, no tables.", "lucidgate.channels.slack:build"),
+    _D("slack", SlackConfig, "Replies render in Slack: simple markdown, no tables.", "lucidgate.channels.slack:build",
+       command_syntax="/lucid {command}"),
     _D("discord", DiscordConfig, "Replies render in Discord: simple markdown, no tables.",
        "lucidgate.channels.discord:build"),
     _D("matrix", MatrixConfig, "Replies render in a Matrix client: markdown becomes HTML (tables and code "
@@ -66,6 +67,12 @@ def streaming_channels(config: Config, registry: Mapping[str, ChannelDescriptor]
                        ) -> frozenset[str]:
     """The channels that show a reply as it is written (able to, and switched on)."""
     return frozenset(name for name, d in (registry or CHANNELS).items() if d.streams(config.channels))
+
+
+def command_text(channel: str, command: str) -> str:
+    """``command`` ("approve 4f2a") as a user of ``channel`` types it; ``/command`` where unknown."""
+    found = CHANNELS.get(channel)
+    return found.command_text(command) if found else f"/{command}"
 
 
 def channel_hints(registry: Mapping[str, ChannelDescriptor] | None = None) -> dict[str, str]:

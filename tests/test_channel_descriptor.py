@@ -108,3 +108,11 @@ def test_a_gate_for_a_channel_without_a_descriptor_is_refused(make_config: Any, 
 def test_a_descriptor_needs_a_delivery_section() -> None:
     with pytest.raises(TypeError, match="DeliverySection"):
         ChannelDescriptor("odd", GatedSection, "hint")
+
+
+def test_a_command_is_spelled_the_way_each_channel_takes_it() -> None:
+    from lucidgate.channels.registry import command_text
+
+    assert command_text("telegram", "approve 4f2a") == "/approve 4f2a"
+    assert command_text("slack", "approve 4f2a") == "/lucid approve 4f2a"  # Slack keeps "/" for itself
+    assert command_text("no-such-channel", "deny 1") == "/deny 1"

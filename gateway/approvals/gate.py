@@ -19,10 +19,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection
+from functools import partial
 from typing import Any
 
 from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
 from lucidgate.channels.messages import CHAT_TYPES, ChatType, InboundMessage, OutboundText, ScheduledTask, Target
+from lucidgate.channels.registry import command_text
 from lucidgate.gateway.approvals.prompt import held_note, owner_prompt, result_text
 from lucidgate.gateway.approvals.store import ApprovalRequest, ApprovalStore, canonical
 from lucidgate.gateway.approvals.taint import TurnTaint
@@ -131,7 +133,7 @@ class Approvals:
         logger.info("approval %s: held %s from %s (%s)", request.id, request.tool, request.session_key,
                     request.origin)
         buttons = (("Approve once", f"/approve {request.id}"), ("Deny", f"/deny {request.id}"))
-        await self.bus.publish_outbound(OutboundText(chats[0], owner_prompt(request, self.timeout_s), plain=True,
+        await self.bus.publish_outbound(OutboundText(chats[0], owner_prompt(request, self.timeout_s, partial(command_text, chats[0].channel)), plain=True,
                                                      buttons=buttons))
         return held_note(request)
 

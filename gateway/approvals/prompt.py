@@ -8,6 +8,8 @@ as markup or a link preview of the attacker's choosing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lucidgate.gateway.approvals.store import ApprovalRequest
 from lucidgate.gateway.approvals.taint import CONTROL, quoted
 
@@ -19,7 +21,9 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds >= 90 else f"{seconds:.0f} s"
 
 
-def owner_prompt(request: ApprovalRequest, timeout_s: float) -> str:
+def owner_prompt(request: ApprovalRequest, timeout_s: float,
+                 command: Callable[[str], str] = lambda c: f"/{c}") -> str:
+    """What the owner reads; ``command`` spells a command the way the owner's channel takes it."""
     # Visible escapes for what could hide text (bidi overrides, zero-width): the owner sees all.
     action = CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", request.action())
     if len(action) > MAX_ACTION_CHARS:
@@ -33,7 +37,8 @@ def owner_prompt(request: ApprovalRequest, timeout_s: float) -> str:
     if request.quote:
         lines.append(f"> {request.quote}")
     lines += [
-        f"/approve {request.id} runs exactly this, once. /deny {request.id} refuses it.",
+        f"{command(f'approve {request.id}')} runs exactly this, once. "
+        f"{command(f'deny {request.id}')} refuses it.",
         f"Unanswered, it is denied in {_minutes(timeout_s)}.",
     ]
     return "\n".join(lines)

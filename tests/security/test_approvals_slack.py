@@ -106,6 +106,9 @@ async def test_the_owner_approves_with_the_slack_button_and_a_guests_press_is_re
         match = _ID.search(request)
         assert match is not None, request
         request_id = match.group(1)
+        # Typed, a leading "/" is Slack's own: the prompt says the app's command instead.
+        assert f"/lucid approve {request_id} runs exactly this" in request
+        assert f"/lucid deny {request_id} refuses it" in request
 
         [sent] = [c for c in api.calls_to("chat.postMessage") if "Approval needed" in str(c.params.get("text"))]
         blocks = sent.params["blocks"]
