@@ -318,6 +318,25 @@ class Tombstones:
             self._save([t for t in self._items if t is not hits[0]])
             return hits[0]
 
+    def adopt(self, raw: bytes) -> int:
+        """Take over the tombstones of another workspace's file (a backup's ``forgotten.json``):
+        what was forgotten there stays forgotten here. Only well-formed entries are kept, the
+        file is rewritten in our own format, and a file that is not a tombstone file at all is
+        refused with ``ValueError``. Returns how many tombstones were adopted."""
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            salt = bytes.fromhex(data["salt"])
+            items = data["items"]
+        except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"not a tombstone file ({exc})") from None
+        if not isinstance(items, list):
+            raise ValueError("not a tombstone file (its items are not a list)")
+        stones = [t for t in (_parse(x) for x in items) if t]
+        with self._lock:
+            self._salt = salt
+            self._save(stones)
+        return len(stones)
+
     def _save(self, items: list[Tombstone]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         body = {"salt": self._salt.hex(),

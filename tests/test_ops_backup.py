@@ -6,6 +6,7 @@ and locks left out."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import tarfile
 from pathlib import Path
@@ -132,3 +133,42 @@ def test_the_cli_round_trip(tmp_path, workspace):
     assert (tmp_path / "r" / "workspace" / "memory" / "MEMORY.md").read_text().endswith("likes tea\n")
     again = runner.invoke(build_app(), ["restore", str(out), "--to", str(tmp_path / "r")])
     assert again.exit_code == 1 and "not empty" in again.output
+
+
+def test_what_was_forgotten_stays_forgotten_after_a_restore(tmp_path, make_config, workspace):
+    """The tombstones travel with the archive, so the restored history and files still read
+    ``[forgotten]``; a tampered tombstone file is refused with a warning, the rest restores."""
+    from lucidgate.config.onboard import install_templates
+    from lucidgate.memory.tombstones import REDACTED, Tombstones
+
+    install_templates(workspace)
+    git = GitStore(workspace)
+    git.init()
+    (workspace / "memory" / "MEMORY.md").write_text("# Memory\n- my locker code is 4471-KESTREL\n")
+    sha = git.commit("note the locker")
+    assert sha is not None
+    Tombstones(workspace).add("locker code is 4471-KESTREL", by="owner")
+    config_path = tmp_path / "config.json"
+    config_path.write_text(json.dumps({"agents": {"defaults": {"workspace": str(workspace)}}}))
+    archive = tmp_path / "b.tar.gz"
+    create_backup(make_config(), config_path, archive)
+
+    restored = tmp_path / "r" / "workspace"
+    manifest = restore_backup(archive, tmp_path / "r")
+    assert "warnings" not in manifest
+    assert [t.digest for t in Tombstones(restored).items()] == [t.digest for t in Tombstones(workspace).items()]
+    patch = GitStore(restored).diff(GitStore(restored).log(1)[0].sha)
+    assert "4471-KESTREL" not in patch and REDACTED in patch
+
+    tampered = tmp_path / "t.tar.gz"
+    with tarfile.open(archive) as src, tarfile.open(tampered, "w:gz") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else b""
+            if member.name == "forgotten.json":
+                data = b"{not json"
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+    manifest = restore_backup(tampered, tmp_path / "r2")
+    assert any("forgotten.json left out" in w for w in manifest["warnings"])
+    assert (tmp_path / "r2" / "workspace" / "memory" / "MEMORY.md").exists()
+    assert not (tmp_path / "r2" / "workspace" / "state" / "forgotten.json").exists()

@@ -11,6 +11,8 @@ What goes in (a ``.tar.gz``):
   local API token, console login links, webhook credential records) — a new kind of
   credential file must never ride along just because nobody thought to exclude it. A restore
   therefore logs every channel in again;
+- ``forgotten.json`` — what the owner asked to forget (``state/forgotten.json``, hashed unless
+  the owner kept the text): a restored workspace keeps it forgotten, also in the history;
 - ``memory.bundle`` — the memory git history as a ``git bundle`` (never the ``.git`` folder:
   a repository's config and hooks run commands wherever it is unpacked);
 - ``manifest.json`` — version, time, what was left out.
@@ -25,7 +27,9 @@ Restore goes into an empty (or new) directory, never over live data: ``config.js
 there points at ``workspace/`` there. It runs nothing from the archive: ``workspace/.git/``
 and ``workspace/state/`` (pairings, owner sessions, scheduled jobs — trust decisions and
 work that would run) are never unpacked, whoever made the archive; the memory history is
-rebuilt from ``memory.bundle`` after ``git bundle verify``, or starts fresh.
+rebuilt from ``memory.bundle`` after ``git bundle verify``, or starts fresh. The one file of
+``state/`` a restore writes is the tombstone file, rebuilt from ``forgotten.json`` entry by entry
+(a malformed one is refused with a warning): it holds no credential and runs nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from lucidgate.config.errors import LucidError
 from lucidgate.config.fileio import atomic_write_text
 from lucidgate.config.schema import Config
 from lucidgate.memory.gitstore import GitStore
+from lucidgate.memory.tombstones import TOMBSTONES_FILE, Tombstones
 
 FORMAT = 1
 # The only workspace entries a backup takes (top-level names): the prompt files, memory,
@@ -168,6 +173,9 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
                 data = _sqlite_snapshot(path) if _SQLITE.search(rel) else path.read_bytes()
                 _add_bytes(tar, f"workspace/{rel}", data, path.stat().st_mtime)
                 files += 1
+            forgotten = workspace / TOMBSTONES_FILE
+            if forgotten.is_file() and _plain(forgotten):
+                _add_bytes(tar, "forgotten.json", forgotten.read_bytes(), forgotten.stat().st_mtime)
             with tempfile.TemporaryDirectory(prefix="lucid-backup-") as scratch:
                 bundle = Path(scratch) / "memory.bundle"
                 if GitStore(workspace).bundle(bundle):  # under the git lock: a consistent history
@@ -201,7 +209,7 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
             raise BackupError(f"{archive} is not a lucid backup (no manifest.json)")
         members = tar.getmembers()
         for member in members:
-            if not (member.name in ("config.json", "manifest.json", "memory.bundle")
+            if not (member.name in ("config.json", "manifest.json", "memory.bundle", "forgotten.json")
                     or member.name.startswith("workspace/") or member.name == "workspace"):
                 raise BackupError(f"{archive}: unexpected entry {member.name!r}; not restoring")
         left_out = sorted({skip for m in members if (skip := _never_restored(m.name)) is not None})
@@ -220,6 +228,7 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
                 reason = GitStore(target / "workspace").adopt_bundle(staging / "memory.bundle")
                 if reason is not None:
                     manifest.setdefault("warnings", []).append(f"memory history starts fresh: {reason}")
+            _adopt_tombstones(staging / "forgotten.json", target / "workspace", manifest)
             config_file = staging / "config.json"
             document = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
         finally:
@@ -235,6 +244,16 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
             os.chmod(os.path.join(dirpath, name), 0o600)
     manifest["left_out"] = left_out
     return manifest
+
+
+def _adopt_tombstones(archived: Path, workspace: Path, manifest: dict[str, Any]) -> None:
+    """Write the archive's tombstones into the restored workspace (before anything reads it)."""
+    if not archived.is_file():
+        return
+    try:
+        Tombstones(workspace).adopt(archived.read_bytes())
+    except ValueError as exc:
+        manifest.setdefault("warnings", []).append(f"forgotten.json left out: {exc}")
 
 
 def _never_restored(name: str) -> str | None:
