@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lucidgate.channels._sqlite import SqliteStore
 from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundText, Target, TurnUsage
 
 DURABLE_KINDS = frozenset({"text", "error"})
@@ -102,7 +102,7 @@ def decode(payload: str) -> OutboundText | OutboundError:
                         usage=TurnUsage(*(int(n) for n in data["usage"][:2])) if data.get("usage") else None)
 
 
-class Outbox:
+class Outbox(SqliteStore):
     """The SQLite store behind the bus's delivery lanes."""
 
     def __init__(self, path: Path, *, deadlines_s: Mapping[str, float]) -> None:
@@ -112,27 +112,9 @@ class Outbox:
         configured channel would drop it."""
         if not deadlines_s:
             raise ValueError("the outbox needs the delivery deadline of at least one channel")
-        self.path = path
+        super().__init__(path, _SCHEMA)
         self._deadlines = dict(deadlines_s)
         self._default_deadline = max(self._deadlines.values())
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.executescript(_SCHEMA)
-            self._db = db
-        return self._db
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
 
     def deadline_s(self, channel: str) -> float:
         return self._deadlines.get(channel, self._default_deadline)

@@ -789,9 +789,9 @@ async def test_expired_records_are_purged_while_running(tmp_path: Path, make_con
                     sender_id="u", callback_url=None, want_callback=False)
         store.finish("old", "answered long ago", False)
         count = "SELECT COUNT(*) FROM requests"
-        assert store._connection().execute(count).fetchone()[0] == 1
+        assert store._conn().execute(count).fetchone()[0] == 1
         now[0] += IDEMPOTENCY_TTL_S + 60  # a day and a minute later, the gateway still running
-        await until(lambda: store._connection().execute(count).fetchone()[0] == 0, timeout=30,
+        await until(lambda: store._conn().execute(count).fetchone()[0] == 0, timeout=30,
                     what="the expired request purged")
     finally:
         await channel.stop()

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import Literal
 
 from fastapi.responses import JSONResponse
 
+from lucidgate.channels._sqlite import SqliteStore
 from lucidgate.channels.gate import Role
 from lucidgate.channels.webhook.api import error_response
 from lucidgate.config.schema import WebhookConfig
@@ -153,32 +152,14 @@ def unwritten_refusal(key: str, admin_configured: bool) -> str:
             f"wrote to, an owner's chat needs {OWNER_SETTING}; other sessions need {ADMIN_SETTING}{unset}")
 
 
-class ChatLedger:
+class ChatLedger(SqliteStore):
     """Durable chat -> role claims and token -> chats-written records (``state/webhook_chats.sqlite``).
 
     Blocking (SQLite): call from a worker thread."""
 
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
-        self.path = path
+        super().__init__(path, _SCHEMA)
         self._clock = clock
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.executescript(_SCHEMA)
-            self._db = db
-        return self._db
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
 
     def claim(self, chat_id: str, role: Role, token_fp: str) -> Role:
         """Claim ``chat_id`` for ``role`` unless already claimed; record the writer token.

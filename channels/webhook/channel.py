@@ -159,8 +159,8 @@ class WebhookChannel:
             await asyncio.gather(self._purger, return_exceptions=True)
             self._purger = None
         await self.callbacks.stop()
-        await asyncio.to_thread(self.store.close)
-        await asyncio.to_thread(self.ledger.close)
+        await self.store.aclose()
+        await self.ledger.aclose()
 
     # -- outbound -----------------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:

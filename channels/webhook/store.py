@@ -5,8 +5,8 @@ row per accepted message that needs remembering — it carries an ``idempotency_
 same key within 24 h returns the first result and never runs a second turn) or a
 ``callback_url`` (its answer may have to be POSTed later, also after a restart). The answers
 themselves wait in the gateway's one outbox (``channels.outbox``) until the callback is
-accepted. Earlier versions kept their own ``outbox`` table here; ``take_legacy_deliveries``
-hands its pending rows over once, at start.
+accepted. A workspace from an older release may still hold an ``outbox`` table here;
+``take_legacy_deliveries`` hands its pending rows over once, at start.
 
 Every method is one transaction on one connection behind a lock, so "record the reply"
 and "the client stopped waiting, call back instead" can never interleave: whichever runs
@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from lucidgate.channels._sqlite import SqliteStore
 
 # The webhook API's promise to clients ("the same key within 24 h"): a protocol fact, not a setting.
 IDEMPOTENCY_TTL_S = 24 * 3600
@@ -88,41 +89,18 @@ def callback_body(*, delivery_id: str, message_id: str | None, session: str, cha
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-class WebhookStore:
+class WebhookStore(SqliteStore):
     def __init__(self, path: Path, *, clock: Callable[[], float] = time.time) -> None:
-        self.path = path
+        # ``with db:`` opens and commits each method's transaction.
+        super().__init__(path, _SCHEMA, rows=True, isolation_level="DEFERRED")
         self._clock = clock
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
 
     def now(self) -> float:
         return self._clock()
 
-    # -- connection ------------------------------------------------------------------------
     def open(self) -> None:
         with self._lock:
-            self._connection()
-
-    def _connection(self) -> sqlite3.Connection:
-        # Reopened on demand: a reply that lands after stop() (the bus flushes last) is
-        # still recorded, and delivered at the next start.
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA busy_timeout=5000")
-            db.executescript(_SCHEMA)
-            db.isolation_level = "DEFERRED"
-            self._db = db
-        return self._db
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            self._conn()
 
     # -- requests --------------------------------------------------------------------------
     def claim(self, *, message_id: str, idem_key: str | None, fingerprint: str, session: str,
@@ -135,7 +113,7 @@ class WebhookStore:
         """
         now = self._clock()
         with self._lock:
-            db = self._connection()
+            db = self._conn()
             with db:
                 if idem_key is not None:
                     row = db.execute("SELECT * FROM requests WHERE idem_key = ?", (idem_key,)).fetchone()
@@ -154,21 +132,21 @@ class WebhookStore:
 
     def get(self, message_id: str) -> RequestRecord | None:
         with self._lock:
-            row = self._connection().execute(
+            row = self._conn().execute(
                 "SELECT * FROM requests WHERE message_id = ?", (message_id,)).fetchone()
         return None if row is None else _record(row)
 
     def forget(self, message_id: str) -> None:
         """The message never reached the bus: release its idempotency key."""
         with self._lock:
-            db = self._connection()
+            db = self._conn()
             with db:
                 db.execute("DELETE FROM requests WHERE message_id = ?", (message_id,))
 
     def want_callback(self, message_id: str) -> RequestRecord | None:
         """The client stopped waiting: call back instead — unless the answer is already here."""
         with self._lock:
-            db = self._connection()
+            db = self._conn()
             with db:
                 row = db.execute("SELECT * FROM requests WHERE message_id = ?", (message_id,)).fetchone()
                 if row is None or row["status"] == "done":
@@ -185,7 +163,7 @@ class WebhookStore:
         Returns the request as stored, so the caller knows whether a callback is wanted."""
         now = self._clock()
         with self._lock:
-            db = self._connection()
+            db = self._conn()
             with db:
                 db.execute("UPDATE requests SET status = 'done', reply = ?, is_error = ?, finished_at = ?"
                            " WHERE message_id = ? AND status != 'done'", (reply, int(is_error), now, message_id))
@@ -195,7 +173,7 @@ class WebhookStore:
     def want_callback_to(self, message_id: str, url: str) -> None:
         """The answer to ``message_id`` is to be POSTed to ``url`` (moving an old pending callback)."""
         with self._lock:
-            db = self._connection()
+            db = self._conn()
             with db:
                 db.execute("UPDATE requests SET callback_url = ?, want_callback = 1 WHERE message_id = ?",
                            (url, message_id))
@@ -203,7 +181,7 @@ class WebhookStore:
     def latest_callback(self, chat_id: str) -> str | None:
         """Where an unsolicited message (a reminder, the ``message`` tool) goes: the chat's latest callback."""
         with self._lock:
-            row = self._connection().execute(
+            row = self._conn().execute(
                 "SELECT callback_url FROM requests WHERE chat_id = ? AND callback_url IS NOT NULL"
                 " ORDER BY created_at DESC LIMIT 1", (chat_id,)).fetchone()
         return None if row is None else str(row["callback_url"])
@@ -212,7 +190,7 @@ class WebhookStore:
         """Drop answered requests past the idempotency window and unanswered ones after a week."""
         now = self._clock()
         with self._lock:
-            db = self._connection()
+            db = self._conn()
             with db:
                 return db.execute(
                     "DELETE FROM requests WHERE (status = 'done' AND created_at < ?) OR created_at < ?",
@@ -222,7 +200,7 @@ class WebhookStore:
         """Pending callbacks of the old per-channel outbox table, removed from it as they are
         returned (the caller records them in the gateway's outbox first thing)."""
         with self._lock:
-            db = self._connection()
+            db = self._conn()
             if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='outbox'").fetchone() is None:
                 return []
             with db:
