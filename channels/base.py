@@ -23,6 +23,12 @@ class ChannelUnavailable(ConfigError):
     """A channel's ``build`` refuses (a missing token…); the message says why and what to set."""
 
 
+def refuse_if(reason: str | None) -> None:
+    """A ``build``'s first step: refuse with ``preflight``'s reason, when it found one."""
+    if reason is not None:
+        raise ChannelUnavailable(reason)
+
+
 @dataclass(frozen=True, slots=True)
 class CommandSpec:
     """One slash command as a channel may advertise it (a menu): the gateway's registry is the

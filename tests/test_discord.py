@@ -193,9 +193,9 @@ async def test_typing_is_shown_and_refreshed_until_the_reply(make_channel: MakeC
     channel = await make_channel(typing_refresh_s=0.05)
     await channel.send(OutboundTyping(dm_target()))
     await until(lambda: len(dc.calls_to("POST /typing")) >= 3, what="typing refreshed")
-    loop_task = channel.sender.typing_task(dm_target())
+    loop_task = channel.sender.typing.task(dm_target())
     await channel.send(OutboundText(dm_target(), "done"))
-    assert channel.sender.typing_task(dm_target()) is None
+    assert channel.sender.typing.task(dm_target()) is None
     assert loop_task is not None
     await asyncio.gather(loop_task, return_exceptions=True)
     await dc.push_dm(user_id=OWNER, text="marker")  # a round trip: a trigger in flight has landed

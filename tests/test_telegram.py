@@ -363,7 +363,7 @@ async def test_typing_is_refreshed_until_the_reply_is_sent(
     channel = await make_channel(typing_refresh_s=0.1)
     await bus.publish_outbound(OutboundTyping(target()))
     await tg.wait_for("sendChatAction", 3)
-    typing = channel.sender.typing_task(target())
+    typing = channel.sender.typing.task(target())
     assert typing is not None and not typing.done()
     await bus.publish_outbound(OutboundText(target(), "**Done** & dusted <ok>", in_reply_to="5000"))
     await bus.flush_outbound()
@@ -375,7 +375,22 @@ async def test_typing_is_refreshed_until_the_reply_is_sent(
     assert sent.json("reply_parameters") == {"message_id": 5000, "allow_sending_without_reply": True}
     # The reply ended the refresh loop itself: nothing is left that could send another action.
     await asyncio.gather(typing, return_exceptions=True)
-    assert typing.cancelled() and channel.sender.typing_task(target()) is None
+    assert typing.cancelled() and channel.sender.typing.task(target()) is None
+
+
+async def test_an_error_reply_ends_the_typing_indicator_too(
+        make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
+    channel = await make_channel(typing_refresh_s=0.1)
+    await bus.publish_outbound(OutboundTyping(target()))
+    await tg.wait_for("sendChatAction", 3)
+    typing = channel.sender.typing.task(target())
+    assert typing is not None and not typing.done()
+    await bus.publish_outbound(OutboundError(target(), "The model is unreachable."))
+    await bus.flush_outbound()
+    await asyncio.gather(typing, return_exceptions=True)
+    assert typing.cancelled() and channel.sender.typing.task(target()) is None
+    (sent,) = tg.calls_to("sendMessage")
+    assert "The model is unreachable." in sent.params["text"]
 
 
 async def test_typing_stops_at_its_cap(make_channel: MakeChannel, tg: FakeTelegramAPI,
@@ -383,10 +398,10 @@ async def test_typing_stops_at_its_cap(make_channel: MakeChannel, tg: FakeTelegr
     channel = await make_channel(typing_refresh_s=0.05, typing_max_s=0.2)
     await bus.publish_outbound(OutboundTyping(target()))
     await bus.flush_outbound()
-    typing = channel.sender.typing_task(target())
+    typing = channel.sender.typing.task(target())
     assert typing is not None
     await asyncio.wait_for(typing, 30)  # the loop ends by itself at the cap, with no reply
-    assert not typing.cancelled() and channel.sender.typing_task(target()) is None
+    assert not typing.cancelled() and channel.sender.typing.task(target()) is None
     # One action at once, then at most one per refresh within the cap (fewer on a slow machine).
     assert 1 <= len(tg.calls_to("sendChatAction")) <= 1 + round(0.2 / 0.05)
 

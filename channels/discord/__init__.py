@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.base import CommandSpec, refuse_if
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.discord.channel import DiscordChannel
 from lucidgate.channels.discord.settings import DiscordSettings
@@ -34,7 +34,5 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
           commands: Sequence[CommandSpec] = ()) -> DiscordChannel:
     """The registry's factory. Commands are typed as text (``/status``), so there is no menu."""
     section = config.channels.discord
-    reason = preflight(section)
-    if reason is not None:
-        raise ChannelUnavailable(reason)
+    refuse_if(preflight(section))
     return DiscordChannel(DiscordSettings.from_section(section), bus, workspace=workspace)

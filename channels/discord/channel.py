@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import discord
 
-from lucidgate.channels._ratelimit import DeliveryRetry, OutboundLimiter
-from lucidgate.channels._stopping import cancel_tasks, flush_replies
+from lucidgate.channels._ratelimit import OutboundLimiter
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.discord.catchup import CatchUp
 from lucidgate.channels.discord.files import save_attachments
@@ -41,8 +39,8 @@ from lucidgate.channels.discord.sdk import Endpoints, log_targets, make_client
 from lucidgate.channels.discord.settings import DiscordSettings
 from lucidgate.channels.discord.send import DiscordSender, classify
 from lucidgate.channels.gate import AccessGate, AccessRequest
-from lucidgate.channels.messages import ChatType, InboundMessage, OutboundMessage, Target
-from lucidgate.config.backoff import backoff_delay
+from lucidgate.channels.messages import ChatType, InboundMessage, Target
+from lucidgate.channels.platform import PlatformChannel
 from lucidgate.config.errors import ConfigError
 from lucidgate.config.redact import RedactingFilter, Redactor
 
@@ -50,43 +48,32 @@ logger = logging.getLogger(__name__)
 
 NAME = "discord"
 _TURN_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+# What may pass on a later attempt (Discord down, the network away); a 4xx at login is for good.
+_TRANSIENT = (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError, TimeoutError)
 
 
-class DiscordChannel:
+class DiscordChannel(PlatformChannel):
     name = NAME
+    label = "Discord"
+    sender: DiscordSender
 
-    def __init__(
-        self,
-        settings: DiscordSettings,
-        bus: MessageBus,
-        *,
-        workspace: Path,
-        limiter: OutboundLimiter | None = None,
-        gate: AccessGate | None = None,
-    ) -> None:
-        self.settings = settings
-        self.bus = bus
-        self.workspace = Path(workspace)
+    def __init__(self, settings: DiscordSettings, bus: MessageBus, *, workspace: Path,
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
+        super().__init__(settings, bus, workspace=workspace, gate=gate)
         self._token = settings.token
         self.api_base = settings.api_base
-        self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify, per_key_rate_per_s=1.0, per_key_burst=5)
         self._endpoints = Endpoints(self.api_base)
         self._redactor = RedactingFilter(Redactor([self._token]))
-        self._retry = (settings.retry_base_s, settings.retry_max_s)
-        self._send_wait_s = settings.send_wait_s
         self._heartbeat_timeout_s = settings.heartbeat_timeout_s
         self._connect_wait_s = settings.connect_wait_s
         self._client: discord.Client | None = None
-        self._ready = asyncio.Event()  # REST works (logged in): replies can go out
         self.connected = asyncio.Event()  # the Gateway session is live (READY or RESUMED)
         self.resumes = 0  # sessions resumed after a dropped connection
         self.fatal: str | None = None  # why the Gateway gave up for good (bad intents, token…)
         # (message, is a DM) — None: tell from the message; caught-up messages come with a flag
         self._intake: asyncio.Queue[tuple[discord.Message, bool | None]] = asyncio.Queue()
         self.catchup = CatchUp(self.workspace / "state" / "discord.json")
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._stopping = False
         self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.workspace,
                                     streaming=settings.streaming, preview_interval_s=settings.preview_interval_s,
                                     typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s)
@@ -102,9 +89,6 @@ class DiscordChannel:
     def bot_id(self) -> str | None:
         user = self._client.user if self._client is not None else None
         return str(user.id) if user is not None else None
-
-    def is_owner(self, sender_id: str) -> bool:
-        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never the token)."""
@@ -131,14 +115,15 @@ class DiscordChannel:
         except discord.LoginFailure:
             await self.stop()
             raise ConfigError("Discord rejected channels.discord.token; check the bot token") from None
-        except (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        except _TRANSIENT as exc:
             if isinstance(exc, discord.HTTPException) and 400 <= exc.status < 500 and exc.status != 429:
                 await self.stop()
                 raise ConfigError(f"Discord's REST API at {self.api_base} answered {exc.status} at login: "
                                   "check channels.discord.apiBase") from None
             logger.warning("Discord is unreachable at start (%s); will keep trying",
                            self._redactor.redact(f"{type(exc).__name__}: {exc}"))
-            self._spawn("gateway", self._login_then_run())
+            self._spawn("gateway", self._keep_connecting(self._login, self._run_gateway, refused=(discord.LoginFailure,),
+                                                         transient=_TRANSIENT))
             return
         self._spawn("gateway", self._run_gateway())
         await self._first_session()
@@ -174,20 +159,6 @@ class DiscordChannel:
         self._ready.set()
         logger.info("Discord channel logged in as %s; gateway %s", client.user, url)
 
-    async def _login_then_run(self) -> None:
-        failures = 0
-        while not self._ready.is_set():
-            failures += 1
-            await asyncio.sleep(backoff_delay(failures, *self._retry))
-            try:
-                await self._login()
-            except discord.LoginFailure:
-                logger.error("Discord rejected channels.discord.token; the channel stays offline")
-                return
-            except (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError, TimeoutError):
-                continue
-        await self._run_gateway()
-
     async def _run_gateway(self) -> None:
         """discord.py's connect loop (it reconnects and resumes by itself); only what it
         gives up on ends up here, logged with what to fix."""
@@ -206,28 +177,18 @@ class DiscordChannel:
         if self.fatal:
             logger.error("%s; the channel is offline", self.fatal)
 
-    async def stop(self) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        await cancel_tasks(self._tasks)
-        if self._ready.is_set():
-            await flush_replies(self.bus, logger, "Discord replies still queued at shutdown stay in the outbox")
-        self.bus.unsubscribe(NAME)
-        self.sender.cancel_typing()
-        if self._client is not None:
-            try:
-                await self._client.close()
-            except Exception:
-                logger.exception("closing the Discord client failed")
-            self._client = None
-        self._ready.clear()
-        self.connected.clear()
-        self._endpoints.restore()
-        self._redactor.uninstall(log_targets())
+    def _redact(self, text: str) -> str:
+        return self._redactor.redact(text)
 
-    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
-        self._tasks[name] = asyncio.create_task(coro, name=f"discord-{name}")
+    async def _close(self) -> None:
+        client, self._client = self._client, None
+        try:
+            if client is not None:
+                await client.close()
+        finally:
+            self.connected.clear()
+            self._endpoints.restore()
+            self._redactor.uninstall(log_targets())
 
     # -- gateway events ------------------------------------------------------------------
     async def _on_session(self) -> None:
@@ -317,14 +278,3 @@ class DiscordChannel:
         ref = message.reference
         resolved = ref.resolved if ref is not None else None
         return isinstance(resolved, discord.Message) and str(resolved.author.id) == bot_id
-
-    # -- outbound ------------------------------------------------------------------------
-    async def send(self, msg: OutboundMessage) -> None:
-        if not self._ready.is_set():
-            try:  # still logging in (Discord was unreachable at start): hold the reply a while
-                await asyncio.wait_for(self._ready.wait(), self._send_wait_s)
-            except TimeoutError:
-                if msg.kind in ("text", "error"):  # kept in the outbox and retried
-                    raise DeliveryRetry("Discord is not connected yet") from None
-                return
-        await self.sender.send(msg)

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,10 @@ from lucidgate.channels import outfiles
 from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
 from lucidgate.channels.discord.format import MAX_MESSAGE_CHARS, split_plain, to_chunks
 from lucidgate.channels.discord.press import button_view
-from lucidgate.channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, Target
+from lucidgate.channels.platform import route
+from lucidgate.channels.previews import Preview, Previews
+from lucidgate.channels.typing_indicator import TypingIndicator
 from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
@@ -61,13 +62,6 @@ def permanent(exc: BaseException) -> bool:
     return isinstance(exc, discord.HTTPException) and 400 <= exc.status < 500 and exc.status != 429
 
 
-@dataclass(slots=True)
-class _Preview:
-    message_id: int
-    text: str
-    sent_at: float
-
-
 class DiscordSender:
     """Sends ``OutboundMessage``s with the client ``get_client()`` returns (it exists only
     while the channel runs; this sender and its preview state live as long as the channel)."""
@@ -79,20 +73,16 @@ class DiscordSender:
         self.limiter = limiter
         self._workspace = workspace
         self._streaming = streaming
-        self._preview_interval_s = preview_interval_s
-        self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
-        self._typing: dict[str, asyncio.Task[None]] = {}
-        self._previews: dict[tuple[str, str | None], _Preview] = {}
+        # One trigger shows ~10 s: refreshed until the reply (or a cap).
+        self.typing: TypingIndicator[Target] = TypingIndicator(
+            "discord", self._send_typing, refresh_s=typing_refresh_s, max_s=typing_max_s,
+            key=lambda target: target.chat_id)
+        self._previews: Previews[int] = Previews(preview_interval_s)
 
     async def send(self, msg: OutboundMessage) -> None:
-        if isinstance(msg, OutboundTyping):
-            await self._start_typing(msg.target)
-            return
-        if isinstance(msg, OutboundProgress):
-            if self._streaming:
-                await self._preview(msg.target, msg.text or (f"*{msg.activity}*" if msg.activity else ""))
-            return
-        self._stop_typing(msg.target)
+        await route(msg, self.typing, preview=self._preview if self._streaming else None, reply=self._reply)
+
+    async def _reply(self, msg: OutboundText | OutboundError) -> None:
         plain = isinstance(msg, OutboundText) and msg.plain
         text, files = msg.text, []
         if isinstance(msg, OutboundText) and msg.files:
@@ -100,16 +90,6 @@ class DiscordSender:
             text, files = outfiles.with_problems(text, problems), [f.path for f in ready]
         buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         await self.deliver(msg.target, text, plain=plain, skip_parts=msg.skip_parts, files=files, buttons=buttons)
-
-    def cancel_typing(self) -> None:
-        """Stop every typing-indicator loop (the channel is stopping)."""
-        for task in self._typing.values():
-            task.cancel()
-        self._typing.clear()
-
-    def typing_task(self, target: Target) -> asyncio.Task[None] | None:
-        """The loop refreshing ``target``'s indicator, while there is one (tests wait on it)."""
-        return self._typing.get(target.chat_id)
 
     # -- replies ---------------------------------------------------------------------------
     async def deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0,
@@ -123,7 +103,7 @@ class DiscordSender:
         chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else to_chunks(text, MAX_MESSAGE_CHARS)
         batches = [list(files[i:i + MAX_FILES_PER_MESSAGE]) for i in range(0, len(files), MAX_FILES_PER_MESSAGE)]
         parts: list[tuple[str, list[Path]]] = [(c, []) for c in chunks] + [("", b) for b in batches]
-        preview = None if plain else self._previews.pop(_preview_key(target), None)
+        preview = None if plain else self._previews.take(_preview_key(target))
         for i, (chunk, attach) in enumerate(parts):
             if i < skip_parts:
                 continue
@@ -174,7 +154,7 @@ class DiscordSender:
         await self.limiter.run(target.chat_id, lambda: message.edit(content=text, allowed_mentions=NO_PINGS),
                                what="editMessage")
 
-    async def _replace(self, target: Target, preview: _Preview, chunk: str) -> bool:
+    async def _replace(self, target: Target, preview: Preview[int], chunk: str) -> bool:
         """Put the final first part into the streaming message; False means send it anew."""
         if chunk == preview.text:
             return True
@@ -187,48 +167,23 @@ class DiscordSender:
             return False
         return True
 
-    async def _preview(self, target: Target, text: str) -> None:
+    async def _preview(self, msg: OutboundProgress) -> None:
         """Streaming: one message per turn, edited at most once per interval (best-effort)."""
-        chunks = to_chunks(text, MAX_MESSAGE_CHARS)
+        target = msg.target
+        chunks = to_chunks(msg.text or (f"*{msg.activity}*" if msg.activity else ""), MAX_MESSAGE_CHARS)
         if not chunks:
             return
-        shown, key, now = chunks[0], _preview_key(target), time.monotonic()
-        preview = self._previews.get(key)
+
+        async def post(shown: str) -> int:
+            return (await self.send_chunk(target, shown, target.reply_to)).id
+
         try:
-            if preview is None:
-                sent = await self.send_chunk(target, shown, target.reply_to)
-                self._previews[key] = _Preview(sent.id, shown, now)
-            elif now - preview.sent_at >= self._preview_interval_s and shown != preview.text:
-                preview.sent_at, preview.text = now, shown
-                await self._edit(target, preview.message_id, shown)
+            await self._previews.show(_preview_key(target), chunks[0], post=post,
+                                      edit=lambda message_id, shown: self._edit(target, message_id, shown))
         except (discord.HTTPException, aiohttp.ClientError, OSError, LucidError) as exc:
             logger.debug("streaming preview update failed in %s: %s", target.chat_id, exc)
 
     # -- typing ----------------------------------------------------------------------------
-    async def _start_typing(self, target: Target) -> None:
-        """Show the indicator now, then refresh it (it lasts ~10 s) on a task of its own."""
-        task = self._typing.get(target.chat_id)
-        if task is not None and not task.done():
-            return
-        await self._send_typing(target)
-        self._typing[target.chat_id] = asyncio.create_task(self._typing_loop(target),
-                                                           name=f"discord-typing-{target.chat_id}")
-
-    def _stop_typing(self, target: Target) -> None:
-        task = self._typing.pop(target.chat_id, None)
-        if task is not None:
-            task.cancel()
-
-    async def _typing_loop(self, target: Target) -> None:
-        deadline = time.monotonic() + self._typing_max_s
-        while True:
-            await asyncio.sleep(self._typing_refresh_s)
-            if time.monotonic() >= deadline:
-                break
-            await self._send_typing(target)
-        if self._typing.get(target.chat_id) is asyncio.current_task():
-            del self._typing[target.chat_id]
-
     async def _send_typing(self, target: Target) -> None:
         channel = self._get_client().get_partial_messageable(int(target.chat_id))
         try:

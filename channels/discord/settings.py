@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lucidgate.channels.discord.sdk import rest_base
+from lucidgate.channels.platform import PlatformSettings
 from lucidgate.config.channel_schema import DiscordConfig
 
 __all__ = ["DiscordSettings"]
 
 
-@dataclass(frozen=True, slots=True)
-class DiscordSettings:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiscordSettings(PlatformSettings):
     """What the Discord channel runs with; ``access`` is the section the gate reads."""
 
     access: DiscordConfig
@@ -27,12 +28,9 @@ class DiscordSettings:
     gateway_url: str | None
     streaming: bool
     preview_interval_s: float
-    # Tuning, not configuration (see the module docstring).
-    typing_refresh_s: float = 8.0
-    typing_max_s: float = 120.0
-    retry_base_s: float = 1.0
+    # Tuning, not configuration (see the module docstring), beside ``PlatformSettings``'.
+    typing_refresh_s: float = 8.0  # one trigger shows ~10 s
     retry_max_s: float = 60.0
-    send_wait_s: float = 30.0
     heartbeat_timeout_s: float = 60.0
     connect_wait_s: float = 30.0
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.base import CommandSpec, refuse_if
 from lucidgate.channels.bus import MessageBus
 
 if TYPE_CHECKING:
@@ -46,9 +46,7 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
           commands: Sequence[CommandSpec] = ()) -> MatrixChannel:
     """The registry's factory (Matrix has no command menu, so ``commands`` is unused)."""
     section = config.channels.matrix
-    reason = preflight(section)
-    if reason is not None:
-        raise ChannelUnavailable(reason)
+    refuse_if(preflight(section))
     from lucidgate.channels.matrix.channel import MatrixChannel
     from lucidgate.channels.matrix.settings import MatrixSettings
 

@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nio import AsyncClient, AsyncClientConfig, MatrixRoom, SyncResponse
 
-from lucidgate.channels._ratelimit import DeliveryRetry, OutboundLimiter
-from lucidgate.channels._stopping import cancel_tasks, flush_replies
+from lucidgate.channels._ratelimit import OutboundLimiter
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
 from lucidgate.channels.matrix.calls import MatrixCallError, checked, classify
@@ -38,8 +36,8 @@ from lucidgate.channels.matrix.rooms import RoomKinds, decide, rooms_path
 from lucidgate.channels.matrix.send import MatrixSender
 from lucidgate.channels.matrix.state import load_state, state_path
 from lucidgate.channels.matrix.sync import MatrixSyncer
-from lucidgate.channels.messages import ChatType, InboundMessage, OutboundMessage, Target
-from lucidgate.config.backoff import backoff_delay
+from lucidgate.channels.messages import ChatType, InboundMessage, Target
+from lucidgate.channels.platform import PlatformChannel
 from lucidgate.config.errors import ConfigError, LucidError
 from lucidgate.config.fileio import atomic_write_bytes
 
@@ -52,30 +50,25 @@ NAME = "matrix"
 MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 
 
-class MatrixChannel:
+class MatrixChannel(PlatformChannel):
     name = NAME
+    label = "Matrix"
+    sender: MatrixSender
 
     def __init__(self, settings: MatrixSettings, bus: MessageBus, *, workspace: Path,
                  limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
-        self.settings = settings
-        self.bus = bus
-        self.workspace = Path(workspace)
+        super().__init__(settings, bus, workspace=workspace, gate=gate)
         self.homeserver = settings.homeserver
-        self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10)
         self._state_path = state_path(self.workspace)
-        self._retry = (settings.retry_base_s, settings.retry_max_s)
         self._client: AsyncClient | None = None
-        self._ready = asyncio.Event()
-        self._stopping = False
-        self._tasks: dict[str, asyncio.Task[None]] = {}
         self._seen_rooms: set[str] = set()
         self.state = load_state(self._state_path, self.homeserver, settings.user_id)
         self.rooms = RoomKinds(rooms_path(self.workspace))
         self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=settings.msgtype,
                                    streaming=settings.streaming, is_encrypted=self.is_encrypted,
                                    workspace=self.workspace, preview_interval_s=settings.preview_interval_s,
-                                   typing_refresh_s=settings.typing_refresh_s)
+                                   typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s)
         self.syncer = MatrixSyncer(lambda: self.client, self.handle_sync, state=self.state,
                                    state_path=self._state_path, timeout_s=settings.sync_timeout_s,
                                    retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s)
@@ -90,9 +83,6 @@ class MatrixChannel:
     @property
     def user_id(self) -> str:
         return self.client.user_id
-
-    def is_owner(self, sender_id: str) -> bool:
-        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never a credential)."""
@@ -118,9 +108,10 @@ class MatrixChannel:
             raise
         except (MatrixCallError, OSError, asyncio.TimeoutError, LucidError) as exc:
             logger.warning("the Matrix homeserver is unreachable at start (%s); will keep trying", exc)
-            self._spawn("connect", self._connect_then_run())
+            self._spawn("connect", self._keep_connecting(self._connect, self._run_sync, refused=(ConfigError,),
+                                                         transient=(MatrixCallError,)))
             return
-        self._spawn("sync", self.syncer.run())
+        await self._run_sync()
 
     async def _connect(self) -> None:
         try:
@@ -136,35 +127,13 @@ class MatrixChannel:
         self._ready.set()
         logger.info("Matrix channel ready as %s on %s", self.client.user_id, self.homeserver)
 
-    async def _connect_then_run(self) -> None:
-        failures = 0
-        while not self._ready.is_set():
-            failures += 1
-            await asyncio.sleep(backoff_delay(failures, *self._retry))
-            try:
-                await self._connect()
-            except ConfigError as exc:
-                logger.error("Matrix refused the channel setup (%s); the channel stays offline", exc)
-                return
-            except MatrixCallError:
-                continue
+    async def _run_sync(self) -> None:
         self._spawn("sync", self.syncer.run())
 
-    async def stop(self) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        await cancel_tasks(self._tasks)
-        await flush_replies(self.bus, logger, "Matrix replies still queued at shutdown stay in the outbox")
-        self.bus.unsubscribe(NAME)
-        self.sender.cancel_typing()
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-        self._ready.clear()
-
-    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
-        self._tasks[name] = asyncio.create_task(coro, name=f"matrix-{name}")
+    async def _close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
 
     # -- inbound -------------------------------------------------------------------------
     async def handle_sync(self, response: SyncResponse, catch_up: bool) -> None:
@@ -302,16 +271,6 @@ class MatrixChannel:
         return [f"[{item.label}: {rel.as_posix()} ({item.name})]"], [rel.as_posix()]
 
     # -- outbound ------------------------------------------------------------------------
-    async def send(self, msg: OutboundMessage) -> None:
-        if not self._ready.is_set():
-            try:  # still connecting: hold the reply a while, then leave it to the outbox
-                await asyncio.wait_for(self._ready.wait(), self.settings.send_wait_s)
-            except TimeoutError:
-                if msg.kind in ("text", "error"):
-                    raise DeliveryRetry("Matrix is not connected yet") from None
-                return
-        await self.sender.send(msg)
-
     async def send_file(self, room_id: str, path: Path, *, caption: str | None = None) -> str:
         """Upload a workspace file to a room (media out); returns the event id."""
         return await self.sender.send_file(room_id, path, caption=caption)

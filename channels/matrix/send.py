@@ -22,10 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import mimetypes
-import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +34,14 @@ from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, Outboun
 from lucidgate.channels.matrix.calls import MatrixCallError, checked
 from lucidgate.channels.matrix.format import MAX_CHUNK_CHARS, edit_content, message_content, reply_to, split_markdown
 from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.previews import Previews
+from lucidgate.channels.typing_indicator import TypingIndicator
 from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
 
 PREVIEW_MAX_CHARS = 4000
 TYPING_TIMEOUT_MS = 30_000
-
-
-@dataclass(slots=True)
-class _Preview:
-    event_id: str
-    text: str
-    sent_at: float
 
 
 class MatrixSender:
@@ -66,22 +59,23 @@ class MatrixSender:
         self._streaming = streaming
         self._is_encrypted = is_encrypted
         self._workspace = workspace
-        self._preview_interval_s = preview_interval_s
-        self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
-        self._previews: dict[tuple[str, str | None], _Preview] = {}
-        self._typing: dict[str, asyncio.Task[None]] = {}
+        # Matrix shows "typing" for the timeout given: renewed until the reply (or a cap).
+        self.typing: TypingIndicator[str] = TypingIndicator(
+            "matrix", lambda room: self._typing_call(room, True), refresh_s=typing_refresh_s, max_s=typing_max_s)
+        self._previews: Previews[str] = Previews(preview_interval_s)
 
     async def send(self, msg: OutboundMessage) -> None:
         room = msg.target.chat_id
         if isinstance(msg, OutboundTyping):
             if not self._is_encrypted(room):
-                self._start_typing(room)
+                await self.typing.start(room)
             return
         if isinstance(msg, OutboundProgress):
             if self._streaming and not self._is_encrypted(room):
                 await self._preview(msg.target, msg.text or (f"_{msg.activity}_" if msg.activity else ""))
             return
-        await self._stop_typing(room)
+        if self.typing.stop(room):
+            await self._typing_call(room, False)
         if self._is_encrypted(room):
             raise DeliveryFailed(f"room {room} is end-to-end encrypted; lucidgate does not send there",
                                  permanent=True)
@@ -95,7 +89,7 @@ class MatrixSender:
         text, sendable = await self._files(msg.text, msg.files if isinstance(msg, OutboundText) else ())
         pieces = split_markdown(text, MAX_CHUNK_CHARS) if not plain else [text]
         parts: list[str | outfiles.OutFile] = [*pieces, *sendable]
-        preview = None if plain else self._previews.pop(_key(msg.target), None)
+        preview = None if plain else self._previews.take(_key(msg.target))
         txn_base = f"lucid-{msg.delivery_id}" if msg.delivery_id else f"lucid-{uuid.uuid4().hex}"
         for i, part in enumerate(parts):
             if i < msg.skip_parts:
@@ -106,7 +100,7 @@ class MatrixSender:
                     continue
                 content = message_content(part, msgtype=msgtype, plain=plain)
                 if i == 0 and preview is not None:
-                    content = edit_content(preview.event_id, content)
+                    content = edit_content(preview.message_id, content)
                 elif i == 0:
                     content = reply_to(content, msg.target.reply_to)
                 await self.room_send(msg.target.chat_id, content, f"{txn_base}-{i}")
@@ -152,53 +146,26 @@ class MatrixSender:
         text = text[:PREVIEW_MAX_CHARS]
         if not text.strip():
             return
-        key, now = _key(target), time.monotonic()
-        preview = self._previews.get(key)
+
+        async def post(shown: str) -> str:
+            return await self.room_send(target.chat_id, reply_to(message_content(shown, msgtype=self._msgtype),
+                                                                 target.reply_to))
+
+        async def edit(event_id: str, shown: str) -> None:
+            await self.room_send(target.chat_id, edit_content(event_id, message_content(shown, msgtype=self._msgtype)))
+
         try:
-            if preview is None:
-                content = reply_to(message_content(text, msgtype=self._msgtype), target.reply_to)
-                event_id = await self.room_send(target.chat_id, content)
-                self._previews[key] = _Preview(event_id, text, now)
-            elif now - preview.sent_at >= self._preview_interval_s and text != preview.text:
-                preview.sent_at, preview.text = now, text
-                new = message_content(text, msgtype=self._msgtype)
-                await self.room_send(target.chat_id, edit_content(preview.event_id, new))
+            await self._previews.show(_key(target), text, post=post, edit=edit)
         except (LucidError, MatrixCallError) as exc:
             logger.debug("streaming preview update failed in room %s: %s", target.chat_id, exc)
 
     # -- typing ----------------------------------------------------------------------------
-    def _start_typing(self, room: str) -> None:
-        task = self._typing.get(room)
-        if task is None or task.done():
-            self._typing[room] = asyncio.create_task(self._typing_loop(room), name=f"matrix-typing-{room}")
-
-    def typing_task(self, room: str) -> asyncio.Task[None] | None:
-        return self._typing.get(room)
-
-    async def _typing_loop(self, room: str) -> None:
-        """Matrix shows "typing" for the timeout given: renew it until the reply (or a cap)."""
-        deadline = time.monotonic() + self._typing_max_s
-        while time.monotonic() < deadline:
-            await self._typing_call(room, True)
-            await asyncio.sleep(self._typing_refresh_s)
-
-    async def _stop_typing(self, room: str) -> None:
-        task = self._typing.pop(room, None)
-        if task is not None and not task.done():
-            task.cancel()
-            await self._typing_call(room, False)
-
     async def _typing_call(self, room: str, on: bool) -> None:
         try:
             await self.limiter.run(None, lambda: checked("typing", lambda: self._client().room_typing(
                 room, on, timeout=TYPING_TIMEOUT_MS)), what="typing")
         except (LucidError, MatrixCallError, RuntimeError) as exc:
             logger.debug("typing notification failed in room %s: %s", room, exc)
-
-    def cancel_typing(self) -> None:
-        for task in self._typing.values():
-            task.cancel()
-        self._typing.clear()
 
     # -- files -----------------------------------------------------------------------------
     async def send_file(self, room: str, path: Path, *, caption: str | None = None,

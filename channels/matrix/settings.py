@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lucidgate.channels.platform import PlatformSettings
 from lucidgate.config.channel_schema import MatrixConfig
 
 __all__ = ["MatrixSettings"]
 
 
-@dataclass(frozen=True, slots=True)
-class MatrixSettings:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatrixSettings(PlatformSettings):
     """What the Matrix channel runs with; ``access`` is the section the gate reads."""
 
     access: MatrixConfig
@@ -31,11 +32,8 @@ class MatrixSettings:
     preview_interval_s: float
     sync_timeout_s: int
     encrypted_room_notice: str
-    # Tuning, not configuration (see the module docstring).
-    retry_base_s: float = 1.0
-    retry_max_s: float = 30.0
+    # Tuning, not configuration (see the module docstring), beside ``PlatformSettings``'.
     request_timeout_s: float = 30.0
-    send_wait_s: float = 30.0
     typing_refresh_s: float = 25.0  # Matrix typing notices last 30 s unless refreshed
 
     @classmethod

@@ -40,6 +40,7 @@ from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, Outboun
 from lucidgate.channels.base import ChannelUnavailable
 from lucidgate.channels.bus import BusFull, MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.platform import ChannelCore
 from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
@@ -79,32 +80,22 @@ def preflight(section: SlackConfig) -> str | None:
     return None
 
 
-class SlackChannel:
+class SlackChannel(ChannelCore):
     """The ``Channel`` for Slack; ``router()`` serves HTTP Events mode."""
 
     name = "slack"
 
-    def __init__(
-        self,
-        settings: SlackSettings,
-        bus: MessageBus,
-        *,
-        workspace: Path,
-        limiter: OutboundLimiter | None = None,
-        gate: AccessGate | None = None,
-    ) -> None:
-        self.settings = settings
+    def __init__(self, settings: SlackSettings, bus: MessageBus, *, workspace: Path,
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
+        reason = preflight(settings.access)
+        if reason is not None:
+            raise ChannelUnavailable(reason)
+        super().__init__(settings, bus, workspace=workspace, gate=gate)
         self.cfg = cfg = settings.access
-        self._bus = bus
-        self._workspace = Path(workspace)
         self._bot_token = settings.bot_token
         self._api_base = settings.api_base
         api_timeout_s = settings.api_timeout_s
-        reason = preflight(cfg)
-        if reason is not None:
-            raise ChannelUnavailable(reason)
         install_redaction()
-        self.gate = gate or AccessGate.for_section(self.name, cfg, bus, workspace=self._workspace)
         self.limiter = limiter or OutboundLimiter("slack", classify, rate_per_s=10.0, burst=10)
         self._api_timeout_s = api_timeout_s
         self.web = AsyncWebClient(
@@ -130,7 +121,7 @@ class SlackChannel:
         ) if cfg.mode == "socket" else None
         self.previews = SlackPreviews(self.web, self.limiter, interval_s=cfg.preview_interval_s) \
             if cfg.streaming else None
-        self.files = SlackFiles(bot_token=self._bot_token, api_base=self._api_base, workspace=self._workspace)
+        self.files = SlackFiles(bot_token=self._bot_token, api_base=self._api_base, workspace=self.workspace)
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._inflight: dict[str, asyncio.Event] = {}
         self._reacted: set[tuple[str, str]] = set()
@@ -153,11 +144,8 @@ class SlackChannel:
         except BaseException:
             await self.stop()
             raise
-        self._bus.subscribe(self.name, self.send)
+        self.bus.subscribe(self.name, self.send)
         logger.info("Slack channel started (%s mode)", self.cfg.mode)
-
-    def is_owner(self, sender_id: str) -> bool:
-        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never a token)."""
@@ -165,7 +153,7 @@ class SlackChannel:
                 f"{len(self.cfg.owners)} owner(s), pairing {self.cfg.pairing}")
 
     async def stop(self) -> None:
-        self._bus.unsubscribe(self.name)
+        self.bus.unsubscribe(self.name)
         if self.socket is not None:
             await self.socket.stop()
         await self.files.stop()
@@ -233,7 +221,7 @@ class SlackChannel:
 
     async def _publish(self, msg: InboundMessage) -> None:
         try:
-            if not await self._bus.publish_inbound(msg, timeout=2.0):
+            if not await self.bus.publish_inbound(msg, timeout=2.0):
                 logger.debug("duplicate Slack message %s dropped", msg.dedupe_id)
         except BusFull:
             # Not accepted: no ack, so Slack redelivers it in a moment.
@@ -281,7 +269,7 @@ class SlackChannel:
         buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         sendable: list[outfiles.OutFile] = []
         if isinstance(msg, OutboundText) and msg.files:
-            sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, msg.files)
+            sendable, problems = await asyncio.to_thread(outfiles.ready, self.workspace, msg.files)
             text = outfiles.with_problems(text, problems)
         done = msg.skip_parts
         placeholder = self.previews.take(target) if self.previews is not None and not plain else None

@@ -19,20 +19,8 @@ from typing import Any, Literal
 from markdown_it.token import Token
 from slack_sdk.models.blocks import MarkdownBlock
 
-from lucidgate.channels._markdown import (
-    Block,
-    Dialect,
-    Line,
-    Unit,
-    blocks,
-    fence_for,
-    pack,
-    render_inline,
-    split_text,
-    text_token,
-    to_plain,
-    utf16_len,
-)
+from lucidgate.channels._markdown import (Block, Dialect, Line, Unit, blocks, fence_for, pack, render_inline,
+                                          split_text, text_token, to_plain, utf16_len)
 
 # A markdown block holds 12,000 characters (cumulative per message), and Slack truncates
 # the display of long messages well before; one block of under 4,000 per message.

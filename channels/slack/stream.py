@@ -15,15 +15,14 @@ placeholder cannot be edited, the final part is posted anew.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
 from lucidgate.channels._ratelimit import OutboundLimiter
 from lucidgate.channels.messages import Target
+from lucidgate.channels.previews import Previews
 from lucidgate.channels.slack.format import payload, to_chunks
 from lucidgate.config.errors import LucidError
 
@@ -32,13 +31,6 @@ logger = logging.getLogger(__name__)
 PREVIEW_MAX_CHARS = 3000  # a preview is a glimpse; the final text is split properly
 
 PostFn = Callable[[str, str, str | None], Awaitable[Any]]  # (channel, markdown, thread_ts)
-
-
-@dataclass(slots=True)
-class _Placeholder:
-    ts: str
-    text: str
-    sent_at: float
 
 
 def _key(target: Target) -> tuple[str, str | None, str | None]:
@@ -51,8 +43,7 @@ class SlackPreviews:
     def __init__(self, web: Any, limiter: OutboundLimiter, *, interval_s: float) -> None:
         self.web = web
         self.limiter = limiter
-        self.interval_s = interval_s
-        self._open: dict[tuple[str, str | None, str | None], _Placeholder] = {}
+        self._open: Previews[str] = Previews(interval_s)
 
     async def show(self, target: Target, text: str, activity: str | None, post: PostFn) -> None:
         """Post or edit the turn's placeholder with the answer so far (or the step)."""
@@ -60,24 +51,20 @@ class SlackPreviews:
         chunks = to_chunks(text or (f"_{activity}_" if activity else ""), PREVIEW_MAX_CHARS)
         if not chunks:
             return
-        shown = chunks[0]
-        key = _key(target)
-        placeholder = self._open.get(key)
-        now = time.monotonic()
+
+        async def post_placeholder(shown: str) -> str:
+            return str((await post(target.chat_id, shown, target.thread_id))["ts"])
+
         try:
-            if placeholder is None:
-                response = await post(target.chat_id, shown, target.thread_id)
-                self._open[key] = _Placeholder(str(response["ts"]), shown, now)
-            elif now - placeholder.sent_at >= self.interval_s and shown != placeholder.text:
-                placeholder.sent_at, placeholder.text = now, shown
-                await self.update(target.chat_id, placeholder.ts, shown)
+            await self._open.show(_key(target), chunks[0], post=post_placeholder,
+                                  edit=lambda ts, shown: self.update(target.chat_id, ts, shown))
         except (SlackApiError, LucidError, KeyError, TypeError) as exc:
             logger.debug("Slack preview update failed in %s: %s", target.chat_id, exc)
 
     def take(self, target: Target) -> str | None:
         """The placeholder's ts for the final answer to replace (and forget it)."""
-        placeholder = self._open.pop(_key(target), None)
-        return placeholder.ts if placeholder is not None else None
+        placeholder = self._open.take(_key(target))
+        return placeholder.message_id if placeholder is not None else None
 
     async def update(self, channel: str, ts: str, text: str) -> None:
         """Edit the placeholder to show ``text`` (Markdown) in a ``markdown`` block."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import ChannelUnavailable, CommandSpec
+from lucidgate.channels.base import CommandSpec, refuse_if
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.telegram.channel import TelegramChannel
 from lucidgate.channels.telegram.settings import TelegramSettings
@@ -34,7 +34,5 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
           commands: Sequence[CommandSpec] = ()) -> TelegramChannel:
     """The registry's factory; ``commands`` become the bot's command menu."""
     section = config.channels.telegram
-    reason = preflight(section)
-    if reason is not None:
-        raise ChannelUnavailable(reason)
+    refuse_if(preflight(section))
     return TelegramChannel(TelegramSettings.from_section(section), bus, workspace=workspace, commands=commands)

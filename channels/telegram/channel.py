@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,19 +27,18 @@ from telegram import BotCommand, Message, Update
 from telegram.error import BadRequest, InvalidToken, TelegramError
 from telegram.ext import Application, ApplicationBuilder
 
-from lucidgate.channels._ratelimit import DeliveryRetry, OutboundLimiter
-from lucidgate.channels._stopping import cancel_tasks, flush_replies
+from lucidgate.channels._ratelimit import OutboundLimiter
 from lucidgate.channels.base import CommandSpec
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
-from lucidgate.channels.messages import InboundMessage, OutboundMessage, Target
+from lucidgate.channels.messages import InboundMessage, Target
+from lucidgate.channels.platform import PlatformChannel
 from lucidgate.channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
 from lucidgate.channels.telegram.poll import TelegramPoller
 from lucidgate.channels.telegram.press import inbound_from_press
 from lucidgate.channels.telegram.send import TelegramSender, classify
 from lucidgate.channels.telegram.settings import DEFAULT_API_BASE, TelegramSettings
 from lucidgate.channels.telegram.webhook import webhook_router
-from lucidgate.config.backoff import backoff_delay
 from lucidgate.config.errors import ConfigError
 from lucidgate.config.fileio import atomic_write_bytes
 from lucidgate.config.redact import RedactingFilter, Redactor, logger_family
@@ -57,38 +56,25 @@ def _log_targets() -> list[logging.Filterer]:
     return [*logging.getLogger().handlers, *logger_family("httpx", "httpcore", "telegram")]
 
 
-class TelegramChannel:
+class TelegramChannel(PlatformChannel):
     name = NAME
+    label = "Telegram"
+    sender: TelegramSender
 
-    def __init__(
-        self,
-        settings: TelegramSettings,
-        bus: MessageBus,
-        *,
-        workspace: Path,
-        commands: Sequence[CommandSpec] = (),
-        limiter: OutboundLimiter | None = None,
-        gate: AccessGate | None = None,
-    ) -> None:
-        self.settings = settings
-        self.bus = bus
-        self.workspace = Path(workspace)
+    def __init__(self, settings: TelegramSettings, bus: MessageBus, *, workspace: Path,
+                 commands: Sequence[CommandSpec] = (), limiter: OutboundLimiter | None = None,
+                 gate: AccessGate | None = None) -> None:
+        super().__init__(settings, bus, workspace=workspace, gate=gate)
         self._token = settings.token
         self.api_base = settings.api_base
-        self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
         self.limiter = limiter or OutboundLimiter(NAME, classify)
         self._webhook_url = settings.webhook_url
         self._webhook_secret = settings.webhook_secret
         self._redactor = RedactingFilter(Redactor([self._token, self._webhook_secret]))
-        self._retry = (settings.retry_base_s, settings.retry_max_s)
         self._request_timeout_s = settings.request_timeout_s
-        self._send_wait_s = settings.send_wait_s
         self._menu = menu_commands(commands)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
-        self._ready = asyncio.Event()
-        self._stopping = False
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self.sender = self._sender = TelegramSender(
+        self.sender = TelegramSender(
             lambda: self.bot, self.limiter, streaming=settings.streaming, workspace=self.workspace,
             preview_interval_s=settings.preview_interval_s,
             typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s,
@@ -120,9 +106,6 @@ class TelegramChannel:
     @property
     def username(self) -> str:
         return str(self.bot.username or "")
-
-    def is_owner(self, sender_id: str) -> bool:
-        return self.gate.is_owner(sender_id)
 
     def describe(self) -> str:
         """The registry's one-line summary (never the token)."""
@@ -166,9 +149,10 @@ class TelegramChannel:
         except TelegramError as exc:
             reason = self._redactor.redact(str(exc))
             logger.warning("Telegram is unreachable at start (%s); will keep trying", reason)
-            self._spawn("connect", self._connect_then_run())
+            self._spawn("connect", self._keep_connecting(self._connect, self._run_intake,
+                                                         refused=(InvalidToken, BadRequest), transient=(TelegramError,)))
             return
-        self._run_intake()
+        await self._run_intake()
 
     async def _connect(self) -> None:
         """getMe, the command menu, and the webhook (set, or deleted for polling)."""
@@ -189,46 +173,21 @@ class TelegramChannel:
         mode = "webhook" if self._webhook_url else "polling"
         logger.info("Telegram channel ready as @%s (%s)", self.username, mode)
 
-    async def _connect_then_run(self) -> None:
-        failures = 0
-        while not self._ready.is_set():
-            failures += 1
-            await asyncio.sleep(backoff_delay(failures, *self._retry))
-            try:
-                await self._connect()
-            except (InvalidToken, BadRequest) as exc:
-                logger.error("Telegram refused the channel setup (%s); the channel stays offline",
-                             self._redactor.redact(str(exc)))
-                return
-            except TelegramError:
-                continue
-        self._run_intake()
-
-    def _run_intake(self) -> None:
+    async def _run_intake(self) -> None:
         if not self._webhook_url:
             self._poller.start()
 
-    async def stop(self) -> None:
-        if self._stopping:
-            return
-        self._stopping = True
-        await cancel_tasks(self._tasks)
-        await flush_replies(self.bus, logger, "Telegram replies still queued at shutdown were dropped")
-        self.bus.unsubscribe(NAME)
-        self._sender.cancel_typing()
-        if self._app is not None:
-            try:
-                await self._app.shutdown()
-                await self._app.bot.shutdown()  # closes the HTTP clients even if initialize() failed
-            except Exception:
-                logger.exception("Telegram application shutdown failed")
-            self._app = None
-        self._ready.clear()
-        self._redactor.uninstall(_log_targets())
+    def _redact(self, text: str) -> str:
+        return self._redactor.redact(text)
 
-    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        self._tasks[name] = task = asyncio.create_task(coro, name=f"telegram-{name}")
-        return task
+    async def _close(self) -> None:
+        app, self._app = self._app, None
+        try:
+            if app is not None:
+                await app.shutdown()
+                await app.bot.shutdown()  # closes the HTTP clients even if initialize() failed
+        finally:
+            self._redactor.uninstall(_log_targets())
 
     # -- webhook -------------------------------------------------------------------------
     def router(self) -> APIRouter:
@@ -327,14 +286,3 @@ class TelegramChannel:
             paths.append(rel.as_posix())
             notes.append(f"[{label}: {rel.as_posix()}]")
         return notes, paths
-
-    # -- outbound ------------------------------------------------------------------------
-    async def send(self, msg: OutboundMessage) -> None:
-        if not self._ready.is_set():
-            try:  # still connecting (Telegram was unreachable at start): hold the reply a while
-                await asyncio.wait_for(self._ready.wait(), self._send_wait_s)
-            except TimeoutError:
-                if msg.kind in ("text", "error"):  # kept in the outbox and retried
-                    raise DeliveryRetry("Telegram is not connected yet") from None
-                return
-        await self._sender.send(msg)

@@ -21,19 +21,8 @@ from functools import partial
 
 from markdown_it.token import Token
 
-from lucidgate.channels._markdown import (
-    Block,
-    Dialect,
-    Line,
-    Unit,
-    blocks,
-    grid,
-    pack,
-    render_inline,
-    split_text,
-    text_token,
-    utf16_len,
-)
+from lucidgate.channels._markdown import (Block, Dialect, Line, Unit, blocks, grid, pack, render_inline,
+                                          split_text, text_token, utf16_len)
 
 MAX_MESSAGE_CHARS = 4096
 

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +26,11 @@ from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, Tele
 
 from lucidgate.channels import outfiles
 from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
-from lucidgate.channels.messages import OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, Target
+from lucidgate.channels.platform import route
+from lucidgate.channels.previews import Preview, Previews
 from lucidgate.channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
+from lucidgate.channels.typing_indicator import TypingIndicator
 from lucidgate.config.errors import LucidError
 
 logger = logging.getLogger(__name__)
@@ -69,13 +70,6 @@ def _keyboard(buttons: Sequence[tuple[str, str]]) -> InlineKeyboardMarkup:
                                   for label, command in buttons]])
 
 
-@dataclass(slots=True)
-class _Preview:
-    message_id: int
-    text: str
-    sent_at: float
-
-
 class TelegramSender:
     """Sends ``OutboundMessage``s with the bot ``get_bot()`` returns.
 
@@ -98,30 +92,20 @@ class TelegramSender:
         self.limiter = limiter
         self._streaming = streaming
         self._workspace = workspace
-        self._preview_interval_s = preview_interval_s
-        self._typing_refresh_s, self._typing_max_s = typing_refresh_s, typing_max_s
-        self._typing: dict[tuple[str, str | None], asyncio.Task[None]] = {}
-        self._previews: dict[tuple[str, str | None, str | None], _Preview] = {}
+        # The indicator lasts ~5 s on Telegram's side: refreshed until the reply (or a cap).
+        self.typing: TypingIndicator[Target] = TypingIndicator(
+            "telegram", self._send_typing, refresh_s=typing_refresh_s, max_s=typing_max_s,
+            key=lambda target: (target.chat_id, target.thread_id))
+        self._previews: Previews[int] = Previews(preview_interval_s)
 
     async def send(self, msg: OutboundMessage) -> None:
-        if isinstance(msg, OutboundTyping):
-            await self._start_typing(msg.target)
-            return
-        if isinstance(msg, OutboundProgress):
-            if self._streaming:
-                await self._preview(msg.target, msg.text)
-            return
-        self._stop_typing(msg.target)
+        await route(msg, self.typing, preview=self._preview if self._streaming else None, reply=self._reply)
+
+    async def _reply(self, msg: OutboundText | OutboundError) -> None:
         files = msg.files if isinstance(msg, OutboundText) else ()
         buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain,
                             skip_parts=msg.skip_parts, files=files, buttons=buttons)
-
-    def cancel_typing(self) -> None:
-        """Stop every typing-indicator loop (the channel is stopping)."""
-        for task in self._typing.values():
-            task.cancel()
-        self._typing.clear()
 
     async def _deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0,
                        files: Sequence[str] = (), buttons: Sequence[tuple[str, str]] = ()) -> None:
@@ -140,7 +124,7 @@ class TelegramSender:
                 sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, files)
                 text = outfiles.with_problems(text, problems)
         chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else render(text, MAX_MESSAGE_CHARS)
-        preview = None if plain else self._previews.pop(_preview_key(target), None)
+        preview = None if plain else self._previews.take(_preview_key(target))
         parts: list[str | outfiles.OutFile] = [*chunks, *sendable]
         for i, part in enumerate(parts):
             if i < skip_parts:
@@ -211,7 +195,7 @@ class TelegramSender:
         return await self.limiter.run(
             target.chat_id, lambda: self._get_bot().send_document(document=data, **kwargs), what="sendDocument")
 
-    async def _edit(self, target: Target, preview: _Preview, chunk: str) -> bool:
+    async def _edit(self, target: Target, preview: Preview[int], chunk: str) -> bool:
         """Replace the streaming preview with the final text; False means send it anew."""
 
         def edit(text: str, parse_mode: str | None) -> Any:
@@ -236,58 +220,23 @@ class TelegramSender:
             await edit(html_to_plain(chunk), None)
         return True
 
-    async def _preview(self, target: Target, text: str) -> None:
+    async def _preview(self, msg: OutboundProgress) -> None:
         """Streaming: one preview message per turn, edited at most once per interval."""
-        key = _preview_key(target)
-        text = text[:MAX_MESSAGE_CHARS]
+        target, text = msg.target, msg.text[:MAX_MESSAGE_CHARS]
         if not text.strip():
             return
-        now = time.monotonic()
-        preview = self._previews.get(key)
+
+        async def post(shown: str) -> int:
+            return (await self.send_chunk(target, shown, target.reply_to, html=False)).message_id
+
+        async def edit(message_id: int, shown: str) -> None:
+            await self.limiter.run(target.chat_id, lambda: self._get_bot().edit_message_text(
+                text=shown, chat_id=target.chat_id, message_id=message_id), what="editMessageText")
+
         try:
-            if preview is None:
-                sent = await self.send_chunk(target, text, target.reply_to, html=False)
-                self._previews[key] = _Preview(sent.message_id, text, now)
-            elif now - preview.sent_at >= self._preview_interval_s and text != preview.text:
-                preview.sent_at, preview.text = now, text
-                await self.limiter.run(
-                    target.chat_id,
-                    lambda: self._get_bot().edit_message_text(
-                        text=text, chat_id=target.chat_id, message_id=preview.message_id
-                    ),
-                    what="editMessageText",
-                )
+            await self._previews.show(_preview_key(target), text, post=post, edit=edit)
         except (TelegramError, LucidError) as exc:
             logger.debug("streaming preview update failed in chat %s: %s", target.chat_id, exc)
-
-    async def _start_typing(self, target: Target) -> None:
-        """Show the indicator now, then keep refreshing it on a task of its own."""
-        key = (target.chat_id, target.thread_id)
-        task = self._typing.get(key)
-        if task is not None and not task.done():
-            return
-        await self._send_typing(target)
-        self._typing[key] = asyncio.create_task(self._typing_loop(target), name=f"telegram-typing-{key[0]}")
-
-    def typing_task(self, target: Target) -> asyncio.Task[None] | None:
-        """The loop refreshing ``target``'s indicator, while there is one (tests wait on it)."""
-        return self._typing.get((target.chat_id, target.thread_id))
-
-    def _stop_typing(self, target: Target) -> None:
-        task = self._typing.pop((target.chat_id, target.thread_id), None)
-        if task is not None:
-            task.cancel()
-
-    async def _typing_loop(self, target: Target) -> None:
-        """The indicator lasts ~5 s on Telegram's side: refresh it until the reply (or a cap)."""
-        deadline = time.monotonic() + self._typing_max_s
-        while True:
-            await asyncio.sleep(self._typing_refresh_s)
-            if time.monotonic() >= deadline:
-                break
-            await self._send_typing(target)
-        if self._typing.get((target.chat_id, target.thread_id)) is asyncio.current_task():
-            del self._typing[(target.chat_id, target.thread_id)]
 
     async def _send_typing(self, target: Target) -> None:
         kwargs: dict[str, Any] = {"message_thread_id": int(target.thread_id)} if target.thread_id else {}

@@ -15,6 +15,7 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
+from lucidgate.channels.platform import PlatformSettings
 from lucidgate.config.channel_schema import TelegramConfig
 
 __all__ = ["DEFAULT_API_BASE", "TelegramSettings"]
@@ -22,8 +23,8 @@ __all__ = ["DEFAULT_API_BASE", "TelegramSettings"]
 DEFAULT_API_BASE = "https://api.telegram.org"
 
 
-@dataclass(frozen=True, slots=True)
-class TelegramSettings:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TelegramSettings(PlatformSettings):
     """What the Telegram channel runs with; ``access`` is the section the gate reads."""
 
     access: TelegramConfig
@@ -34,14 +35,9 @@ class TelegramSettings:
     streaming: bool
     poll_timeout_s: float
     watchdog_s: float
-    # Tuning, not configuration (see the module docstring).
-    retry_base_s: float = 1.0
-    retry_max_s: float = 30.0
-    typing_refresh_s: float = 4.0
-    typing_max_s: float = 120.0
+    # Tuning, not configuration (see the module docstring), beside ``PlatformSettings``'.
     preview_interval_s: float = 1.0
     request_timeout_s: float = 10.0
-    send_wait_s: float = 30.0
 
     @classmethod
     def from_section(cls, section: TelegramConfig, **tuning: Any) -> TelegramSettings:
