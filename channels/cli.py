@@ -16,6 +16,7 @@ from collections.abc import Callable
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.messages import InboundMessage, OutboundMessage, OutboundText
 from lucidgate.channels.outfiles import unsent_note
+from lucidgate.channels.waiters import AnsweringChannel
 
 logger = logging.getLogger(__name__)
 
@@ -23,27 +24,17 @@ CLI_CHANNEL = "cli"
 LOCAL_USER = "local"
 
 
-class CliChannel:
+class CliChannel(AnsweringChannel[tuple[bool, str]]):
     name = CLI_CHANNEL
 
     def __init__(self, bus: MessageBus, *, chat_id: str = "local",
                  on_unsolicited: Callable[[str], None] | None = None) -> None:
-        self.bus = bus
+        super().__init__(bus)
         self.chat_id = chat_id
         # Messages nobody is waiting for (a reminder, the `message` tool): shown, not dropped.
         self.on_unsolicited = on_unsolicited
-        self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
         # The terminal's live view: the answer so far and the step that runs ("running grep…").
         self.on_progress: Callable[[str, str | None], None] | None = None
-
-    async def start(self) -> None:
-        self.bus.subscribe(self.name, self.send)
-
-    async def stop(self) -> None:
-        self.bus.unsubscribe(self.name)
-        for fut in self._waiters.values():
-            if not fut.done():
-                fut.cancel()
 
     async def send(self, msg: OutboundMessage) -> None:
         if msg.kind == "progress":
@@ -54,7 +45,7 @@ class CliChannel:
             return
         key = msg.in_reply_to or ""
         text = unsent_note(msg.text, msg.files, "terminal") if isinstance(msg, OutboundText) else msg.text
-        fut = self._waiters.pop(key, None)
+        fut = self._waiters.take(key)
         if fut is not None and not fut.done():
             fut.set_result((msg.kind == "text", text))
         elif fut is not None:
@@ -72,8 +63,7 @@ class CliChannel:
         ``chat_id`` picks the session (``cli:<chat_id>``); the channel's own by default.
         """
         message_id = uuid.uuid4().hex[:16]
-        fut: asyncio.Future[tuple[bool, str]] = asyncio.get_running_loop().create_future()
-        self._waiters[message_id] = fut
+        fut = self._waiters.expect(message_id)
         await self.bus.publish_inbound(InboundMessage(
             channel=self.name, chat_id=chat_id or self.chat_id, sender_id=LOCAL_USER, text=text,
             chat_type="private", message_id=message_id, role="owner",

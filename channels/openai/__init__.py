@@ -42,6 +42,7 @@ from lucidgate.channels._ratelimit import DeliveryFailed
 from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
 from lucidgate.channels.messages import InboundMessage, OutboundMessage, TurnUsage
 from lucidgate.channels.webhook.api import WebhookRateLimits, guarded_route
+from lucidgate.channels.waiters import AnsweringChannel
 from lucidgate.channels.webhook.auth import TOKEN_SETTING, fingerprint, spender_of
 from lucidgate.config.schema import OPENAI_GUEST_ID, OPENAI_OWNER_ID, Config, OpenAIApiConfig, WebhookConfig
 
@@ -123,7 +124,7 @@ class Answer(NamedTuple):
     usage: TurnUsage | None
 
 
-class OpenAIChannel:
+class OpenAIChannel(AnsweringChannel[Answer]):
     """The ``openai`` channel: HTTP requests in, waiting futures resolved by the bus's replies."""
 
     name = CHANNEL
@@ -131,12 +132,11 @@ class OpenAIChannel:
     def __init__(self, cfg: OpenAIApiConfig, bus: MessageBus, *, token: str,
                  limits: WebhookRateLimits | None = None, token_setting: str = OWN_TOKEN_SETTING) -> None:
         self.cfg = cfg
-        self.bus = bus
+        super().__init__(bus)
         self._token = token
         self._token_fp = fingerprint(token)
         self._spender = spender_of(token_setting)
         self.intake_limits = limits or WebhookRateLimits.of(WebhookConfig())
-        self._waiters: dict[str, asyncio.Future[Answer]] = {}
 
     def share_intake_limits(self, limits: WebhookRateLimits) -> None:
         """Count against ``limits`` (the webhook's buckets) instead of our own."""
@@ -146,19 +146,10 @@ class OpenAIChannel:
         role = "owner" if self.cfg.owner else "guest"
         return f"POST /v1/chat/completions ({role} access)" if self._token else "no token — answers 503"
 
-    async def start(self) -> None:
-        self.bus.subscribe(self.name, self.send)
-
-    async def stop(self) -> None:
-        self.bus.unsubscribe(self.name)
-        for fut in self._waiters.values():
-            if not fut.done():
-                fut.cancel()
-
     async def send(self, msg: OutboundMessage) -> None:
         if msg.kind not in ("text", "error"):
             return
-        fut = self._waiters.pop(msg.in_reply_to or "", None)
+        fut = self._waiters.take(msg.in_reply_to or "")
         if fut is not None and not fut.done():
             fut.set_result(Answer(msg.kind == "text", msg.text, msg.usage if msg.kind == "text" else None))
             return
@@ -169,8 +160,7 @@ class OpenAIChannel:
 
     async def _publish(self, session: str, text: str) -> tuple[str, asyncio.Future[Answer]]:
         message_id = uuid.uuid4().hex
-        fut: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        self._waiters[message_id] = fut
+        fut = self._waiters.expect(message_id)
         sender = OPENAI_OWNER_ID if self.cfg.owner else OPENAI_GUEST_ID
         try:
             await self.bus.publish_inbound(InboundMessage(
@@ -178,7 +168,7 @@ class OpenAIChannel:
                 chat_type="private", message_id=message_id,
                 role="owner" if self.cfg.owner else "guest", spender=self._spender))
         except BaseException:
-            self._waiters.pop(message_id, None)
+            self._waiters.take(message_id)
             raise
         return message_id, fut
 
