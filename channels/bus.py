@@ -107,7 +107,7 @@ class MessageBus:
             await asyncio.gather(self._purger, return_exceptions=True)
             self._purger = None
         if self.outbox is not None:
-            await asyncio.to_thread(self.outbox.close)
+            await self.outbox.aclose()
 
     async def _purge_outbox(self) -> None:
         """Delivered rows older than the outbox keeps them go, at start and then every
@@ -276,9 +276,3 @@ class MessageBus:
         if self.outbox is None:
             return {}
         return await asyncio.to_thread(self.outbox.counts_by_channel)
-
-    async def dead_letters(self) -> int:
-        """Dead-lettered items in the outbox (``/status``); this process's count without one."""
-        if self.outbox is None:
-            return self.delivery.dead
-        return (await asyncio.to_thread(self.outbox.counts))["dead"]

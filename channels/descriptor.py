@@ -60,10 +60,6 @@ class ChannelDescriptor:
         """``command`` ("approve 4f2a") as a user of this channel types it."""
         return self.command_syntax.format(command=command)
 
-    @property
-    def can_stream(self) -> bool:
-        return issubclass(self.section, StreamingSection)
-
     def of(self, channels: Section) -> Section:
         """This channel's section in ``config.channels``; a clear error when it has none."""
         section = sections(channels).get(self.name)

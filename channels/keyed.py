@@ -5,9 +5,8 @@ same four things, so they share this primitive:
 
 * **spawn on demand** — ``put`` never waits; the first item for a key starts its worker;
 * **no stranded item** — a worker checks its queue again after every await (the item it
-  handled, the ``on_drained`` hook) and decides to retire with no await between that last
-  check and leaving the table, so an item put at any moment is either seen by the live worker
-  or starts a new one;
+  handled) and decides to retire with no await between that last check and leaving the
+  table, so an item put at any moment is either seen by the live worker or starts a new one;
 * **retire when idle** — a worker with nothing to do for ``idle_s`` leaves, and with it all of
   its key's state, so a stream of distinct keys (webhook chat ids are chosen by the client)
   costs nothing once it stops;
@@ -50,7 +49,7 @@ class _Slot(Generic[T, S]):
         self.queue: deque[T] = deque()
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None  # None while waiting for a slot
-        self.busy = False  # has queued items, or one in hand, or its drained hook runs
+        self.busy = False  # has queued items, or one in hand
         self.resting = False  # busy but not to be waited for (see ``resting``)
 
 
@@ -58,8 +57,7 @@ class KeyedWorkers(Generic[T, S]):
     """Per-key ordered, cross-key concurrent workers (see the module docstring)."""
 
     def __init__(self, name: str, handle: Callable[[str, T], Awaitable[None]], *, idle_s: float,
-                 limit: int = 1024, on_drained: Callable[[str], Awaitable[None]] | None = None,
-                 on_start: Callable[[str], None] | None = None,
+                 limit: int = 1024, on_start: Callable[[str], None] | None = None,
                  on_retire: Callable[[str], None] | None = None,
                  new_state: Callable[[str], S] | None = None) -> None:
         if idle_s < 0 or limit < 1:
@@ -68,7 +66,6 @@ class KeyedWorkers(Generic[T, S]):
         self.idle_s = idle_s
         self.limit = limit
         self._handle = handle
-        self._on_drained = on_drained
         self._on_start, self._on_retire = on_start, on_retire
         self._new_state = new_state
         self._slots: dict[str, _Slot[T, S]] = {}
@@ -197,15 +194,6 @@ class KeyedWorkers(Generic[T, S]):
                         raise
                     except Exception:
                         logger.exception("%s: handling an item for %s failed", self.name, key)
-                if self._on_drained is not None:
-                    try:
-                        await self._on_drained(key)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        logger.exception("%s: the drained hook for %s failed", self.name, key)
-                    if queue:
-                        continue  # it arrived while the hook ran
                 self._mark(slot, busy=False)
                 if self._waiting or self.idle_s == 0:
                     return  # give the slot to a waiting key

@@ -49,27 +49,6 @@ async def test_items_of_a_key_run_in_order_and_keys_run_concurrently() -> None:
     await asyncio.gather(*workers.cancel(), return_exceptions=True)
 
 
-async def test_an_item_put_while_the_drained_hook_runs_is_handled() -> None:
-    handled: list[int] = []
-    in_hook, release = asyncio.Event(), asyncio.Event()
-
-    async def handle(_key: str, item: int) -> None:
-        handled.append(item)
-
-    async def drained(_key: str) -> None:
-        if len(handled) == 1:
-            in_hook.set()
-            await release.wait()
-
-    workers: KeyedWorkers[int] = KeyedWorkers("t", handle, idle_s=0, on_drained=drained)
-    workers.put("k", 1)
-    await asyncio.wait_for(in_hook.wait(), 5)
-    workers.put("k", 2)  # the worker is inside its hook: it must see this on the way out
-    release.set()
-    await asyncio.wait_for(workers.wait_idle(), 5)
-    assert handled == [1, 2]
-
-
 async def test_an_idle_worker_retires_and_a_put_at_retirement_starts_a_new_one() -> None:
     handled: list[int] = []
     retired: list[str] = []

@@ -17,20 +17,8 @@ from collections.abc import Iterable
 
 from markdown_it.token import Token
 
-from lucidgate.channels._markdown import (
-    Block,
-    Dialect,
-    Line,
-    Unit,
-    blocks,
-    fence_for,
-    grid,
-    pack,
-    render_inline,
-    split_text,
-    text_token,
-    utf16_len,
-)
+from lucidgate.channels._markdown import (Block, Dialect, Line, Unit, blocks, fence_for, grid, pack,
+                                          render_inline, split_text, text_token, utf16_len)
 
 MAX_MESSAGE_CHARS = 2000  # Discord's limit for a message's content
 
@@ -109,11 +97,6 @@ def _line(line: Line) -> str:
 
 
 # ----------------------------------------------------------------------------- intake
-
-def mention_ids(text: str) -> set[str]:
-    """User ids mentioned as ``<@id>`` or ``<@!id>`` in ``text``."""
-    return set(re.findall(r"<@!?(\d+)>", text))
-
 
 def strip_mention(text: str, bot_id: str | None) -> str:
     """Remove the bot's own mention from ``text`` (the rest is what was said to it)."""
