@@ -78,7 +78,7 @@ async def route(msg: OutboundMessage, typing: TypingIndicator[Target], *,
 class ChannelCore:
     """Settings, bus, workspace and access gate of one platform channel."""
 
-    name: ClassVar[str]
+    name: str
 
     def __init__(self, settings: Any, bus: MessageBus, *, workspace: Path, gate: AccessGate | None) -> None:
         self.settings = settings

@@ -9,7 +9,7 @@ At stop every caller still waiting is cancelled, so none waits for a reply that 
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.messages import OutboundMessage
@@ -42,7 +42,7 @@ class ReplyWaiters(Generic[T]):
 class AnsweringChannel(Generic[T]):
     """A channel whose callers publish and wait (``_waiters``); it answers them in ``send``."""
 
-    name: ClassVar[str]
+    name: str
 
     def __init__(self, bus: MessageBus) -> None:
         self.bus = bus

@@ -55,6 +55,7 @@ _TRANSIENT = (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientErro
 class DiscordChannel(PlatformChannel):
     name = NAME
     label = "Discord"
+    settings: DiscordSettings
     sender: DiscordSender
 
     def __init__(self, settings: DiscordSettings, bus: MessageBus, *, workspace: Path,

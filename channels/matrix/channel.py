@@ -53,6 +53,7 @@ MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 class MatrixChannel(PlatformChannel):
     name = NAME
     label = "Matrix"
+    settings: MatrixSettings
     sender: MatrixSender
 
     def __init__(self, settings: MatrixSettings, bus: MessageBus, *, workspace: Path,

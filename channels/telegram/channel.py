@@ -59,6 +59,7 @@ def _log_targets() -> list[logging.Filterer]:
 class TelegramChannel(PlatformChannel):
     name = NAME
     label = "Telegram"
+    settings: TelegramSettings
     sender: TelegramSender
 
     def __init__(self, settings: TelegramSettings, bus: MessageBus, *, workspace: Path,
