@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lucidgate.config.fileio import atomic_write_text
-from lucidgate.gateway.migrate.model import Source
+from lucidgate.gateway.migrate.model import HistoryItem, Source
 from lucidgate.gateway.migrate.safe_files import copy_private
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.naming import session_file_stem
@@ -79,10 +80,27 @@ def _template(name: str) -> str | None:
 
 async def import_source(source: Source, workspace: Path, *, dry_run: bool, config_path: Path | None = None,
                         apply_channels: bool = False) -> ImportReport:
+    """Apply ``source`` (see the module docstring). The file and git work is blocking, so it runs
+    in one worker thread before the history is appended (the memory store's own async path) and
+    in one more after it, for the state file and the commit."""
     report = ImportReport(warnings=list(source.warnings))
-    label = f"{source.kind} ({source.root})"
-    touched: list[str] = []
     git = GitStore(workspace)
+    touched, history = await asyncio.to_thread(_apply_files, source, workspace, report, git, dry_run=dry_run,
+                                               config_path=config_path, apply_channels=apply_channels)
+    if history is not None:
+        await history.append(source.kind)
+    if dry_run or (history is None and not touched):
+        return report
+    label = f"{source.kind} ({source.root})"
+    report.commit = await asyncio.to_thread(_finish, git, history, touched,
+                                            f"import: {label}, {len(report.actions)} change(s)")
+    return report
+
+
+def _apply_files(source: Source, workspace: Path, report: ImportReport, git: GitStore, *, dry_run: bool,
+                 config_path: Path | None, apply_channels: bool) -> tuple[list[str], _History | None]:
+    """Everything but the history appends (blocking): the paths changed, and the history to append."""
+    touched: list[str] = []
     forgotten = Tombstones(workspace).matcher()  # what the owner asked to forget stays out
     if not dry_run:  # hand edits and the initial state are committed before we change anything
         git.init()
@@ -109,15 +127,49 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
         touched.append(f"skills/{skill.name}")
         if not dry_run:
             copy_private(skill, target, report.warnings)
-    await _import_history(source, workspace, report, dry_run)
+    history = _plan_history(source, workspace, report, dry_run)
     _import_sessions(source, workspace, report, dry_run, forgotten)
     _offer_channels(source, config_path, report, dry_run=dry_run or not apply_channels)
-    if touched and not dry_run:
-        report.commit = git.commit(f"import: {label}, {len(report.actions)} change(s)", touched)
-    return report
+    return touched, history
 
 
-async def _import_history(source: Source, workspace: Path, report: ImportReport, dry_run: bool) -> None:
+def _finish(git: GitStore, history: _History | None, touched: list[str], message: str) -> str | None:
+    """Record the imported history's fingerprints, then commit what changed (blocking)."""
+    if history is not None:
+        history.save_state()
+    return git.commit(message, touched) if touched else None
+
+
+@dataclass(slots=True)
+class _History:
+    """History entries to append, and what ``state/imports.json`` will say once they are in."""
+
+    store: MemoryStore
+    entries: list[tuple[HistoryItem, str]]  # (entry, its fingerprint)
+    state: dict[str, Any]
+    state_path: Path
+    caught_up: bool  # Dream had processed all of our history: the imported entries count as processed
+
+    async def append(self, kind: str) -> None:
+        seen = set(self.state.get("history", []))
+        last = 0
+        for item, fp in self.entries:
+            # The owner imports their own assistant's memory: owner-private provenance.
+            last = await self.store.append_history(item.content, session_key=f"import:{kind}",
+                                                   timestamp=item.timestamp or None, channel="import",
+                                                   chat_type="private", owner=True)
+            seen.add(fp)
+        self.state["history"] = sorted(seen)
+        if self.caught_up:
+            await self.store.set_dream_cursor(last)
+
+    def save_state(self) -> None:
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.state_path, json.dumps(self.state, indent=1))
+
+
+def _plan_history(source: Source, workspace: Path, report: ImportReport, dry_run: bool) -> _History | None:
+    """The history entries we do not hold yet (blocking reads); None when there is nothing to append."""
     state_path = workspace / IMPORTS_STATE
     state = _load_state(state_path)
     seen = set(state.get("history", []))
@@ -126,25 +178,13 @@ async def _import_history(source: Source, workspace: Path, report: ImportReport,
     fresh = [(item, fp) for item, fp in fresh
              if fp not in seen and (item.timestamp, item.content) not in present]
     if not fresh:
-        return
+        return None
     report.actions.append(f"append {len(fresh)} history entr{'y' if len(fresh) == 1 else 'ies'} "
                           f"(cursors re-numbered)")
     if dry_run:
-        return
+        return None
     store = MemoryStore(workspace)
-    caught_up = store.dream_cursor() >= store.last_cursor()
-    last = 0
-    for item, fp in fresh:
-        # The owner imports their own assistant's memory: owner-private provenance.
-        last = await store.append_history(item.content, session_key=f"import:{source.kind}",
-                                          timestamp=item.timestamp or None, channel="import",
-                                          chat_type="private", owner=True)
-        seen.add(fp)
-    state["history"] = sorted(seen)
-    state_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(state_path, json.dumps(state, indent=1))
-    if caught_up:
-        await store.set_dream_cursor(last)
+    return _History(store, fresh, state, state_path, caught_up=store.dream_cursor() >= store.last_cursor())
 
 
 def _import_sessions(source: Source, workspace: Path, report: ImportReport, dry_run: bool,
