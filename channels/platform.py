@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -34,9 +34,11 @@ from lucidgate.channels._ratelimit import DeliveryRetry
 from lucidgate.channels._stopping import cancel_tasks, flush_replies
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.gate import AccessGate
-from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.messages import (OutboundError, OutboundMessage, OutboundProgress, OutboundText,
+                                         OutboundTyping, Target)
 from lucidgate.channels.typing_indicator import TypingIndicator
 from lucidgate.config.backoff import backoff_delay
+from lucidgate.config.redact import RedactingFilter, Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +99,12 @@ class PlatformChannel(ChannelCore):
     settings: PlatformSettings
     sender: Sender
 
-    def __init__(self, settings: Any, bus: MessageBus, *, workspace: Path, gate: AccessGate | None) -> None:
+    def __init__(self, settings: Any, bus: MessageBus, *, workspace: Path, gate: AccessGate | None,
+                 secrets: Sequence[str] = ()) -> None:
+        """``secrets``: the credentials that must never reach a log line (``_redactor``; a
+        channel also installs it on the SDK's loggers while it runs)."""
         super().__init__(settings, bus, workspace=workspace, gate=gate)
+        self._redactor = RedactingFilter(Redactor(secrets))
         self._ready = asyncio.Event()  # the platform answers: replies can go out
         self._stopping = False
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -108,8 +114,8 @@ class PlatformChannel(ChannelCore):
         return task
 
     def _redact(self, text: str) -> str:
-        """``text`` fit for a log line (channels with secrets in their errors override it)."""
-        return text
+        """``text`` fit for a log line: no credential of this channel in it."""
+        return self._redactor.redact(text)
 
     async def _keep_connecting(self, connect: Callable[[], Awaitable[None]], then: Callable[[], Awaitable[None]], *,
                                refused: tuple[type[BaseException], ...],

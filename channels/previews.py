@@ -44,6 +44,10 @@ class Previews(Generic[I]):
             preview.sent_at, preview.text = now, text
             await edit(preview.message_id, text)
 
+    def shown(self, key: Hashable) -> Preview[I] | None:
+        """The turn's preview as it stands (None before the first ``show``)."""
+        return self._shown.get(key)
+
     def take(self, key: Hashable) -> Preview[I] | None:
         """The turn's preview for its final reply to replace (and forgotten here)."""
         return self._shown.pop(key, None)

@@ -184,7 +184,7 @@ async def test_streaming_edits_one_message_then_replaces_it_with_the_answer(
 
 
 def time_passed(channel: DiscordChannel, target: Target, seconds: float) -> bool:
-    preview = channel.sender._previews.get((target.chat_id, target.reply_to))
+    preview = channel.sender._previews.shown((target.chat_id, target.reply_to))
     return preview is not None and asyncio.get_running_loop().time() - preview.sent_at >= seconds
 
 

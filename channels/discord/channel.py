@@ -42,7 +42,6 @@ from lucidgate.channels.gate import AccessGate, AccessRequest
 from lucidgate.channels.messages import ChatType, InboundMessage, Target
 from lucidgate.channels.platform import PlatformChannel
 from lucidgate.config.errors import ConfigError
-from lucidgate.config.redact import RedactingFilter, Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +59,11 @@ class DiscordChannel(PlatformChannel):
 
     def __init__(self, settings: DiscordSettings, bus: MessageBus, *, workspace: Path,
                  limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
-        super().__init__(settings, bus, workspace=workspace, gate=gate)
+        super().__init__(settings, bus, workspace=workspace, gate=gate, secrets=[settings.token])
         self._token = settings.token
         self.api_base = settings.api_base
         self.limiter = limiter or OutboundLimiter(NAME, classify, per_key_rate_per_s=1.0, per_key_burst=5)
         self._endpoints = Endpoints(self.api_base)
-        self._redactor = RedactingFilter(Redactor([self._token]))
         self._heartbeat_timeout_s = settings.heartbeat_timeout_s
         self._connect_wait_s = settings.connect_wait_s
         self._client: discord.Client | None = None
@@ -122,9 +120,9 @@ class DiscordChannel(PlatformChannel):
                 raise ConfigError(f"Discord's REST API at {self.api_base} answered {exc.status} at login: "
                                   "check channels.discord.apiBase") from None
             logger.warning("Discord is unreachable at start (%s); will keep trying",
-                           self._redactor.redact(f"{type(exc).__name__}: {exc}"))
-            self._spawn("gateway", self._keep_connecting(self._login, self._run_gateway, refused=(discord.LoginFailure,),
-                                                         transient=_TRANSIENT))
+                           self._redact(f"{type(exc).__name__}: {exc}"))
+            self._spawn("gateway", self._keep_connecting(self._login, self._run_gateway,
+                                                         refused=(discord.LoginFailure,), transient=_TRANSIENT))
             return
         self._spawn("gateway", self._run_gateway())
         await self._first_session()
@@ -177,9 +175,6 @@ class DiscordChannel(PlatformChannel):
             self.connected.clear()
         if self.fatal:
             logger.error("%s; the channel is offline", self.fatal)
-
-    def _redact(self, text: str) -> str:
-        return self._redactor.redact(text)
 
     async def _close(self) -> None:
         client, self._client = self._client, None

@@ -26,6 +26,7 @@ from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, Outboun
 from lucidgate.channels.discord.format import MAX_MESSAGE_CHARS, split_plain, to_chunks
 from lucidgate.channels.discord.press import button_view
 from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, Target
+from lucidgate.channels.parts import send_parts
 from lucidgate.channels.platform import route
 from lucidgate.channels.previews import Preview, Previews
 from lucidgate.channels.typing_indicator import TypingIndicator
@@ -60,6 +61,16 @@ def classify(exc: BaseException) -> Verdict:
 def permanent(exc: BaseException) -> bool:
     """Refused for good: the chat is gone, the bot lacks access, or the payload is invalid."""
     return isinstance(exc, discord.HTTPException) and 400 <= exc.status < 500 and exc.status != 429
+
+
+def _delivery_error(exc: Exception) -> DeliveryRetry | DeliveryFailed | None:
+    """A refusal for good (unknown channel, missing access, invalid body), or what may pass
+    later (5xx, network)."""
+    if isinstance(exc, discord.HTTPException) and permanent(exc):
+        return DeliveryFailed(str(exc), permanent=True)
+    if isinstance(exc, discord.HTTPException | aiohttp.ClientError | OSError | RuntimeError):
+        return DeliveryRetry(f"{type(exc).__name__}: {exc}")
+    return None
 
 
 class DiscordSender:
@@ -104,25 +115,16 @@ class DiscordSender:
         batches = [list(files[i:i + MAX_FILES_PER_MESSAGE]) for i in range(0, len(files), MAX_FILES_PER_MESSAGE)]
         parts: list[tuple[str, list[Path]]] = [(c, []) for c in chunks] + [("", b) for b in batches]
         preview = None if plain else self._previews.take(_preview_key(target))
-        for i, (chunk, attach) in enumerate(parts):
-            if i < skip_parts:
-                continue
-            try:
-                if i == 0 and preview is not None and not attach and await self._replace(target, preview, chunk):
-                    continue
-                last = buttons if i == len(chunks) - 1 else ()
-                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, files=attach, buttons=last)
-            except (DeliveryRetry, DeliveryFailed) as exc:
-                exc.parts_done = i
-                raise
-            except discord.HTTPException as exc:
-                if permanent(exc):
-                    logger.error("Discord refused a reply to channel %s (part %d of %d): %s",
-                                 target.chat_id, i + 1, len(parts), exc)
-                    raise DeliveryFailed(str(exc), permanent=True, parts_done=i) from exc
-                raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
-            except (aiohttp.ClientError, OSError, RuntimeError) as exc:
-                raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
+
+        async def send_one(i: int, part: tuple[str, list[Path]]) -> None:
+            chunk, attach = part
+            if i == 0 and preview is not None and not attach and await self._replace(target, preview, chunk):
+                return
+            last = buttons if i == len(chunks) - 1 else ()
+            await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, files=attach, buttons=last)
+
+        await send_parts(parts, send_one, skip=skip_parts, failure=_delivery_error,
+                         where=f"Discord channel {target.chat_id}")
 
     async def send_chunk(self, target: Target, text: str, reply_to: str | None, *,
                          files: Sequence[Path] = (), buttons: Sequence[tuple[str, str]] = ()) -> discord.Message:

@@ -58,7 +58,8 @@ class MatrixChannel(PlatformChannel):
 
     def __init__(self, settings: MatrixSettings, bus: MessageBus, *, workspace: Path,
                  limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
-        super().__init__(settings, bus, workspace=workspace, gate=gate)
+        super().__init__(settings, bus, workspace=workspace, gate=gate,
+                         secrets=[settings.access_token, settings.password])
         self.homeserver = settings.homeserver
         self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10)
         self._state_path = state_path(self.workspace)
@@ -108,7 +109,8 @@ class MatrixChannel(PlatformChannel):
             await self.stop()
             raise
         except (MatrixCallError, OSError, asyncio.TimeoutError, LucidError) as exc:
-            logger.warning("the Matrix homeserver is unreachable at start (%s); will keep trying", exc)
+            logger.warning("the Matrix homeserver is unreachable at start (%s); will keep trying",
+                           self._redact(str(exc)))
             self._spawn("connect", self._keep_connecting(self._connect, self._run_sync, refused=(ConfigError,),
                                                          transient=(MatrixCallError,)))
             return

@@ -34,6 +34,7 @@ from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, Outboun
 from lucidgate.channels.matrix.calls import MatrixCallError, checked
 from lucidgate.channels.matrix.format import MAX_CHUNK_CHARS, edit_content, message_content, reply_to, split_markdown
 from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, OutboundTyping, Target
+from lucidgate.channels.parts import send_parts
 from lucidgate.channels.previews import Previews
 from lucidgate.channels.typing_indicator import TypingIndicator
 from lucidgate.config.errors import LucidError
@@ -42,6 +43,18 @@ logger = logging.getLogger(__name__)
 
 PREVIEW_MAX_CHARS = 4000
 TYPING_TIMEOUT_MS = 30_000
+
+
+def _delivery_error(exc: Exception) -> DeliveryRetry | DeliveryFailed | None:
+    """The homeserver's refusal for good, or what may pass later (a 429 after its wait)."""
+    if isinstance(exc, MatrixCallError):
+        if not exc.transient:
+            return DeliveryFailed(str(exc), permanent=True)
+        after = exc.retry_after_ms / 1000 if exc.rate_limited and exc.retry_after_ms else None
+        return DeliveryRetry(str(exc), after_s=after)
+    if isinstance(exc, LucidError | OSError):  # OSError: a file vanished while being read
+        return DeliveryRetry(str(exc))
+    return None
 
 
 class MatrixSender:
@@ -91,31 +104,20 @@ class MatrixSender:
         parts: list[str | outfiles.OutFile] = [*pieces, *sendable]
         preview = None if plain else self._previews.take(_key(msg.target))
         txn_base = f"lucid-{msg.delivery_id}" if msg.delivery_id else f"lucid-{uuid.uuid4().hex}"
-        for i, part in enumerate(parts):
-            if i < msg.skip_parts:
-                continue
-            try:
-                if isinstance(part, outfiles.OutFile):
-                    await self.send_file(msg.target.chat_id, part.path, txn_id=f"{txn_base}-{i}")
-                    continue
-                content = message_content(part, msgtype=msgtype, plain=plain)
-                if i == 0 and preview is not None:
-                    content = edit_content(preview.message_id, content)
-                elif i == 0:
-                    content = reply_to(content, msg.target.reply_to)
-                await self.room_send(msg.target.chat_id, content, f"{txn_base}-{i}")
-            except MatrixCallError as exc:
-                if exc.transient:
-                    after = exc.retry_after_ms / 1000 if exc.rate_limited and exc.retry_after_ms else None
-                    raise DeliveryRetry(str(exc), after_s=after, parts_done=i) from exc
-                logger.error("Matrix refused a reply to room %s (part %d of %d): %s",
-                             msg.target.chat_id, i + 1, len(parts), exc)
-                raise DeliveryFailed(str(exc), permanent=True, parts_done=i) from exc
-            except (DeliveryRetry, DeliveryFailed) as exc:
-                exc.parts_done = i
-                raise
-            except (LucidError, OSError) as exc:  # OSError: a file vanished while being read
-                raise DeliveryRetry(str(exc), parts_done=i) from exc
+
+        async def send_one(i: int, part: str | outfiles.OutFile) -> None:
+            if isinstance(part, outfiles.OutFile):
+                await self.send_file(msg.target.chat_id, part.path, txn_id=f"{txn_base}-{i}")
+                return
+            content = message_content(part, msgtype=msgtype, plain=plain)
+            if i == 0 and preview is not None:
+                content = edit_content(preview.message_id, content)
+            elif i == 0:
+                content = reply_to(content, msg.target.reply_to)
+            await self.room_send(msg.target.chat_id, content, f"{txn_base}-{i}")
+
+        await send_parts(parts, send_one, skip=msg.skip_parts, failure=_delivery_error,
+                         where=f"Matrix room {msg.target.chat_id}")
 
     async def _files(self, text: str, files: Sequence[str]) -> tuple[str, list[outfiles.OutFile]]:
         """The files that can go out now, and ``text`` naming those that cannot."""
@@ -152,7 +154,8 @@ class MatrixSender:
                                                                  target.reply_to))
 
         async def edit(event_id: str, shown: str) -> None:
-            await self.room_send(target.chat_id, edit_content(event_id, message_content(shown, msgtype=self._msgtype)))
+            new = message_content(shown, msgtype=self._msgtype)
+            await self.room_send(target.chat_id, edit_content(event_id, new))
 
         try:
             await self._previews.show(_key(target), text, post=post, edit=edit)

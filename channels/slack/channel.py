@@ -40,6 +40,7 @@ from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, Outboun
 from lucidgate.channels.base import ChannelUnavailable
 from lucidgate.channels.bus import BusFull, MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.parts import send_parts
 from lucidgate.channels.platform import ChannelCore
 from lucidgate.channels.messages import (
     InboundMessage,
@@ -77,6 +78,19 @@ def preflight(section: SlackConfig) -> str | None:
         return "socket mode needs an appToken (channels.slack.appToken)"
     if section.mode == "http" and not section.signing_secret.get_secret_value().strip():
         return "http mode needs a signingSecret (channels.slack.signingSecret)"
+    return None
+
+
+def _delivery_error(exc: Exception) -> DeliveryRetry | DeliveryFailed | None:
+    """Slack's answer, as the outbox reads it (every message token-free)."""
+    if isinstance(exc, SlackRequestError):  # the upload URL refused the bytes: try the file again
+        return DeliveryRetry(redact(str(exc)))
+    if isinstance(exc, SlackApiError):
+        # Slack answered: anything but a rate limit or a 5xx (handled by the limiter) is a
+        # refusal for good (channel_not_found, not_in_channel, invalid_blocks...).
+        return DeliveryFailed(redact(str(exc)), permanent=True)
+    if isinstance(exc, LucidError | aiohttp.ClientError):
+        return DeliveryRetry(redact(f"{type(exc).__name__}: {exc}"))
     return None
 
 
@@ -271,39 +285,22 @@ class SlackChannel(ChannelCore):
         if isinstance(msg, OutboundText) and msg.files:
             sendable, problems = await asyncio.to_thread(outfiles.ready, self.workspace, msg.files)
             text = outfiles.with_problems(text, problems)
-        done = msg.skip_parts
         placeholder = self.previews.take(target) if self.previews is not None and not plain else None
-        try:
-            # plain text with buttons goes in a section block, which holds fewer characters
-            chunks = (split_plain(text, SECTION_CHARS) if buttons else split_plain(text)) if plain \
-                else to_chunks(text)
-            for i, chunk in enumerate(chunks):
-                if i < done:
-                    continue  # accepted by Slack before a retry
-                if i == 0 and placeholder is not None and \
-                        await self.previews.replace(target.chat_id, placeholder, chunk):  # type: ignore[union-attr]
-                    done = 1
-                    continue
+        # plain text with buttons goes in a section block, which holds fewer characters
+        chunks = (split_plain(text, SECTION_CHARS) if buttons else split_plain(text)) if plain else to_chunks(text)
+        parts: list[str | outfiles.OutFile] = [*chunks, *sendable]
+
+        async def send_one(i: int, part: str | outfiles.OutFile) -> None:
+            if isinstance(part, outfiles.OutFile):
+                await self._upload(target, part)
+            elif i > 0 or placeholder is None or self.previews is None or \
+                    not await self.previews.replace(target.chat_id, placeholder, part):
                 last = buttons if i == len(chunks) - 1 else ()
-                await self._post(target.chat_id, chunk, target.thread_id, markdown=not plain, buttons=last)
-                done = i + 1
-            for i, file in enumerate(sendable, start=len(chunks)):
-                if i < done:
-                    continue
-                await self._upload(target, file)
-                done = i + 1
-        except SlackRequestError as exc:  # the upload URL refused the bytes: try the file again
-            raise DeliveryRetry(redact(str(exc)), parts_done=done) from exc
-        except (DeliveryRetry, DeliveryFailed) as exc:
-            exc.parts_done = done
-            raise
-        except SlackApiError as exc:
-            # Slack answered: anything but a rate limit or a 5xx (handled by the limiter) is
-            # a refusal for good (channel_not_found, not_in_channel, invalid_blocks...).
-            logger.warning("Slack refused a reply to %s: %s", target.chat_id, redact(str(exc)))
-            raise DeliveryFailed(redact(str(exc)), permanent=True, parts_done=done) from exc
-        except (LucidError, aiohttp.ClientError) as exc:
-            raise DeliveryRetry(redact(f"{type(exc).__name__}: {exc}"), parts_done=done) from exc
+                await self._post(target.chat_id, part, target.thread_id, markdown=not plain, buttons=last)
+
+        try:
+            await send_parts(parts, send_one, skip=msg.skip_parts, failure=_delivery_error,
+                             where=f"Slack channel {target.chat_id}")
         finally:
             await self._react(target, add=False)
 

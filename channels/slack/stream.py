@@ -45,6 +45,15 @@ class SlackPreviews:
         self.limiter = limiter
         self._open: Previews[str] = Previews(interval_s)
 
+    @property
+    def interval_s(self) -> float:
+        """The least time between two edits of a placeholder."""
+        return self._open.interval_s
+
+    @interval_s.setter
+    def interval_s(self, value: float) -> None:
+        self._open.interval_s = value
+
     async def show(self, target: Target, text: str, activity: str | None, post: PostFn) -> None:
         """Post or edit the turn's placeholder with the answer so far (or the step)."""
         # the first chunk of the answer so far: a preview cut mid-markup would show stray ** or ```

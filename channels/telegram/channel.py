@@ -41,7 +41,7 @@ from lucidgate.channels.telegram.settings import DEFAULT_API_BASE, TelegramSetti
 from lucidgate.channels.telegram.webhook import webhook_router
 from lucidgate.config.errors import ConfigError
 from lucidgate.config.fileio import atomic_write_bytes
-from lucidgate.config.redact import RedactingFilter, Redactor, logger_family
+from lucidgate.config.redact import logger_family
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +65,13 @@ class TelegramChannel(PlatformChannel):
     def __init__(self, settings: TelegramSettings, bus: MessageBus, *, workspace: Path,
                  commands: Sequence[CommandSpec] = (), limiter: OutboundLimiter | None = None,
                  gate: AccessGate | None = None) -> None:
-        super().__init__(settings, bus, workspace=workspace, gate=gate)
+        super().__init__(settings, bus, workspace=workspace, gate=gate,
+                         secrets=[settings.token, settings.webhook_secret])
         self._token = settings.token
         self.api_base = settings.api_base
         self.limiter = limiter or OutboundLimiter(NAME, classify)
         self._webhook_url = settings.webhook_url
         self._webhook_secret = settings.webhook_secret
-        self._redactor = RedactingFilter(Redactor([self._token, self._webhook_secret]))
         self._request_timeout_s = settings.request_timeout_s
         self._menu = menu_commands(commands)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
@@ -145,13 +145,13 @@ class TelegramChannel(PlatformChannel):
             raise ConfigError("Telegram rejected channels.telegram.token; check the bot token") from None
         except BadRequest as exc:  # e.g. a webhook url or secret Telegram will not accept
             await self.stop()
-            reason = self._redactor.redact(str(exc))
+            reason = self._redact(str(exc))
             raise ConfigError(f"Telegram refused the channel setup: {reason}") from None
         except TelegramError as exc:
-            reason = self._redactor.redact(str(exc))
+            reason = self._redact(str(exc))
             logger.warning("Telegram is unreachable at start (%s); will keep trying", reason)
-            self._spawn("connect", self._keep_connecting(self._connect, self._run_intake,
-                                                         refused=(InvalidToken, BadRequest), transient=(TelegramError,)))
+            self._spawn("connect", self._keep_connecting(
+                self._connect, self._run_intake, refused=(InvalidToken, BadRequest), transient=(TelegramError,)))
             return
         await self._run_intake()
 
@@ -177,9 +177,6 @@ class TelegramChannel(PlatformChannel):
     async def _run_intake(self) -> None:
         if not self._webhook_url:
             self._poller.start()
-
-    def _redact(self, text: str) -> str:
-        return self._redactor.redact(text)
 
     async def _close(self) -> None:
         app, self._app = self._app, None

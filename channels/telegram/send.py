@@ -27,6 +27,7 @@ from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, Tele
 from lucidgate.channels import outfiles
 from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, OutboundLimiter, Verdict
 from lucidgate.channels.messages import OutboundError, OutboundMessage, OutboundProgress, OutboundText, Target
+from lucidgate.channels.parts import send_parts
 from lucidgate.channels.platform import route
 from lucidgate.channels.previews import Preview, Previews
 from lucidgate.channels.telegram.markdown import MAX_MESSAGE_CHARS, html_to_plain, render, split_plain
@@ -62,6 +63,15 @@ def classify(exc: BaseException) -> Verdict:
             return Verdict.retry()  # an HTTP error status (5xx), or the connection never opened
         return Verdict.uncertain()
     return Verdict.fail()
+
+
+def _delivery_error(exc: Exception) -> DeliveryRetry | DeliveryFailed | None:
+    """A refusal for good (chat not found, bot blocked or kicked), or what may pass later."""
+    if isinstance(exc, BadRequest | Forbidden):
+        return DeliveryFailed(str(exc), permanent=True)
+    if isinstance(exc, TelegramError):
+        return DeliveryRetry(f"{type(exc).__name__}: {exc}")
+    return None
 
 
 def _keyboard(buttons: Sequence[tuple[str, str]]) -> InlineKeyboardMarkup:
@@ -126,31 +136,17 @@ class TelegramSender:
         chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else render(text, MAX_MESSAGE_CHARS)
         preview = None if plain else self._previews.take(_preview_key(target))
         parts: list[str | outfiles.OutFile] = [*chunks, *sendable]
-        for i, part in enumerate(parts):
-            if i < skip_parts:
-                continue
-            try:
-                if isinstance(part, outfiles.OutFile):
-                    await self.send_file(target, part)
-                    continue
-                chunk = part
-                if i == 0 and preview is not None and await self._edit(target, preview, chunk):
-                    continue
+
+        async def send_one(i: int, part: str | outfiles.OutFile) -> None:
+            if isinstance(part, outfiles.OutFile):
+                await self.send_file(target, part)
+            elif i > 0 or preview is None or not await self._edit(target, preview, part):
                 markup = _keyboard(buttons) if buttons and i == len(chunks) - 1 else None
-                await self.send_chunk(target, chunk, target.reply_to if i == 0 else None, html=not plain,
+                await self.send_chunk(target, part, target.reply_to if i == 0 else None, html=not plain,
                                       markup=markup)
-            except DeliveryRetry as exc:
-                exc.parts_done = i
-                raise
-            except DeliveryFailed as exc:
-                exc.parts_done = i
-                raise
-            except (BadRequest, Forbidden) as exc:
-                logger.error("Telegram refused a reply to chat %s (part %d of %d): %s",
-                             target.chat_id, i + 1, len(parts), exc)
-                raise DeliveryFailed(str(exc), permanent=True, parts_done=i) from exc
-            except TelegramError as exc:
-                raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=i) from exc
+
+        await send_parts(parts, send_one, skip=skip_parts, failure=_delivery_error,
+                         where=f"Telegram chat {target.chat_id}")
 
     async def send_chunk(
         self, target: Target, text: str, reply_to: str | None, *, html: bool = True,
