@@ -358,13 +358,19 @@ async def test_pairing_code_in_refusal_and_approval_lets_the_sender_in(
 # ----------------------------------------------------------------------------- replies
 
 
-async def test_typing_is_refreshed_until_the_reply_is_sent(
-        make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
-    channel = await make_channel(typing_refresh_s=0.1)
+async def typing_refreshed(channel: TelegramChannel, tg: FakeTelegramAPI, bus: MessageBus) -> asyncio.Task[None]:
+    """Start the indicator and see it refreshed; its refresh task, still running."""
     await bus.publish_outbound(OutboundTyping(target()))
     await tg.wait_for("sendChatAction", 3)
     typing = channel.sender.typing.task(target())
     assert typing is not None and not typing.done()
+    return typing
+
+
+async def test_typing_is_refreshed_until_the_reply_is_sent(
+        make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
+    channel = await make_channel(typing_refresh_s=0.1)
+    typing = await typing_refreshed(channel, tg, bus)
     await bus.publish_outbound(OutboundText(target(), "**Done** & dusted <ok>", in_reply_to="5000"))
     await bus.flush_outbound()
     actions = tg.calls_to("sendChatAction")
@@ -381,10 +387,7 @@ async def test_typing_is_refreshed_until_the_reply_is_sent(
 async def test_an_error_reply_ends_the_typing_indicator_too(
         make_channel: MakeChannel, tg: FakeTelegramAPI, bus: MessageBus) -> None:
     channel = await make_channel(typing_refresh_s=0.1)
-    await bus.publish_outbound(OutboundTyping(target()))
-    await tg.wait_for("sendChatAction", 3)
-    typing = channel.sender.typing.task(target())
-    assert typing is not None and not typing.done()
+    typing = await typing_refreshed(channel, tg, bus)
     await bus.publish_outbound(OutboundError(target(), "The model is unreachable."))
     await bus.flush_outbound()
     await asyncio.gather(typing, return_exceptions=True)
