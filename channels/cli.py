@@ -8,7 +8,6 @@ ever asked for (a reminder, the ``message`` tool) go to ``on_unsolicited``.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Callable

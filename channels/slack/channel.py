@@ -40,8 +40,6 @@ from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, Outboun
 from lucidgate.channels.base import ChannelUnavailable
 from lucidgate.channels.bus import BusFull, MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
-from lucidgate.channels.parts import send_parts
-from lucidgate.channels.platform import ChannelCore
 from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
@@ -51,6 +49,8 @@ from lucidgate.channels.messages import (
     OutboundTyping,
     Target,
 )
+from lucidgate.channels.parts import send_parts
+from lucidgate.channels.platform import ChannelCore
 from lucidgate.channels.slack.events import events_router
 from lucidgate.channels.slack.files import SlackFiles
 from lucidgate.channels.slack.press import ACTION_ID, SECTION_CHARS, inbound_from_action, with_buttons
