@@ -27,14 +27,15 @@ class CliChannel:
     name = CLI_CHANNEL
 
     def __init__(self, bus: MessageBus, *, chat_id: str = "local",
-                 on_unsolicited: Callable[[str], None] | None = None) -> None:
+                 on_unsolicited: Callable[[str], None] | None = None,
+                 on_progress: Callable[[str, str | None], None] | None = None) -> None:
         self.bus = bus
         self.chat_id = chat_id
         # Messages nobody is waiting for (a reminder, the `message` tool): shown, not dropped.
         self.on_unsolicited = on_unsolicited
         self._waiters: dict[str, asyncio.Future[tuple[bool, str]]] = {}
         # The terminal's live view: the answer so far and the step that runs ("running grep…").
-        self.on_progress: Callable[[str, str | None], None] | None = None
+        self.on_progress = on_progress
 
     async def start(self) -> None:
         self.bus.subscribe(self.name, self.send)

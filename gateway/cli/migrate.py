@@ -15,6 +15,7 @@ import typer
 from lucidgate.gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, escape, load_or_exit
 
 if TYPE_CHECKING:
+    from lucidgate.config.schema import Config
     from lucidgate.gateway.migrate import ImportReport, Source
     from lucidgate.gateway.daemon.workspace_lock import WorkspaceLock
 
@@ -95,19 +96,20 @@ def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, confi
     try:
         source = read()
         with _locked(config.workspace):
-            report = asyncio.run(_apply(source, config.workspace, dry_run, resolve_config_path(config_path),
-                                        channels))
+            report = asyncio.run(_apply(source, config, dry_run, resolve_config_path(config_path), channels))
     except (ValueError, FileNotFoundError) as exc:
         err_console.print(f"[red]import failed[/red]: {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     _report(report, dry_run)
 
 
-async def _apply(source: Source, workspace: Path, dry_run: bool, config_file: Path | None,
+async def _apply(source: Source, config: Config, dry_run: bool, config_file: Path | None,
                  channels: bool) -> ImportReport:
     from lucidgate.gateway.migrate.apply import import_source
+    from lucidgate.gateway.parts import WorkspaceParts
 
-    return await import_source(source, workspace, dry_run=dry_run, config_path=config_file,
+    stores = WorkspaceParts(config)  # configured as the gateway's: timezone, history limit
+    return await import_source(source, stores.memory, stores.git, dry_run=dry_run, config_path=config_file,
                                apply_channels=channels)
 
 

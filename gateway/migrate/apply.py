@@ -33,7 +33,7 @@ from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.naming import session_file_stem
 from lucidgate.memory.sessions import FORMAT_VERSION
 from lucidgate.memory.store import MemoryStore
-from lucidgate.memory.tombstones import Matcher, Tombstones, redact_message
+from lucidgate.memory.tombstones import Matcher, redact_message
 
 IMPORTS_STATE = Path("state") / "imports.json"
 CLOSING_NOTE = "(imported conversation: no reply was recorded for this message)"
@@ -77,13 +77,15 @@ def _template(name: str) -> str | None:
         return None
 
 
-async def import_source(source: Source, workspace: Path, *, dry_run: bool, config_path: Path | None = None,
-                        apply_channels: bool = False) -> ImportReport:
+async def import_source(source: Source, memory: MemoryStore, git: GitStore, *, dry_run: bool,
+                        config_path: Path | None = None, apply_channels: bool = False) -> ImportReport:
+    """Apply ``source`` to the workspace of ``memory`` and ``git`` — the configured stores
+    (``WorkspaceParts``), so imported history is stamped in the owner's timezone."""
     report = ImportReport(warnings=list(source.warnings))
     label = f"{source.kind} ({source.root})"
     touched: list[str] = []
-    git = GitStore(workspace)
-    forgotten = Tombstones(workspace).matcher()  # what the owner asked to forget stays out
+    workspace = memory.workspace
+    forgotten = memory.tombstones.matcher()  # what the owner asked to forget stays out
     if not dry_run:  # hand edits and the initial state are committed before we change anything
         git.init()
         git.commit_manual_edits()
@@ -109,7 +111,7 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
         touched.append(f"skills/{skill.name}")
         if not dry_run:
             copy_private(skill, target, report.warnings)
-    await _import_history(source, workspace, report, dry_run)
+    await _import_history(source, memory, report, dry_run)
     _import_sessions(source, workspace, report, dry_run, forgotten)
     _offer_channels(source, config_path, report, dry_run=dry_run or not apply_channels)
     if touched and not dry_run:
@@ -117,7 +119,8 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
     return report
 
 
-async def _import_history(source: Source, workspace: Path, report: ImportReport, dry_run: bool) -> None:
+async def _import_history(source: Source, store: MemoryStore, report: ImportReport, dry_run: bool) -> None:
+    workspace = store.workspace
     state_path = workspace / IMPORTS_STATE
     state = _load_state(state_path)
     seen = set(state.get("history", []))
@@ -131,7 +134,6 @@ async def _import_history(source: Source, workspace: Path, report: ImportReport,
                           f"(cursors re-numbered)")
     if dry_run:
         return
-    store = MemoryStore(workspace)
     caught_up = store.dream_cursor() >= store.last_cursor()
     last = 0
     for item, fp in fresh:
