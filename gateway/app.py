@@ -70,7 +70,9 @@ from lucidgate.memory.dream import Dream
 from lucidgate.memory.search.service import make_recall_service
 from lucidgate.memory.sessions import Session
 from lucidgate.memory.sessions_view import SessionsOnDisk
-from lucidgate.scheduler import SchedulerService
+from lucidgate.scheduler.heartbeat import Heartbeat
+from lucidgate.scheduler.reminder_jobs import ReminderJobs
+from lucidgate.scheduler.service import SchedulerService, scheduler_timezone
 
 __all__ = ["Gateway", "Mode", "build_dream", "build_gateway", "build_model"]
 
@@ -187,9 +189,13 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)
-    scheduler = SchedulerService(config, bus=bus, dream=dream, state=stores.job_state,
-                                 reminder_store=stores.reminders, usage=usage, background_jobs=background_jobs,
-                                 on_reminder_sent=agent_loop.record_reminder)
+    tz, tasks = scheduler_timezone(config), agent.tasks
+    reminder_jobs = ReminderJobs(stores.reminders, bus, tz, grace_s=tasks.missed_grace_s, min_every_s=tasks.min_every_s,
+                                 task_token_budget=tasks.token_budget, guest_max_active=tasks.guest_max_active,
+                                 owners_of=config.channels.owners_of, on_sent=agent_loop.record_reminder)
+    heartbeat = Heartbeat(agent.heartbeat, workspace=workspace, bus=bus, usage=usage, tz=tz, state=stores.job_state)
+    scheduler = SchedulerService(config, bus=bus, dream=dream, state=stores.job_state, reminders=reminder_jobs,
+                                 heartbeat=heartbeat, background_jobs=background_jobs)
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)

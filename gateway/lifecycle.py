@@ -128,10 +128,6 @@ class Lifecycle:
     def __iter__(self) -> Iterator[Registered]:
         return iter(self._order)
 
-    @property
-    def names(self) -> list[str]:
-        return [r.name for r in self._order]
-
     def members(self, group: str) -> dict[str, Component]:
         """The members of ``group`` that did not refuse to start, in registration order."""
         return {r.name: r.component for r in self._order if r.group == group and r.name not in self._failed}
