@@ -221,10 +221,6 @@ class Gateway:
     def draining(self) -> bool:
         return self._draining
 
-    @property
-    def accepting(self) -> bool:
-        return self.started.is_set() and self._bus.accepting and not self._draining
-
     async def drain(self, grace_s: float) -> None:
         """Stop intake, finish turns within ``grace_s``, answer waiting clients. Idempotent."""
         if self._drain_task is None:
@@ -269,11 +265,8 @@ class Gateway:
     async def readiness(self) -> dict[str, Check]:
         """What /readyz reports: every component that runs, asked whether it is alive (the
         bus accepting, the agent loop's tasks running, the workspace writable, a model
-        configured, ...). A drain reports the bus "shutting down"."""
-        checks = {name: Check(ok, detail) for name, (ok, detail) in (await self._components.checks()).items()}
-        if self._draining and "bus" in checks:
-            checks["bus"] = Check(False, "shutting down")
-        return checks
+        configured, ...). A drain closes intake first, so the bus reports "shutting down"."""
+        return {name: Check(ok, detail) for name, (ok, detail) in (await self._components.checks()).items()}
 
     def optional_checks(self) -> dict[str, Check]:
         """What /readyz reports without gating on it: each MCP server's state."""
