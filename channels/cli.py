@@ -8,6 +8,7 @@ ever asked for (a reminder, the ``message`` tool) go to ``on_unsolicited``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
@@ -27,13 +28,14 @@ class CliChannel(AnsweringChannel[tuple[bool, str]]):
     name = CLI_CHANNEL
 
     def __init__(self, bus: MessageBus, *, chat_id: str = "local",
-                 on_unsolicited: Callable[[str], None] | None = None) -> None:
+                 on_unsolicited: Callable[[str], None] | None = None,
+                 on_progress: Callable[[str, str | None], None] | None = None) -> None:
         super().__init__(bus)
         self.chat_id = chat_id
         # Messages nobody is waiting for (a reminder, the `message` tool): shown, not dropped.
         self.on_unsolicited = on_unsolicited
         # The terminal's live view: the answer so far and the step that runs ("running grep…").
-        self.on_progress: Callable[[str, str | None], None] | None = None
+        self.on_progress = on_progress
 
     async def send(self, msg: OutboundMessage) -> None:
         if msg.kind == "progress":

@@ -56,7 +56,7 @@ class EmbeddingConfig(Section):
 
 
 class MemorySearchConfig(Section):
-    """The recall index over memory files, notes, history and transcripts (issue 10)."""
+    """The recall index over memory files, notes, history and transcripts."""
 
     enabled: bool = True
     sources: list[SearchSource] = Field(

@@ -1,23 +1,30 @@
 """The composition root: ``build_gateway(config, mode) -> Gateway`` wires every part in plain view.
 
-This is the only place parts are built — for the daemon, ``lucid agent``, one-off CLI
-commands and tests alike. Nothing is built at import time, and nothing is started here:
-``Gateway`` (gateway/runtime.py) starts the parts in dependency order and stops them in
-reverse. The modes differ only in which channels exist and which jobs run:
+This is the only place parts are built — for the daemon, ``lucid agent`` and tests alike —
+and the only place their life is ordered: each part that has one is registered as a
+component (gateway/lifecycle.py), in the order ``Gateway`` starts them (and, reversed, stops
+them). Nothing is built at import time, and nothing is started here. One-off CLI commands do
+not build a gateway: they take stores from ``WorkspaceParts`` and, to dream or forget,
+``build_dream`` — the model client and Dream alone. The modes differ only in which channels
+exist and which jobs run:
 
     daemon    the channels enabled in config, plus the terminal channel behind the local API;
               Dream and the heartbeat on schedule                      (``lucid gateway``)
     embedded  only the channels the caller adds; Dream and heartbeat on (tests, benchmarks)
     agent     the terminal channel, its own inbox journal; reminders only  (``lucid agent``)
-    tool      no channel, its own inbox journal, no background jobs   (``lucid dream``)
+
+A daemon gateway also gets what its HTTP app serves (``http``: the terminal channel behind
+the local API, the web chat when the console is on); ``http=True`` gives an embedded one the
+same, for a test that serves it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 from lucidgate.channels.base import Channel, CommandSpec
 from lucidgate.channels.bus import MessageBus
@@ -43,7 +50,9 @@ from lucidgate.gateway.agent.memory_commits import CommittingRunner, MemoryCommi
 from lucidgate.gateway.agent.roles import history_provenance, last_user_line, line_role
 from lucidgate.gateway.agent.runner import PromptEstimator
 from lucidgate.gateway.parts import WorkspaceParts
-from lucidgate.gateway.runtime import Gateway, GatewayParts
+from lucidgate.gateway.components import AgentRun, Grace, History, Intake, ModelClient, WorkspaceFiles
+from lucidgate.gateway.lifecycle import Lifecycle, Step
+from lucidgate.gateway.runtime import ConsoleParts, Gateway, GatewayParts, HttpParts
 from lucidgate.gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
 from lucidgate.gateway.model.task_budget import BudgetedModel
 from lucidgate.gateway.tools.base import ToolRegistry
@@ -55,23 +64,54 @@ from lucidgate.gateway.tools.message import MessageTool
 from lucidgate.gateway.agent.toolloop import ModelToolLoop
 from lucidgate.gateway.tools.web import web_tools
 from lucidgate.gateway.tools.turn import TurnContext
+from lucidgate.memory import tokens
 from lucidgate.memory.consolidator import Consolidator
 from lucidgate.memory.dream import Dream
 from lucidgate.memory.search.service import make_recall_service
 from lucidgate.memory.sessions import Session
-from lucidgate.scheduler import SchedulerService
+from lucidgate.memory.sessions_view import SessionsOnDisk
+from lucidgate.scheduler.heartbeat import Heartbeat
+from lucidgate.scheduler.reminder_jobs import ReminderJobs
+from lucidgate.scheduler.service import SchedulerService, scheduler_timezone
 
-__all__ = ["Gateway", "Mode", "add_http_surfaces", "build_gateway"]
+__all__ = ["Gateway", "Mode", "build_dream", "build_gateway", "build_model"]
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["daemon", "embedded", "agent", "tool"]
+Mode = Literal["daemon", "embedded", "agent"]
+
+CHANNELS = "channels"  # the components group the channels start in, between the bus and the flush
 
 
+@runtime_checkable
+class ReadsTranscripts(Protocol):
+    """A channel that shows transcripts (the webhook's sessions API, the web chat's tool calls)."""
 
-def build_gateway(config: Config, mode: Mode = "embedded", *,
-                  on_unsolicited: Callable[[str], None] | None = None) -> Gateway:
-    """Wire a gateway for ``mode``; ``on_unsolicited`` prints what reaches the terminal unasked."""
+    def bind_sessions(self, view: SessionsOnDisk) -> None: ...
+
+
+def build_model(config: Config, stores: WorkspaceParts, metrics: Metrics | None = None, *,
+                chain: ModelChain | None = None) -> LiteLLMChatModel:
+    """The model client, with its fallback chain, usage ledger and token calibration."""
+    if chain is None:
+        chain = ModelChain(config, metrics=metrics, sessions=stores.session_models)
+    return LiteLLMChatModel(config, usage=stores.usage, metrics=metrics, chain=chain, calibration=stores.calibration)
+
+
+def build_dream(config: Config, stores: WorkspaceParts, model: LiteLLMChatModel,
+                metrics: Metrics | None = None) -> Dream:
+    """Dream over the workspace's memory and history: the gateway's, and ``lucid dream``'s and
+    ``lucid memory forget``'s without a gateway around it."""
+    return Dream(stores.memory, stores.git, model, workspace=config.workspace, config=config.agent,
+                 tool_loop=ModelToolLoop(model), builtin_skills=builtin_skills_dir(),
+                 on_run=metrics.dream_run if metrics is not None else None)
+
+
+def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False,
+                  on_unsolicited: Callable[[str], None] | None = None,
+                  on_progress: Callable[[str, str | None], None] | None = None) -> Gateway:
+    """Wire a gateway for ``mode``. For ``lucid agent``'s terminal: ``on_unsolicited`` prints what
+    reaches it unasked, ``on_progress`` shows an answer as it is written."""
     workspace = config.workspace
     agent = config.agent
     background_jobs = mode in ("daemon", "embedded")
@@ -83,9 +123,9 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                      lane_idle_s=config.gateway.worker_idle_s)
     bus.delivery.on_dead.append(metrics.dead_letter)
     sessions, store, git, usage = stores.sessions, stores.memory, stores.git, stores.usage
-    chain = ModelChain(config, metrics=metrics, sessions=stores.session_models)
     calibration = stores.calibration
-    model = LiteLLMChatModel(config, usage=usage, metrics=metrics, chain=chain, calibration=calibration)
+    chain = ModelChain(config, metrics=metrics, sessions=stores.session_models)
+    model = build_model(config, stores, metrics, chain=chain)
     owner_sessions = stores.owner_sessions
     # The recall index (background sync + watcher; `lucid agent` is short-lived: no watcher).
     recall = make_recall_service(config, watch=mode != "agent")
@@ -120,8 +160,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     consolidator = Consolidator(sessions, store, model, estimate=estimate, budget=agent.prompt_budget,
                                 on_event=metrics.consolidation, working_set=agent.working_set,
                                 provenance=history_provenance(config, owner_sessions))
-    dream = Dream(store, git, model, workspace=workspace, config=agent, tool_loop=ModelToolLoop(model),
-                  builtin_skills=builtin_skills_dir(), on_run=metrics.dream_run)
+    dream = build_dream(config, stores, model, metrics)
 
     async def progress(ctx: TurnContext, text: str, activity: str | None) -> None:
         await bus.publish_outbound(OutboundProgress(ctx.target, text, activity=activity))
@@ -150,9 +189,13 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
                            flush=flush)
-    scheduler = SchedulerService(config, bus=bus, dream=dream, state=stores.job_state,
-                                 reminder_store=stores.reminders, usage=usage, background_jobs=background_jobs,
-                                 on_reminder_sent=agent_loop.record_reminder)
+    tz, tasks = scheduler_timezone(config), agent.tasks
+    reminder_jobs = ReminderJobs(stores.reminders, bus, tz, grace_s=tasks.missed_grace_s, min_every_s=tasks.min_every_s,
+                                 task_token_budget=tasks.token_budget, guest_max_active=tasks.guest_max_active,
+                                 owners_of=config.channels.owners_of, on_sent=agent_loop.record_reminder)
+    heartbeat = Heartbeat(agent.heartbeat, workspace=workspace, bus=bus, usage=usage, tz=tz, state=stores.job_state)
+    scheduler = SchedulerService(config, bus=bus, dream=dream, state=stores.job_state, reminders=reminder_jobs,
+                                 heartbeat=heartbeat, background_jobs=background_jobs)
     tools.register(CronTool(scheduler))
     metrics.track_queue_depth(lambda: bus.inbound_depth + agent_loop.queued)
     metrics.track_active_turns(lambda: agent_loop.active_turns)
@@ -169,8 +212,74 @@ def build_gateway(config: Config, mode: Mode = "embedded", *,
                          owner_sessions=owner_sessions, scheduler=scheduler, committer=committer, recall=recall,
                          mcp=mcp, approvals=approvals)
     _register_commands(parts, flush=flush, chain=chain)
-    return Gateway(parts, _channels_for(mode, config, bus, on_unsolicited, commands.specs()),
-                   short_lived=mode == "agent")
+    serves_http = http or mode == "daemon"
+    channels = _channels_for(mode, config, bus, commands.specs(), http=serves_http,
+                             terminal=partial(CliChannel, bus, on_unsolicited=on_unsolicited, on_progress=on_progress))
+    view = SessionsOnDisk(sessions)
+    for channel in channels.values():
+        if isinstance(channel, ReadsTranscripts):
+            channel.bind_sessions(view)
+    grace = Grace(config.gateway.shutdown_grace_s)
+    components = _components(parts, channels, grace, short_lived=mode == "agent")
+    return Gateway(parts, components, grace, http=_http_parts(parts, channels) if serves_http else None)
+
+
+def _components(p: GatewayParts, channels: Mapping[str, Channel], grace: Grace, *,
+                short_lived: bool) -> Lifecycle:
+    """Every part with a life, in the order it starts (stopping is the reverse).
+
+    The workspace and its history come first (templates, the memory repository), then what a
+    turn needs before any message arrives: the usage journal read once and the tokenizer
+    loaded once, both in threads (a short-lived ``lucid agent`` loads the tokenizer when a
+    count needs it instead); the model client; the bus, replaying its inbox; the channels.
+    Stopping, the replies of the last turns are flushed before the channels close, and the
+    last memory commits finish after the agent stops. MCP, the recall index and approvals
+    start before the agent: a resumed turn may use their tools or hold an action. The
+    scheduler starts last, so no job fires into a gateway that is not serving yet.
+    """
+    life = Lifecycle()
+    life.add("workspace", WorkspaceFiles(p.config.workspace))
+    life.add("history", History(p.git))
+    life.add("usage", Step(lambda: p.usage.start(), lambda: p.usage.aclose()))
+    if not short_lived:
+        life.add("tokenizer", Step(tokens.ready))
+    life.add("provider", ModelClient(p.model, p.config.agent.model))
+    life.add("bus", Intake(p.bus))
+    life.group(CHANNELS)
+    for name, channel in channels.items():
+        life.add_to(CHANNELS, name, channel)
+    life.add("outbound flush", Step(stop=lambda: asyncio.wait_for(p.bus.flush_outbound(), OUTBOUND_FLUSH_S)))
+    if p.committer is not None:
+        committer = p.committer  # hand edits made while we were down at start; the last turns' commits at stop
+        life.add("memory commits", Step(_ignore_result(committer.commit_manual_edits), committer.drain))
+    if p.mcp is not None:  # spawns supervisors; turns wait for them, readiness never does
+        life.add("mcp", p.mcp)
+    if p.recall is not None:
+        life.add("recall index", p.recall)
+    if p.approvals is not None:
+        life.add("approvals", p.approvals)
+    life.add("agent", AgentRun(p.agent, grace))
+    life.add("scheduler", p.scheduler)
+    return life
+
+
+OUTBOUND_FLUSH_S = 15.0  # how long the last replies get to leave before the channels close
+
+
+def _ignore_result(call: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        await call()
+
+    return run
+
+
+def _http_parts(p: GatewayParts, channels: Mapping[str, Channel]) -> HttpParts:
+    cli = channels["cli"]
+    assert isinstance(cli, CliChannel)
+    console = ConsoleParts(config=p.config, commands=p.commands, sessions=p.sessions, store=p.store, git=p.git,
+                           dream=p.dream, usage=p.usage, bus=p.bus, model=p.model, agent=p.agent,
+                           scheduler=p.scheduler, recall=p.recall, approvals=p.approvals)
+    return HttpParts(config=p.config, metrics=p.metrics, model=p.model, recall=p.recall, cli=cli, console=console)
 
 
 def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain) -> None:
@@ -198,31 +307,20 @@ def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain
         add(Deny(p.approvals))
 
 
-def add_http_surfaces(gateway: Gateway) -> CliChannel:
-    """The channels the daemon's HTTP app serves, on a gateway built without them (a test's
-    embedded gateway): the terminal channel behind the local API, and the web console's chat
-    when both are on. A daemon-mode gateway already has both. Returns the terminal channel."""
-    from lucidgate.channels.web import WebChannel
-
-    config = gateway.parts.config
-    if config.console.enabled and config.channels.web.enabled and gateway.channel("web") is None:
-        gateway.add_channel("web", WebChannel(gateway.parts.bus, workspace=config.workspace))
-    cli = gateway.channel("cli")
-    if not isinstance(cli, CliChannel):
-        cli = CliChannel(gateway.parts.bus)
-        gateway.add_channel("cli", cli)
-    return cli
-
-
-def _channels_for(mode: Mode, config: Config, bus: MessageBus,
-                  on_unsolicited: Callable[[str], None] | None,
-                  commands: Sequence[CommandSpec]) -> dict[str, Channel]:
+def _channels_for(mode: Mode, config: Config, bus: MessageBus, commands: Sequence[CommandSpec], *,
+                  http: bool, terminal: Callable[[], CliChannel]) -> dict[str, Channel]:
+    channels: dict[str, Channel] = {}
     if mode == "daemon":
         # The command specs fill platform menus (Telegram's), generated from the registry.
         channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
-        # The terminal channel behind the local API: `lucid agent` beside a running daemon.
+    elif mode == "agent":
+        return {"cli": terminal()}
+    if http:
+        # The terminal channel behind the local API (`lucid agent` beside a running daemon),
+        # and the console's chat when both are on and the registry did not build it already.
+        if config.console.enabled and config.channels.web.enabled and "web" not in channels:
+            from lucidgate.channels.web import WebChannel
+
+            channels["web"] = WebChannel(bus, workspace=config.workspace)
         channels["cli"] = CliChannel(bus)
-        return channels
-    if mode == "agent":
-        return {"cli": CliChannel(bus, on_unsolicited=on_unsolicited)}
-    return {}
+    return channels

@@ -12,11 +12,12 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import metadata
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from lucidgate.gateway import __version__
 
 # Process-wide in prometheus_client; only our registries exist in this process.
 prometheus_client.disable_created_metrics()
@@ -30,12 +31,6 @@ class LastCall:
     job: str
     at: float  # time.time()
 
-
-def _version() -> str:
-    try:
-        return metadata.version("lucidgate")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 
@@ -61,7 +56,7 @@ class Metrics:
         self._lanes = Gauge("lucid_delivery_lanes", "Delivery lane tasks alive (idle ones retire)", registry=r)
         ProcessCollector(registry=r)
         Info("lucid_build", "lucidgate build", registry=r).info(
-            {"version": _version(), "python": platform.python_version()})
+            {"version": __version__, "python": platform.python_version()})
         self.last_llm: LastCall | None = None
         self._dead = Counter("lucid_outbox_dead_letters", "Outbound items given up, by channel", ["channel"],
                              registry=r)

@@ -1,19 +1,19 @@
-"""The running gateway: its parts, and starting, draining and stopping them in order.
+"""The running gateway: its components started in order and stopped in reverse, draining, readiness.
 
-``build_gateway`` (gateway/app.py) wires a ``GatewayParts``; ``Gateway`` owns their life:
+``build_gateway`` (gateway/app.py), the composition root, builds every part and registers
+each one that has a life as a component (gateway/lifecycle.py), in dependency order:
 
-    start:  workspace → git → model client → bus → channels → agent loop → scheduler
-    stop:   close intake, then the reverse of start: scheduler → agent (finish turns within
-            the grace period) → flush replies → channels → bus → model client
+    workspace → history → usage → tokenizer → provider (model client) → bus → channels →
+    outbound flush → memory commits → mcp → recall index → approvals → agent → scheduler
 
-Start runs under an ``AsyncExitStack``: every step that succeeds pushes its own undo, so a
-failure at any later step stops exactly what already started, in reverse order, and
-re-raises. A channel is the one exception: one platform refusing (a bad token, a network
-error) is logged, that channel is stopped and marked failed, and the others keep serving.
+``Gateway`` starts them in that order and stops them in reverse through one loop each way,
+after closing intake; a failure while starting stops exactly what had started and re-raises,
+and one channel refusing is logged, marked failed and leaves the others serving
+(``Lifecycle``). The agent's stop gives running turns the grace period (``Grace``).
 
-Callers use the few methods below (start/stop, drain, readiness, routers, channel look-up);
-the parts themselves are in ``parts`` for the wiring (``build_gateway`` hands each command and
-``mount_console`` each route only the parts it uses) and for tests.
+Callers use the few methods below (start/stop, drain, readiness, routers, channel look-up).
+``parts`` is the root's record of what it built, by name, for tests; production code takes
+what it needs from the root instead (``http`` for the daemon's HTTP app).
 """
 
 from __future__ import annotations
@@ -21,36 +21,33 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
-import tempfile
 from collections.abc import Mapping
-from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from lucidgate.channels.base import Channel, HasRouter
 from lucidgate.channels.bus import MessageBus
 from lucidgate.config.schema import Config
 from lucidgate.gateway.agent.commands import CommandRegistry
 from lucidgate.gateway.agent.context import ContextBuilder
-from lucidgate.gateway.model.client import LiteLLMChatModel
 from lucidgate.gateway.agent.loop import AgentLoop
-from lucidgate.gateway.metrics import Metrics
 from lucidgate.gateway.agent.roles import OwnerSessions
-from lucidgate.gateway.tools.base import ToolRegistry
+from lucidgate.gateway.components import Grace
+from lucidgate.gateway.lifecycle import Lifecycle, Registered
+from lucidgate.gateway.metrics import Metrics
+from lucidgate.gateway.model.client import LiteLLMChatModel
 from lucidgate.gateway.model.usage import UsageLedger
-from lucidgate.memory import tokens
+from lucidgate.gateway.tools.base import ToolRegistry
 from lucidgate.memory.consolidator import Consolidator
 from lucidgate.memory.dream import Dream
-from lucidgate.memory.errors import GitStoreError
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.sessions import SessionStore
 from lucidgate.memory.store import MemoryStore
 
 if TYPE_CHECKING:
     from fastapi import APIRouter
+    from lucidgate.channels.cli import CliChannel
     from lucidgate.gateway.approvals import Approvals
     from lucidgate.gateway.mcp import McpManager
     from lucidgate.gateway.agent.memory_commits import MemoryCommitter
@@ -69,8 +66,8 @@ class Drainable(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class GatewayParts:
-    """Everything ``build_gateway`` wired, by name. Read by the wiring and by tests; never handed
-    whole to a command or a route."""
+    """Everything ``build_gateway`` wired, by name: the root's record, read by tests. Never
+    handed to a command, a route or the HTTP app (they get only the parts they use)."""
 
     config: Config
     bus: MessageBus
@@ -95,24 +92,58 @@ class GatewayParts:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsoleParts:
+    """What the web console's routes read, chosen by the root (``mount_console`` hands each
+    route module its share)."""
+
+    config: Config
+    commands: CommandRegistry
+    sessions: SessionStore
+    store: MemoryStore
+    git: GitStore
+    dream: Dream
+    usage: UsageLedger
+    bus: MessageBus
+    model: LiteLLMChatModel
+    agent: AgentLoop
+    scheduler: SchedulerService
+    recall: RecallService | None
+    approvals: Approvals | None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpParts:
+    """What the daemon's HTTP app (gateway/daemon/server.py) uses besides the gateway itself,
+    built by the root: the terminal channel behind the local API, and the parts its own routes
+    read (readiness adds the last model call, the local search uses the warm recall index)."""
+
+    config: Config
+    metrics: Metrics
+    model: LiteLLMChatModel
+    recall: RecallService | None
+    cli: CliChannel
+    console: ConsoleParts
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     ok: bool
     detail: str
 
 
 class Gateway:
-    """An async context manager around the wired parts: started in order, stopped in reverse."""
+    """An async context manager around the registered components: started in order, stopped
+    in reverse."""
 
-    def __init__(self, parts: GatewayParts, channels: Mapping[str, Channel] | None = None, *,
-                 short_lived: bool = False) -> None:
+    def __init__(self, parts: GatewayParts, components: Lifecycle, grace: Grace, *,
+                 http: HttpParts | None = None) -> None:
         self.parts = parts
-        # A short-lived process (``lucid agent``) loads the tokenizer when a count needs it,
-        # not at start: most of its turns never count (``memory.tokens.fits``).
-        self._short_lived = short_lived
-        self._channels: dict[str, Channel] = dict(channels or {})
-        self._failed: dict[str, str] = {}
-        self._stack: AsyncExitStack | None = None
-        self._grace_s = parts.config.gateway.shutdown_grace_s
+        self.http = http  # None for a gateway built without the HTTP surfaces
+        self._bus, self._agent, self._config = parts.bus, parts.agent, parts.config
+        self._mcp, self._metrics = parts.mcp, parts.metrics
+        self._components = components
+        self._grace = grace
+        self._running = False
         self._draining = False
         self._drain_task: asyncio.Task[None] | None = None
         self._skip_grace = asyncio.Event()
@@ -120,26 +151,32 @@ class Gateway:
 
     # -- channels ------------------------------------------------------------------------------
     def add_channel(self, name: str, channel: Channel) -> None:
-        """Attach a channel before ``start`` (the CLI's terminal, tests' fakes)."""
-        if self._stack is not None:
+        """Attach a channel before ``start`` (tests' fakes, benchmarks' stand-ins)."""
+        if self._running or self.started.is_set():
             raise RuntimeError("channels are added before the gateway starts")
-        self._channels[name] = channel
+        self._components.add_to("channels", name, channel)
 
     def channel(self, name: str) -> Channel | None:
-        return self._channels.get(name)
+        return self.channels.get(name)
 
     @property
     def channels(self) -> Mapping[str, Channel]:
-        return MappingProxyType(self._channels)
+        return MappingProxyType(cast(dict[str, Channel], self._components.members("channels")))
 
     @property
     def failed_channels(self) -> Mapping[str, str]:
-        """Channels that refused to start, with the reason (shown by /status and /readyz)."""
-        return MappingProxyType(self._failed)
+        """Channels that refused to start, with the reason (shown by /status and the console)."""
+        return MappingProxyType(self._components.failed)
+
+    @property
+    def components(self) -> tuple[Registered, ...]:
+        """The registered components in start order: each one's name, the part, and whether it
+        may refuse to start (a channel)."""
+        return tuple(self._components)
 
     def routers(self) -> list[APIRouter]:
         """The HTTP routes of channels that receive platform events over HTTP."""
-        return [ch.router() for ch in self._channels.values() if isinstance(ch, HasRouter)]
+        return [ch.router() for ch in self.channels.values() if isinstance(ch, HasRouter)]
 
     # -- life ----------------------------------------------------------------------------------
     async def __aenter__(self) -> Gateway:
@@ -150,93 +187,39 @@ class Gateway:
         await self.stop()
 
     async def start(self) -> None:
-        if self._stack is not None:
+        if self._running or self.started.is_set():
             raise RuntimeError("the gateway is already started")
-        p = self.parts
-        stack = AsyncExitStack()
-        self._stack = stack
+        self._running = True
         try:
-            await asyncio.to_thread(_prepare_workspace, p.config.workspace)
-            await asyncio.to_thread(_init_history, p.git)
-            if p.committer is not None:
-                await p.committer.commit_manual_edits()  # hand edits made while we were down
-            # Today's usage journal is read once, the tokenizer loaded once — both in threads,
-            # before ready, so no turn loads them on the event loop.
-            await p.usage.start()
-            stack.push_async_callback(p.usage.aclose)  # after the last turn and settle
-            if not self._short_lived:
-                await tokens.ready()
-            await p.model.start()
-            stack.callback(p.model.close)
-            stack.push_async_callback(p.model.settle)  # token calibration still counting
-            await p.bus.start()
-            stack.push_async_callback(p.bus.stop)
-            for name, channel in list(self._channels.items()):
-                if await self._start_channel(name, channel):
-                    stack.push_async_callback(_quietly, channel.stop, name)
-            # Replies of the last turns go out before the channels close.
-            stack.push_async_callback(_quietly, self._flush_outbound, "outbound flush")
-            if p.committer is not None:  # the last turns' commits finish after the agent stops
-                stack.push_async_callback(_quietly, p.committer.drain, "memory commits")
-            if p.mcp is not None:  # spawns supervisors; turns wait for them, readiness never does
-                await p.mcp.start()
-                stack.push_async_callback(_quietly, p.mcp.stop, "mcp")
-            if p.recall is not None:  # before the agent: it outlives every turn
-                await p.recall.start()
-                stack.push_async_callback(_quietly, p.recall.stop, "recall index")
-            if p.approvals is not None:  # before the agent: a resumed turn may hold an action
-                await p.approvals.start()
-                stack.push_async_callback(_quietly, p.approvals.stop, "approvals")
-            await p.agent.start()
-            stack.push_async_callback(self._stop_agent)
-            await p.scheduler.start()
-            stack.push_async_callback(_quietly, p.scheduler.stop, "scheduler")
+            await self._components.start(on_failure=self._abandon)
         except BaseException:
-            logger.error("the gateway failed to start; stopping what did start")
-            self._stack = None
-            p.bus.close_intake()
-            self._grace_s = 0
-            await stack.aclose()
+            self._running = False
             raise
         _freeze_startup_heap()
         self.started.set()
-        logger.info("gateway started: workspace %s, model %s", p.config.workspace, p.config.agent.model)
+        logger.info("gateway started: workspace %s, model %s", self._config.workspace, self._config.agent.model)
 
-    async def _start_channel(self, name: str, channel: Channel) -> bool:
-        try:
-            await channel.start()
-        except Exception as exc:  # one platform's refusal must not take the others down
-            logger.error("%s: failed to start (%s) — disabled", name, exc)
-            await _quietly(channel.stop, name)
-            del self._channels[name]
-            self._failed[name] = str(exc)
-            return False
-        return True
-
-    async def _stop_agent(self) -> None:
-        await self.parts.agent.stop(self._grace_s)
-
-    async def _flush_outbound(self) -> None:
-        await asyncio.wait_for(self.parts.bus.flush_outbound(), 15)
+    def _abandon(self) -> None:
+        """A start failed: no message is taken and no turn waits while what started stops."""
+        logger.error("the gateway failed to start; stopping what did start")
+        self._bus.close_intake()
+        self._grace.seconds = 0
 
     async def stop(self, grace_s: float | None = None) -> None:
-        """Close intake, then undo start in reverse; turns get ``grace_s`` to finish. Idempotent."""
-        stack, self._stack = self._stack, None
-        if stack is None:
+        """Close intake, then stop the components in reverse; turns get ``grace_s`` to finish.
+        Idempotent."""
+        if not self._running:
             return
-        self._grace_s = self.parts.config.gateway.shutdown_grace_s if grace_s is None else grace_s
+        self._running = False
+        self._grace.seconds = self._config.gateway.shutdown_grace_s if grace_s is None else grace_s
         # Intake first: channels see BusClosed and leave platform messages unacked.
-        self.parts.bus.close_intake()
-        await stack.aclose()
+        self._bus.close_intake()
+        await self._components.stop()
 
     # -- drain (SIGTERM) -------------------------------------------------------------------------
     @property
     def draining(self) -> bool:
         return self._draining
-
-    @property
-    def accepting(self) -> bool:
-        return self.started.is_set() and self.parts.bus.accepting and not self._draining
 
     async def drain(self, grace_s: float) -> None:
         """Stop intake, finish turns within ``grace_s``, answer waiting clients. Idempotent."""
@@ -249,12 +232,11 @@ class Gateway:
         self._skip_grace.set()
 
     def _busy(self) -> int:
-        p = self.parts
-        return p.agent.active_turns + p.agent.queued + p.bus.inbound_depth
+        return self._agent.active_turns + self._agent.queued + self._bus.inbound_depth
 
     async def _drain(self, grace_s: float) -> None:
         self._draining = True
-        self.parts.bus.close_intake()
+        self._bus.close_intake()
         busy = self._busy()
         if busy:
             logger.info("draining: no new messages; waiting up to %gs for %d turn(s)", grace_s, busy)
@@ -268,7 +250,7 @@ class Gateway:
             why = "grace period skipped" if skip in done else "grace period over"
             logger.warning("%s with %d turn(s) unfinished; they stay pending and resume at the next start",
                            why, self._busy())
-        for name, channel in self._channels.items():
+        for name, channel in self.channels.items():
             if isinstance(channel, Drainable):
                 try:
                     await asyncio.wait_for(channel.drain(), timeout=max(1.0, grace_s))
@@ -276,68 +258,25 @@ class Gateway:
                     logger.exception("draining channel %s failed", name)
 
     async def _quiesce(self) -> None:
-        await self.parts.agent.idle()
-        await self.parts.bus.flush_outbound()
+        await self._agent.idle()
+        await self._bus.flush_outbound()
 
     # -- health --------------------------------------------------------------------------------
     async def readiness(self) -> dict[str, Check]:
-        """What /readyz reports: intake, the agent loop's tasks alive, a writable workspace, a
-        configured model."""
-        p = self.parts
-        bus_detail = "accepting messages" if self.accepting else (
-            "shutting down" if self._draining or not p.bus.accepting else "starting")
-        writable, ws_detail = await asyncio.to_thread(_workspace_writable, p.config.workspace)
-        ok, why = p.model.configured()
-        agent_ok, agent_detail = p.agent.alive()
-        return {
-            "bus": Check(self.accepting, bus_detail),
-            "agent": Check(agent_ok, agent_detail),
-            "workspace": Check(writable, ws_detail),
-            "provider": Check(ok, p.config.agent.model if ok else why),
-        }
+        """What /readyz reports: every component that runs, asked whether it is alive (the
+        bus accepting, the agent loop's tasks running, the workspace writable, a model
+        configured, ...). A drain closes intake first, so the bus reports "shutting down"."""
+        return {name: Check(ok, detail) for name, (ok, detail) in (await self._components.checks()).items()}
 
     def optional_checks(self) -> dict[str, Check]:
         """What /readyz reports without gating on it: each MCP server's state."""
-        mcp = self.parts.mcp
-        if mcp is None:
+        if self._mcp is None:
             return {}
-        return {f"mcp {s.name}": Check(s.state == "connected", s.describe()) for s in mcp.status()}
+        return {f"mcp {s.name}": Check(s.state == "connected", s.describe()) for s in self._mcp.status()}
 
     def metrics_text(self) -> tuple[bytes, str]:
         """Prometheus text and its content type."""
-        return self.parts.metrics.render(), self.parts.metrics.content_type
-
-
-def _init_history(git: GitStore) -> None:
-    """Create the memory repository, or run without it: a broken history must not keep the
-    assistant from answering (the failure is logged and kept for ``lucid doctor``)."""
-    try:
-        git.init()
-    except GitStoreError as exc:
-        logger.error("memory versioning failed (%s); running on without it — see `lucid doctor`", exc)
-
-
-async def _quietly(stop: Any, what: str) -> None:
-    try:
-        await stop()
-    except Exception:
-        logger.exception("stopping %s failed", what)
-
-
-def _prepare_workspace(workspace: Path) -> None:
-    from lucidgate.config.onboard import install_templates
-
-    install_templates(workspace)
-
-
-def _workspace_writable(workspace: Path) -> tuple[bool, str]:
-    try:
-        fd, path = tempfile.mkstemp(dir=workspace, prefix=".readyz.")
-        os.close(fd)
-        os.unlink(path)
-    except OSError as exc:
-        return False, f"{workspace} is not writable ({exc.strerror or exc})"
-    return True, str(workspace)
+        return self._metrics.render(), self._metrics.content_type
 
 
 _heap_frozen = False

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -42,9 +42,9 @@ from lucidgate.memory.dream import Dream
 from lucidgate.memory.errors import DreamBusy
 from lucidgate.scheduler.errors import SchedulerError
 from lucidgate.scheduler.heartbeat import CHANNEL as HEARTBEAT_CHANNEL
-from lucidgate.scheduler.heartbeat import Heartbeat, TokenLedger
+from lucidgate.scheduler.heartbeat import Heartbeat
 from lucidgate.scheduler.reminder_jobs import JobFn, ReminderJobs
-from lucidgate.scheduler.reminders import Purpose, Reminder, ReminderStore
+from lucidgate.scheduler.reminders import Purpose, Reminder
 from lucidgate.scheduler.state import JobState
 from lucidgate.scheduler.triggers import format_time
 
@@ -54,30 +54,28 @@ STARTUP_DELAY_S = 60.0  # an overdue job waits this long after start (or one int
 STOP_TIMEOUT_S = 10.0
 
 
+def scheduler_timezone(config: Config) -> ZoneInfo:
+    """The owner's timezone, which every job's clock uses; a clear error for a name that is not one."""
+    try:
+        return ZoneInfo(config.agent.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SchedulerError(f"unknown timezone {config.agent.timezone!r} (agents.defaults.timezone); "
+                             "use an IANA name such as 'Europe/Berlin'") from None
+
+
 class SchedulerService:
     def __init__(self, config: Config, *, bus: MessageBus, dream: Dream, state: JobState,
-                 reminder_store: ReminderStore, usage: TokenLedger | None = None,
-                 background_jobs: bool = True,
-                 on_reminder_sent: Callable[[str, str], Awaitable[None]] | None = None) -> None:
-        """``state`` and ``reminder_store`` are the workspace's (``state/scheduler.json`` and
-        ``state/reminders.sqlite``), handed in by the composition root."""
+                 reminders: ReminderJobs, heartbeat: Heartbeat, background_jobs: bool = True) -> None:
+        """The jobs (``reminders``, ``heartbeat``) and ``state`` (``state/scheduler.json``) are
+        the composition root's, built over the workspace's stores; this schedules them."""
         self.config = config
         self.bus = bus
         self.dream = dream
         self.background_jobs = background_jobs
-        try:
-            self.tz = ZoneInfo(config.agent.timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise SchedulerError(f"unknown timezone {config.agent.timezone!r} (agents.defaults.timezone); "
-                                 "use an IANA name such as 'Europe/Berlin'") from None
+        self.tz = reminders.tz
         self.state = state
-        tasks = config.agent.tasks
-        self.reminders = ReminderJobs(reminder_store, bus, self.tz, grace_s=tasks.missed_grace_s,
-                                      min_every_s=tasks.min_every_s, task_token_budget=tasks.token_budget,
-                                      guest_max_active=tasks.guest_max_active,
-                                      owners_of=config.channels.owners_of, on_sent=on_reminder_sent)
-        self.heartbeat = Heartbeat(config.agent.heartbeat, workspace=config.workspace, bus=bus,
-                                   usage=usage, tz=self.tz, state=self.state)
+        self.reminders = reminders
+        self.heartbeat = heartbeat
         self._scheduler: AsyncIOScheduler | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._heartbeat_route = False

@@ -231,7 +231,7 @@ async def slack_api() -> AsyncIterator[FakeSlackAPI]:
 
 @asynccontextmanager
 async def slack_gateway(config: Config) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
-    gw = build_gateway(config)
+    gw = build_gateway(config, http=True)
     gw.add_channel("slack", slack_channel.build(config, gw.parts.bus, workspace=config.workspace,
                                                 commands=gw.parts.commands.specs()))
     app = create_app(config, gateway=gw)  # mounts the channel's /slack/events route

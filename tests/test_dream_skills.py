@@ -60,4 +60,4 @@ async def test_builtins_are_inventory_and_never_replaced(make_env) -> None:
 
 
 def test_the_composition_root_hands_dream_the_builtins(make_config: Callable) -> None:
-    assert build_gateway(make_config(), "tool").parts.dream.builtin_skills == builtin_skills_dir()
+    assert build_gateway(make_config()).parts.dream.builtin_skills == builtin_skills_dir()

@@ -231,3 +231,24 @@ def test_bad_sources_fail_clearly(tmp_path: Path, workspace: Path) -> None:
     (broken / "openclaw.json").write_text("{ not json5 ")
     result = CliRunner().invoke(build_app(), ["import", "openclaw", str(broken), "-c", str(config)])
     assert result.exit_code == 1 and "not valid JSON5" in result.output
+
+
+def test_imported_history_is_stamped_in_the_configured_timezone(tmp_path: Path, workspace: Path) -> None:
+    """The import appends through the workspace's configured MemoryStore (WorkspaceParts), not
+    one of its own: an entry without a time of its own gets the owner's local time."""
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    nb = make_nanobot(tmp_path / "nanobot")
+    write_jsonl(nb / "workspace" / "memory" / "history.jsonl", [{"cursor": 1, "content": "- Undated lesson"}])
+    config = setup_lucid(tmp_path, workspace)
+    doc = json.loads(config.read_text())
+    doc["agents"]["defaults"]["timezone"] = "Pacific/Kiritimati"  # UTC+14: never the default
+    config.write_text(json.dumps(doc))
+
+    run(["import", "nanobot", str(nb), "-c", str(config)])
+
+    history = [json.loads(x) for x in (workspace / "memory" / "history.jsonl").read_text().splitlines()]
+    [entry] = [e for e in history if e["content"] == "- Undated lesson"]
+    stamped = datetime.strptime(entry["timestamp"], "%Y-%m-%d %H:%M").replace(tzinfo=ZoneInfo("Pacific/Kiritimati"))
+    assert abs(datetime.now(ZoneInfo("UTC")) - stamped) < timedelta(hours=1), entry  # 14 h off in UTC

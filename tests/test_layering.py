@@ -39,7 +39,7 @@ GATEWAY_TIERS: tuple[frozenset[str], ...] = tuple(frozenset(tier) for tier in (
     {"tools"},
     {"mcp", "approvals"},
     {"agent"},
-    {"runtime"},
+    {"runtime", "lifecycle", "components"},
     {"commands", "console", "migrate"},
     {"app", "parts"},
     {"daemon"},

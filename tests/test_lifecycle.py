@@ -1,7 +1,8 @@
-"""Gateway start/stop: the order of parts, and a failed start undoing exactly what started.
+"""Gateway start/stop: the order of components, and a failed start undoing exactly what started.
 
 Every part's start and stop is recorded in one list, so these tests see the real order the
-``AsyncExitStack`` in gateway/runtime.py produces — not a count of calls.
+one loop in gateway/lifecycle.py produces over the components the root registered — not a
+count of calls.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from lucidgate.gateway.app import build_gateway
+from lucidgate.gateway.lifecycle import Lifecycle
 from lucidgate.gateway.runtime import Gateway
 from lucidgate.gateway.daemon.serve import GatewayServer, ListenError
 from lucidgate.gateway.daemon.server import create_app
@@ -139,7 +141,7 @@ async def test_a_busy_port_fails_before_anything_starts(make_config: Callable) -
     taken.listen()
     try:
         config = make_config(gateway={"host": "127.0.0.1", "port": taken.getsockname()[1]})
-        gw = build_gateway(config)
+        gw = build_gateway(config, http=True)
         gw.add_channel("a", RecordingChannel("a", events))
         record_parts(gw, events)
         with pytest.raises(ListenError, match="gateway.port"):
@@ -162,5 +164,115 @@ def test_modes_choose_channels_and_jobs(make_config: Callable) -> None:
     assert {"webhook", "cli"} <= set(daemon.channels)
     agent = build_gateway(config, "agent", on_unsolicited=print)
     assert list(agent.channels) == ["cli"]
-    assert build_gateway(config, "tool").channels == {}
     assert build_gateway(config).channels == {}
+
+
+class Recorded:
+    """A component that records its start and stop (and can refuse to start)."""
+
+    def __init__(self, name: str, events: list[str], *, fails: bool = False) -> None:
+        self.name, self.events, self.fails = name, events, fails
+
+    async def start(self) -> None:
+        self.events.append(f"{self.name}.start")
+        if self.fails:
+            raise RuntimeError(f"{self.name} refused")
+
+    async def stop(self) -> None:
+        self.events.append(f"{self.name}.stop")
+
+
+def record_every_component(gw: Gateway, events: list[str]) -> list[str]:
+    """Wrap each registered component's start and stop (on the object, so the lifecycle's own
+    loop calls the wrapper); returns the names in registration order."""
+    for entry in gw.components:
+        component: Any = entry.component
+        for verb in ("start", "stop"):
+            real = getattr(component, verb)
+
+            async def recorded(real: Any = real, label: str = f"{entry.name}.{verb}") -> None:
+                events.append(label)
+                await real()
+
+            setattr(component, verb, recorded)
+    return [entry.name for entry in gw.components]
+
+
+async def test_every_registered_component_stops_in_reverse_of_its_start(make_config: Callable) -> None:
+    events: list[str] = []
+    gw = build_gateway(make_config())
+    gw.add_channel("a", RecordingChannel("a", []))
+    gw.add_channel("b", RecordingChannel("b", []))
+    names = record_every_component(gw, events)
+    # The root's order: the workspace first, the channels between the bus and the flush of
+    # their replies, the agent and then the scheduler last.
+    assert names[:2] == ["workspace", "history"]
+    assert names.index("provider") < names.index("bus") < names.index("a") < names.index("b") \
+        < names.index("outbound flush") < names.index("agent") < names.index("scheduler") == len(names) - 1
+    async with gw:
+        assert events == [f"{n}.start" for n in names]
+        events.clear()
+    assert events == [f"{n}.stop" for n in reversed(names)]
+
+
+async def test_readiness_asks_every_component_that_runs(make_config: Callable) -> None:
+    gw = build_gateway(make_config())
+    gw.add_channel("a", RecordingChannel("a", []))
+    gw.add_channel("b", RecordingChannel("b", [], fails=True))
+    async with gw:
+        ready = await gw.readiness()
+        assert list(ready) == [c.name for c in gw.components if c.name != "b"]  # the refused one is not asked
+        assert all(check.ok for check in ready.values()), ready
+        assert ready["bus"].detail == "accepting messages" and ready["provider"].detail == gw.parts.config.agent.model
+        gw.parts.bus.close_intake()
+        assert (await gw.readiness())["bus"].ok is False
+
+
+async def test_a_failing_component_undoes_the_started_ones_in_reverse_and_reraises() -> None:
+    events: list[str] = []
+    life = Lifecycle()
+    life.add("first", Recorded("first", events))
+    life.group("channels")
+    life.add("third", Recorded("third", events, fails=True))
+    life.add("never", Recorded("never", events))
+    # Added to the group after later components: still started in the group's place.
+    life.add_to("channels", "tolerated", Recorded("tolerated", events, fails=True))
+    life.add_to("channels", "second", Recorded("second", events))
+    aborted: list[str] = []
+    with pytest.raises(RuntimeError, match="third refused"):
+        await life.start(on_failure=lambda: aborted.append(f"after {events[-1]}"))
+    assert events == ["first.start", "tolerated.start", "tolerated.stop", "second.start", "third.start",
+                      "second.stop", "first.stop"]
+    assert aborted == ["after third.start"]  # before anything is undone
+    assert life.failed == {"tolerated": "tolerated refused"}
+    events.clear()
+    await life.stop()  # nothing left to stop
+    assert events == []
+
+
+async def test_a_stop_that_fails_does_not_keep_the_rest_running() -> None:
+    events: list[str] = []
+
+    class BrokenStop(Recorded):
+        async def stop(self) -> None:
+            await super().stop()
+            raise OSError("disk gone")
+
+    life = Lifecycle()
+    life.add("a", Recorded("a", events))
+    life.add("b", BrokenStop("b", events))
+    life.add("c", Recorded("c", events))
+    await life.start()
+    await life.stop()
+    assert events[3:] == ["c.stop", "b.stop", "a.stop"]
+
+
+async def test_components_are_registered_only_before_start() -> None:
+    life = Lifecycle()
+    life.add("a", Recorded("a", []))
+    with pytest.raises(ValueError, match="already registered"):
+        life.add("a", Recorded("a", []))
+    await life.start()
+    with pytest.raises(RuntimeError, match="before the gateway starts"):
+        life.add("late", Recorded("late", []))
+    await life.stop()

@@ -13,7 +13,7 @@ from lucidgate.gateway.parts import WorkspaceParts
 
 def test_the_gateway_and_the_cli_open_the_same_stores(make_config: Callable[..., Config]) -> None:
     config = make_config(agents={"defaults": {"memory": {"maxHistoryEntries": 77}}})
-    wired = build_gateway(config, "tool").parts
+    wired = build_gateway(config).parts
     cli = WorkspaceParts(config)
     assert cli.sessions.dir == wired.sessions.dir
     assert cli.memory.history_path == wired.store.history_path

@@ -245,7 +245,7 @@ async def test_a_bad_timezone_is_a_clear_error(make_config: Callable) -> None:
     config = make_config()
     config.agents.defaults.timezone = "Mars/Olympus"
     with pytest.raises(LucidError, match="unknown timezone 'Mars/Olympus'"):
-        SchedulerService(config, bus=None, dream=None, state=None, reminder_store=None)  # type: ignore[arg-type]
+        scheduler_service.scheduler_timezone(config)  # what the root asks before it builds the jobs
 
 
 async def test_terminal_agent_runs_no_dream_or_heartbeat(make_config: Callable) -> None:

@@ -42,8 +42,10 @@ async def test_health_ready_and_metrics(wh_config, fake_llm):
         assert ready.status_code == 200, ready.text
         checks = ready.json()["checks"]
         assert ready.json()["ready"] is True
-        assert {name: c["ok"] for name, c in checks.items()} == {"bus": True, "agent": True, "workspace": True,
-                                                                 "provider": True}
+        # Every registered component is asked, and each says it is alive.
+        components = [c.name for c in server.state.gateway.components]
+        assert list(checks) == components and all(c["ok"] for c in checks.values()), checks
+        assert {"workspace", "provider", "bus", "webhook", "agent", "scheduler"} <= set(components)
         assert (await client.post("/v1/messages", json=body())).status_code == 200
         await server.state.gateway.parts.agent.idle()  # the turn is timed after its reply went out
         metrics = await client.get("/metrics")
@@ -377,7 +379,7 @@ class BrokenChannel:
 
 async def test_a_channel_that_cannot_start_is_disabled_and_the_rest_serve(wh_config, fake_llm):
     config = wh_config()
-    gateway = build_gateway(config)
+    gateway = build_gateway(config, http=True)
     broken = BrokenChannel()
     gateway.add_channel("broken", broken)
     async with GatewayServer(config, app=create_app(config, gateway=gateway), access_log=False) as server:
@@ -388,7 +390,7 @@ async def test_a_channel_that_cannot_start_is_disabled_and_the_rest_serve(wh_con
 
 async def test_startup_failure_exits_1_and_stops_what_started(wh_config, fake_llm, caplog):
     config = wh_config()
-    gateway = build_gateway(config)
+    gateway = build_gateway(config, http=True)
     broken = BrokenChannel()
     broken.start = _ok  # type: ignore[method-assign]
     gateway.add_channel("broken", broken)

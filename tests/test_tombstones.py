@@ -87,6 +87,7 @@ def test_an_export_carries_transcripts_redacted(make_config: Any, workspace: Pat
     import tarfile
 
     from lucidgate.gateway.migrate.archive import export_archive
+    from lucidgate.gateway.parts import WorkspaceParts
 
     (workspace / "sessions").mkdir(exist_ok=True)
     head = {"_type": "metadata", "v": 1, "key": "cli:1"}
@@ -94,7 +95,9 @@ def test_an_export_carries_transcripts_redacted(make_config: Any, workspace: Pat
     (workspace / "sessions" / "cli_1.jsonl").write_text(json.dumps(head) + "\n" + json.dumps(said) + "\n")
     Tombstones(workspace).add("Luna")
     out = tmp_path / "export.tar.gz"
-    export_archive(make_config(), out)
+    config = make_config()
+    stores = WorkspaceParts(config)
+    export_archive(config, out, git=stores.git, tombstones=stores.tombstones)
     with tarfile.open(out) as tar:
         names = tar.getnames()
         member = tar.extractfile("workspace/sessions/cli_1.jsonl")

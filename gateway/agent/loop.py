@@ -164,9 +164,8 @@ class AgentLoop:
     # -- intake ----------------------------------------------------------------------------
     async def _consume(self) -> None:
         # Interrupted turns first: a message replayed from the inbox for the same chat must
-        # queue behind the resumed turn, or the older message would never get its own answer
-        # (found by the kill -9 chaos suite: a replayed message's turn used to take the
-        # session and the resume was skipped).
+        # queue behind the resumed turn, or its turn would take the session and the older
+        # message would never get its own answer.
         if self._resumer is not None:
             await asyncio.wait({self._resumer})
         while True:

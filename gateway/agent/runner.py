@@ -76,8 +76,7 @@ class TurnRunner:
 
         ``on_final(text, write)`` records the answer in the durable outbox, then calls
         ``write`` (the transcript line), then sends: a crash in between resends or answers
-        again — never a transcript that says "answered" for a reply nobody will ever send
-        (the kill -9 chaos suite found that window)."""
+        again — never a transcript that says "answered" for a reply nobody will ever send."""
         # Before the tool list is built: a turn right after start must not miss the tools of
         # a server that is still starting (a one-shot run has no second turn).
         unavailable = await self.tools_ready() if self.tools_ready is not None else []

@@ -71,6 +71,7 @@ async def _agent_main(config: Config, message: str | None, session: str) -> int:
     from lucidgate.gateway.cli._terminal import LiveAnswer, converse, one_shot
     from lucidgate.gateway.app import build_gateway
     from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
+    from lucidgate.gateway.parts import WorkspaceParts
 
     try:
         lock = WorkspaceLock(config.workspace)
@@ -79,17 +80,16 @@ async def _agent_main(config: Config, message: str | None, session: str) -> int:
         err_console.print(f"{exc}\n(if a gateway is starting up, try again in a few seconds)")
         return 1
     try:
-        gw = build_gateway(config, "agent", on_unsolicited=_print_unsolicited)
+        view = LiveAnswer()
+        gw = build_gateway(config, "agent", on_unsolicited=_print_unsolicited, on_progress=view.progress)
         cli = gw.channel("cli")
         assert isinstance(cli, CliChannel)
 
-        sessions = TerminalSessions(gw.parts.sessions.dir, session)
+        sessions = TerminalSessions(WorkspaceParts(config).sessions_dir, session)
 
         async def ask(text: str) -> tuple[bool, str]:
             return await cli.ask(text, sessions.current)
 
-        view = LiveAnswer()
-        cli.on_progress = view.progress
         async with gw:
             if message is not None:
                 return await one_shot(ask, message)
@@ -146,7 +146,7 @@ async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], session:
 
     url = endpoint[0]
     timeout = _gateway_timeout_s(config)
-    sessions = TerminalSessions(WorkspaceParts(config).sessions.dir, session)
+    sessions = TerminalSessions(WorkspaceParts(config).sessions_dir, session)
 
     async def ask(text: str) -> tuple[bool, str]:
         return await asyncio.to_thread(_ask_gateway, endpoint, text, sessions.current, timeout)

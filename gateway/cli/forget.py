@@ -45,15 +45,18 @@ def memory_forget(
     config = load_or_exit(config_path)
 
     async def run() -> int:
-        from lucidgate.gateway.app import build_gateway
+        from lucidgate.gateway.app import build_dream, build_model
+        from lucidgate.gateway.parts import WorkspaceParts
 
-        parts = build_gateway(config, "tool").parts
-        await asyncio.to_thread(parts.git.init)
+        # Dream's lock and the stores, not a gateway: no bus, no channel, no agent loop.
+        stores = WorkspaceParts(config)
+        dream = build_dream(config, stores, build_model(config, stores))
+        await asyncio.to_thread(stores.git.init)
         opened = open_index(config)
         index = opened[0] if opened else None
         try:
             report = await forget_exclusive(
-                parts.dream, parts.store, parts.git, text, index=index, sessions=parts.sessions,
+                dream, stores.memory, stores.git, text, index=index, sessions=stores.sessions,
                 confirm=yes, keep_text=keep_text, purge=purge,
                 by=f"lucid memory forget by {getpass.getuser()}",
                 backup_dirs=[Path.cwd(), config.workspace.parent])

@@ -61,24 +61,33 @@ def dream(
         from datetime import datetime
         from zoneinfo import ZoneInfo
 
-        from lucidgate.gateway.app import build_gateway
+        from lucidgate.gateway.app import build_dream, build_model
+        from lucidgate.gateway.components import ModelClient
         from lucidgate.gateway.parts import WorkspaceParts
 
-        parts = build_gateway(config, "tool").parts
+        # The few parts Dream needs, not a gateway: no bus, no channel, no agent loop.
+        stores = WorkspaceParts(config)
+        model = build_model(config, stores)
+        dream = build_dream(config, stores, model)
         try:
-            await asyncio.to_thread(parts.git.init)
+            await asyncio.to_thread(stores.git.init)
         except GitStoreError as exc:  # Dream still learns; its commit says whether it worked
             err_console.print(f"memory versioning failed: {exc}", markup=False)
         started = datetime.now(ZoneInfo("UTC"))
-        with console.status("dreaming…", spinner="dots"):
-            try:
-                report = await parts.dream.run(dry_run=dry_run, from_cursor=from_cursor)
-            except DreamBusy:
-                err_console.print("Dream is already running (in the gateway?); try again later.")
-                return 1
+        client = ModelClient(model, config.agent.model)
+        await client.start()
+        try:
+            with console.status("dreaming…", spinner="dots"):
+                try:
+                    report = await dream.run(dry_run=dry_run, from_cursor=from_cursor)
+                except DreamBusy:
+                    err_console.print("Dream is already running (in the gateway?); try again later.")
+                    return 1
+        finally:
+            await client.stop()
         if not dry_run:  # `lucid jobs` and the console show this run as Dream's last one
             result = report.summary().splitlines()[0] + (f" (error: {report.error})" if report.error else "")
-            await asyncio.to_thread(WorkspaceParts(config).job_state.update, "dream",
+            await asyncio.to_thread(stores.job_state.update, "dream",
                                     last_run=started, last_result=f"{result} (lucid dream)"[:300])
         console.print(report.summary(), markup=False)
         return 0 if report.error is None else 1

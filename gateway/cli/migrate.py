@@ -15,6 +15,7 @@ import typer
 from lucidgate.gateway.cli._common import ConfigOption, console, ensure_onboarded, err_console, escape, load_or_exit
 
 if TYPE_CHECKING:
+    from lucidgate.config.schema import Config
     from lucidgate.gateway.migrate import ImportReport, Source
     from lucidgate.gateway.daemon.workspace_lock import WorkspaceLock
 
@@ -54,15 +55,18 @@ def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written b
     """Restore a `lucid export` archive (exactly, into a fresh workspace; merged otherwise)."""
     from lucidgate.gateway.migrate.archive import ExtractedArchive, is_fresh, read_lucid, restore_fresh
 
+    from lucidgate.gateway.parts import WorkspaceParts
+
     config = ensure_onboarded(config_path)
+    git = WorkspaceParts(config).git
     try:
         with _locked(config.workspace), ExtractedArchive(file) as unpacked:
-            if is_fresh(config.workspace):
+            if is_fresh(git):
                 if dry_run:
                     console.print(f"would restore {file} into the fresh workspace {config.workspace}")
                     return
                 warnings: list[str] = []
-                restored = restore_fresh(unpacked, config.workspace, warnings)
+                restored = restore_fresh(unpacked, git, warnings)
                 console.print(f"restored {len(restored)} file(s) and the memory history into {config.workspace}")
                 for warning in warnings:
                     err_console.print(f"warning: {warning}", markup=False, soft_wrap=True)
@@ -70,7 +74,7 @@ def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written b
                 return
             import asyncio
 
-            _report(asyncio.run(_apply(read_lucid(unpacked), config.workspace, dry_run, None, False)), dry_run)
+            _report(asyncio.run(_apply(read_lucid(unpacked), config, dry_run, None, False)), dry_run)
     except (ValueError, FileNotFoundError) as exc:
         err_console.print(f"[red]import failed[/red]: {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
@@ -80,9 +84,11 @@ def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to wri
            config_path: ConfigOption = None) -> None:
     """Write a portable archive: memory, history, sessions, skills, git history, config without secrets."""
     from lucidgate.gateway.migrate.archive import export_archive
+    from lucidgate.gateway.parts import WorkspaceParts
 
     config = load_or_exit(config_path)
-    members = export_archive(config, out.expanduser())
+    stores = WorkspaceParts(config)
+    members = export_archive(config, out.expanduser(), git=stores.git, tombstones=stores.tombstones)
     console.print(f"wrote {out} ({len(members)} item(s); secrets left out)")
 
 
@@ -95,19 +101,20 @@ def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, confi
     try:
         source = read()
         with _locked(config.workspace):
-            report = asyncio.run(_apply(source, config.workspace, dry_run, resolve_config_path(config_path),
-                                        channels))
+            report = asyncio.run(_apply(source, config, dry_run, resolve_config_path(config_path), channels))
     except (ValueError, FileNotFoundError) as exc:
         err_console.print(f"[red]import failed[/red]: {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from None
     _report(report, dry_run)
 
 
-async def _apply(source: Source, workspace: Path, dry_run: bool, config_file: Path | None,
+async def _apply(source: Source, config: Config, dry_run: bool, config_file: Path | None,
                  channels: bool) -> ImportReport:
     from lucidgate.gateway.migrate.apply import import_source
+    from lucidgate.gateway.parts import WorkspaceParts
 
-    return await import_source(source, workspace, dry_run=dry_run, config_path=config_file,
+    stores = WorkspaceParts(config)  # configured as the gateway's: timezone, history limit
+    return await import_source(source, stores.memory, stores.git, dry_run=dry_run, config_path=config_file,
                                apply_channels=channels)
 
 

@@ -1,7 +1,8 @@
 """The web console: static pages at ``/``, an owner-only JSON API under ``/api/console``.
 
-``mount_console(app, gateway, version=...)`` is all the composition root calls: it adds
-the routers, the security headers and the static files. The web chat channel is the
+``mount_console(app, gateway, parts, version=...)`` is all the HTTP app calls: it adds the
+routers, the security headers and the static files, handing each route module its share of
+the ``ConsoleParts`` the composition root chose. The web chat channel is the
 gateway's (built with the others by the composition root); without it (``channels.web``
 off) the console has no chat. Nothing here runs at import time.
 """
@@ -18,12 +19,12 @@ from lucidgate.gateway.console.context import ConsoleContext
 from lucidgate.gateway.console.links import LoginLinks
 
 if TYPE_CHECKING:
-    from lucidgate.gateway.runtime import Gateway
+    from lucidgate.gateway.runtime import ConsoleParts, Gateway
 
 __all__ = ["ConsoleContext", "mount_console"]
 
 
-def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleContext | None:
+def mount_console(app: FastAPI, gateway: Gateway, p: ConsoleParts, *, version: str) -> ConsoleContext | None:
     """Mount the console unless ``console.enabled`` is false; returns its context."""
     from lucidgate.gateway.console import (
         api_approvals,
@@ -39,7 +40,6 @@ def mount_console(app: FastAPI, gateway: Gateway, *, version: str) -> ConsoleCon
     from lucidgate.gateway.console.security import ConsoleBodyCap, ConsoleHeaders
     from lucidgate.gateway.console.assets import add_static_routes
 
-    p = gateway.parts
     config = p.config
     if not config.console.enabled:
         return None

@@ -1,7 +1,7 @@
 """What ``/readyz`` and the error handler know about storage and the model.
 
-A read-only workspace, a permission problem or a full disk used to surface as a plain
-500 and a traceback while ``/readyz`` still said 200. Here an ``OSError`` escaping a
+A read-only workspace, a permission problem or a full disk must not surface as a plain
+500 and a traceback while ``/readyz`` still says 200. Here an ``OSError`` escaping a
 route becomes a JSON answer a client can act on (507 for a full disk, 503 for a
 workspace that cannot be written) and makes the gateway not-ready for a while, so an
 orchestrator or a monitor sees it. The workspace probe writes and fsyncs a byte, which a

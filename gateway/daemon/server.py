@@ -1,9 +1,10 @@
 """The FastAPI app: a factory, a lifespan that owns the gateway, health and metrics routes.
 
-``create_app(config)`` composes (builds the gateway and the enabled channels, mounts the
-channels' routers) but starts nothing; the lifespan starts the gateway and stops it. The
-split keeps the OpenAPI schema complete before the first request while all I/O — the
-workspace, the bus journal, channel connections, the agent — happens in the lifespan.
+``create_app(config)`` composes (has the root build a daemon gateway, mounts the channels'
+routers, and the routes over the few parts the root hands the HTTP app, ``Gateway.http``) but
+starts nothing; the lifespan starts the gateway and stops it. The split keeps the OpenAPI
+schema complete before the first request while all I/O — the workspace, the bus journal,
+channel connections, the agent — happens in the lifespan.
 
 Shutdown is a drain, not a drop (DESIGN §11): ``Gateway.drain(grace)`` closes the
 bus intake (new messages get 503), lets running turns finish within the grace period,
@@ -29,19 +30,18 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 
 from lucidgate.config.schema import Config
-from lucidgate.gateway.app import add_http_surfaces, build_gateway
+from lucidgate.gateway import __version__ as VERSION
+from lucidgate.gateway.app import build_gateway
 from lucidgate.gateway.console import mount_console
 from lucidgate.gateway.daemon.local_api import add_local_route, new_token
 from lucidgate.gateway.daemon.local_search import add_local_search
 from lucidgate.gateway.daemon.health import StorageWatch, probe_workspace
 from lucidgate.gateway.daemon.provider_watch import ProviderWatch
 from lucidgate.gateway.daemon.webdocs import SecurityHeaders, add_offline_docs
-from lucidgate.gateway.daemon.sessions_view import SessionsOnDisk
-from lucidgate.gateway.runtime import Gateway
+from lucidgate.gateway.metrics import Metrics
+from lucidgate.gateway.runtime import Gateway, HttpParts
 
 logger = logging.getLogger(__name__)
-
-VERSION = "0.1.0"
 
 
 class Check(BaseModel):
@@ -63,17 +63,20 @@ class Health(BaseModel):
 
 
 class GatewayState:
-    """What the routes and the server runner share: the gateway and the local API's token.
+    """What the routes and the server runner share: the gateway, the parts the root handed the
+    HTTP app, and the local API's token.
 
     Draining belongs to the gateway (``Gateway.drain``); this only forwards, so the server
     runner (gateway/daemon/serve.py) and the lifespan drain the same way.
     """
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, http: HttpParts) -> None:
         self.gateway = gateway
+        self.workspace = http.config.workspace
+        self.metrics: Metrics = http.metrics
         self.local_token = new_token()
         self.storage = StorageWatch()
-        self.provider_watch = ProviderWatch(gateway.parts.metrics, gateway.parts.model)
+        self.provider_watch = ProviderWatch(http.metrics, http.model)
 
     @property
     def started(self) -> asyncio.Event:
@@ -87,16 +90,21 @@ class GatewayState:
 
 
 def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
-    """Compose the app around a daemon-mode gateway. Nothing is started until the lifespan runs."""
+    """Compose the app around a gateway built with its HTTP surfaces (a daemon's, or one built
+    with ``http=True``). Nothing is started until the lifespan runs."""
     if gateway is None:
         gateway = build_gateway(config, "daemon")
-    state = GatewayState(gateway)
+    http = gateway.http
+    if http is None:
+        raise ValueError("this gateway was built without its HTTP surfaces: "
+                         "build_gateway(config, 'daemon') or build_gateway(config, http=True)")
+    state = GatewayState(gateway, http)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Gateway.start stops whatever it started when a later step fails, then re-raises.
         await gateway.start()
-        ok, why = gateway.parts.model.configured()
+        ok, why = http.model.configured()
         if not ok:
             logger.warning("no model is configured (%s): the gateway runs, /readyz reports not ready "
                            "and messages fail until one is", why)
@@ -119,15 +127,9 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     app.add_middleware(SecurityHeaders)  # a strict CSP on every HTML page that sets none
     add_offline_docs(app, title="lucidgate")  # Swagger UI and ReDoc from a package, no CDN
     _add_health_routes(app, state)
-    cli = add_http_surfaces(gateway)
-    mount_console(app, gateway, version=VERSION)
-    add_local_route(app, cli, state.local_token)
-    add_local_search(app, gateway.parts.recall, state.local_token)
-    view = SessionsOnDisk(gateway.parts.sessions)
-    for channel in gateway.channels.values():
-        bind = getattr(channel, "bind_sessions", None)
-        if callable(bind):
-            bind(view)
+    mount_console(app, gateway, http.console, version=VERSION)
+    add_local_route(app, http.cli, state.local_token)
+    add_local_search(app, http.recall, state.local_token)
     for router in gateway.routers():
         app.include_router(router)
     return app
@@ -148,7 +150,7 @@ def _add_health_routes(app: FastAPI, state: GatewayState) -> None:
     async def readyz() -> JSONResponse:
         checks = {name: Check(ok=c.ok, detail=c.detail)
                   for name, c in (await state.gateway.readiness()).items()}
-        probe = await asyncio.to_thread(probe_workspace, state.gateway.parts.config.workspace)
+        probe = await asyncio.to_thread(probe_workspace, state.workspace)
         _storage_and_model(state, checks, probe)
         ready = all(c.ok for c in checks.values())
         optional = {name: Check(ok=c.ok, detail=c.detail) for name, c in state.gateway.optional_checks().items()}
@@ -172,7 +174,7 @@ def _storage_and_model(state: GatewayState, checks: dict[str, Check], probe: tup
     elif ws is not None and ws.ok and failed_write:
         checks["workspace"] = Check(ok=False, detail=f"a recent write failed: {failed_write}")
     provider = checks.get("provider")
-    last = state.gateway.parts.metrics.last_llm
+    last = state.metrics.last_llm
     if provider is not None and provider.ok and last is not None:  # a dead model server shows here
         ago = time.time() - last.at
         checks["provider"] = Check(ok=last.ok, detail=f"{provider.detail} (last call "

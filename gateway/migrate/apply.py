@@ -34,7 +34,7 @@ from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.naming import session_file_stem
 from lucidgate.memory.sessions import FORMAT_VERSION
 from lucidgate.memory.store import MemoryStore
-from lucidgate.memory.tombstones import Matcher, Tombstones, redact_message
+from lucidgate.memory.tombstones import Matcher, redact_message
 
 IMPORTS_STATE = Path("state") / "imports.json"
 CLOSING_NOTE = "(imported conversation: no reply was recorded for this message)"
@@ -78,14 +78,14 @@ def _template(name: str) -> str | None:
         return None
 
 
-async def import_source(source: Source, workspace: Path, *, dry_run: bool, config_path: Path | None = None,
-                        apply_channels: bool = False) -> ImportReport:
-    """Apply ``source`` (see the module docstring). The file and git work is blocking, so it runs
-    in one worker thread before the history is appended (the memory store's own async path) and
-    in one more after it, for the state file and the commit."""
+async def import_source(source: Source, memory: MemoryStore, git: GitStore, *, dry_run: bool,
+                        config_path: Path | None = None, apply_channels: bool = False) -> ImportReport:
+    """Apply ``source`` to the workspace of ``memory`` and ``git`` — the configured stores
+    (``WorkspaceParts``), so imported history is stamped in the owner's timezone. The file and
+    git work is blocking, so it runs in one worker thread before the history is appended (the
+    memory store's own async path) and in one more after it, for the state file and the commit."""
     report = ImportReport(warnings=list(source.warnings))
-    git = GitStore(workspace)
-    touched, history = await asyncio.to_thread(_apply_files, source, workspace, report, git, dry_run=dry_run,
+    touched, history = await asyncio.to_thread(_apply_files, source, memory, report, git, dry_run=dry_run,
                                                config_path=config_path, apply_channels=apply_channels)
     if history is not None:
         await history.append(source.kind)
@@ -97,11 +97,12 @@ async def import_source(source: Source, workspace: Path, *, dry_run: bool, confi
     return report
 
 
-def _apply_files(source: Source, workspace: Path, report: ImportReport, git: GitStore, *, dry_run: bool,
+def _apply_files(source: Source, memory: MemoryStore, report: ImportReport, git: GitStore, *, dry_run: bool,
                  config_path: Path | None, apply_channels: bool) -> tuple[list[str], _History | None]:
     """Everything but the history appends (blocking): the paths changed, and the history to append."""
     touched: list[str] = []
-    forgotten = Tombstones(workspace).matcher()  # what the owner asked to forget stays out
+    workspace = memory.workspace
+    forgotten = memory.tombstones.matcher()  # what the owner asked to forget stays out
     if not dry_run:  # hand edits and the initial state are committed before we change anything
         git.init()
         git.commit_manual_edits()
@@ -127,7 +128,7 @@ def _apply_files(source: Source, workspace: Path, report: ImportReport, git: Git
         touched.append(f"skills/{skill.name}")
         if not dry_run:
             copy_private(skill, target, report.warnings)
-    history = _plan_history(source, workspace, report, dry_run)
+    history = _plan_history(source, memory, report, dry_run)
     _import_sessions(source, workspace, report, dry_run, forgotten)
     _offer_channels(source, config_path, report, dry_run=dry_run or not apply_channels)
     return touched, history
@@ -168,8 +169,9 @@ class _History:
         atomic_write_text(self.state_path, json.dumps(self.state, indent=1))
 
 
-def _plan_history(source: Source, workspace: Path, report: ImportReport, dry_run: bool) -> _History | None:
+def _plan_history(source: Source, store: MemoryStore, report: ImportReport, dry_run: bool) -> _History | None:
     """The history entries we do not hold yet (blocking reads); None when there is nothing to append."""
+    workspace = store.workspace
     state_path = workspace / IMPORTS_STATE
     state = _load_state(state_path)
     seen = set(state.get("history", []))
@@ -183,7 +185,6 @@ def _plan_history(source: Source, workspace: Path, report: ImportReport, dry_run
                           f"(cursors re-numbered)")
     if dry_run:
         return None
-    store = MemoryStore(workspace)
     return _History(store, fresh, state, state_path, caught_up=store.dream_cursor() >= store.last_cursor())
 
 

@@ -51,8 +51,9 @@ FOLDERS = ("memory/archive", "sessions", "skills")
 _SECRET_KEYS = {"apikey", "token", "ownertoken", "admintoken", "bottoken", "apptoken", "signingsecret", "secrettoken", "callbacksecret"}
 
 
-def export_archive(config: Config, out: Path) -> list[str]:
-    """Write the archive to ``out`` (atomically); returns the workspace paths it holds."""
+def export_archive(config: Config, out: Path, *, git: GitStore, tombstones: Tombstones) -> list[str]:
+    """Write the archive to ``out`` (atomically); returns the workspace paths it holds. ``git``
+    and ``tombstones`` are the workspace's own stores (``WorkspaceParts``)."""
     workspace = config.workspace
     members: list[str] = []
     tmp = out.with_name(f".{out.name}.tmp")
@@ -65,7 +66,7 @@ def export_archive(config: Config, out: Path) -> list[str]:
         for note in sorted(memory.glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md")) if memory.is_dir() else []:
             tar.add(note, arcname=f"workspace/memory/{note.name}")
             members.append(f"memory/{note.name}")
-        forgotten = Tombstones(workspace).matcher()
+        forgotten = tombstones.matcher()
         for folder in FOLDERS:
             if (workspace / folder).is_dir():
                 redacted = folder == "sessions" and bool(forgotten)
@@ -75,7 +76,7 @@ def export_archive(config: Config, out: Path) -> list[str]:
                     _add_redacted_sessions(tar, workspace / folder, forgotten)
                 members.append(f"{folder}/")
         bundle = Path(scratch) / "memory.bundle"
-        if GitStore(workspace).bundle(bundle):
+        if git.bundle(bundle):
             tar.add(bundle, arcname="memory.bundle")
         _add_bytes(tar, "config.json", json.dumps(scrub(config), indent=2).encode())
         manifest = {"format": FORMAT, "version": VERSION, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
@@ -167,23 +168,25 @@ class ExtractedArchive:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def is_fresh(workspace: Path) -> bool:
+def is_fresh(git: GitStore) -> bool:
     """No history, no sessions and at most the initial memory commit: nothing to merge with."""
+    workspace = git.workspace
     history = workspace / "memory" / "history.jsonl"
     if history.exists() and history.stat().st_size > 0:
         return False
     sessions = workspace / "sessions"
     if sessions.is_dir() and any(sessions.glob("*.jsonl")):
         return False
-    return len(GitStore(workspace).log(2)) <= 1
+    return len(git.log(2)) <= 1
 
 
-def restore_fresh(unpacked: Path, workspace: Path, warnings: list[str] | None = None) -> list[str]:
+def restore_fresh(unpacked: Path, git: GitStore, warnings: list[str] | None = None) -> list[str]:
     """Copy the archive's files over an empty workspace and adopt its verified git history.
 
     Only the export's own paths are taken (``WORKSPACE_FILES``, ``MEMORY_FILES``, daily notes,
     ``FOLDERS``): a ``.git/`` or ``state/`` in the archive is never copied."""
     warnings = warnings if warnings is not None else []
+    workspace = git.workspace
     source = unpacked / "workspace"
     files = SourceFiles(source, warnings=warnings)
     restored: list[str] = []
@@ -200,10 +203,10 @@ def restore_fresh(unpacked: Path, workspace: Path, warnings: list[str] | None = 
             warnings.append(f"left out {extra}/ from the archive: an import never takes a repository or state")
     bundle = unpacked / "memory.bundle"
     if bundle.exists():
-        reason = GitStore(workspace).adopt_bundle(bundle)
+        reason = git.adopt_bundle(bundle)
         if reason is not None:
             warnings.append(f"memory history not restored, it starts fresh: {reason}")
-    GitStore(workspace).init()  # our .gitignore and identity
+    git.init()  # our .gitignore and identity
     return restored
 
 

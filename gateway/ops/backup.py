@@ -53,6 +53,7 @@ from pydantic import BaseModel, SecretStr
 from lucidgate.config.errors import LucidError
 from lucidgate.config.fileio import atomic_write_text
 from lucidgate.config.schema import Config
+from lucidgate.gateway.parts import WorkspaceParts
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.tombstones import TOMBSTONES_FILE, Tombstones
 
@@ -178,7 +179,8 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
                 _add_bytes(tar, "forgotten.json", forgotten.read_bytes(), forgotten.stat().st_mtime)
             with tempfile.TemporaryDirectory(prefix="lucid-backup-") as scratch:
                 bundle = Path(scratch) / "memory.bundle"
-                if GitStore(workspace).bundle(bundle):  # under the git lock: a consistent history
+                # The workspace's own history store (WorkspaceParts), under the git lock: a consistent history.
+                if WorkspaceParts(config).git.bundle(bundle):
                     _add_bytes(tar, "memory.bundle", bundle.read_bytes())
             manifest = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                         "secrets": include_secrets, "files": files, "skipped": skipped, "not_taken": not_taken,
@@ -225,6 +227,7 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
             else:
                 (target / "workspace").mkdir(mode=0o700)
             if (staging / "memory.bundle").exists():
+                # Not WorkspaceParts: the restored tree has no loaded config yet, only files.
                 reason = GitStore(target / "workspace").adopt_bundle(staging / "memory.bundle")
                 if reason is not None:
                     manifest.setdefault("warnings", []).append(f"memory history starts fresh: {reason}")

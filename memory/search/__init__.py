@@ -1,4 +1,4 @@
-"""Recall: a derived SQLite index over everything the assistant was told (issue 10).
+"""Recall: a derived SQLite index over everything the assistant was told.
 
 ``MemoryIndex`` keeps ``memory/index.sqlite`` in step with the files, ``search`` answers
 queries (keyword + vector, scoped per chat), ``RecallService`` runs both off the event loop

@@ -49,7 +49,7 @@ async def slack(make_config: Callable[..., Config], api: FakeSlackAPI) -> AsyncI
                             "signingSecret": SECRET, "apiBase": api.base_url,
                             "allowFrom": [OWNER, GUEST], "owners": [OWNER]}},
         tools={"exec": {"sandbox": "off"}})
-    gw: Gateway = build_gateway(config)
+    gw: Gateway = build_gateway(config, http=True)
     gw.add_channel("slack", slack_channel.build(config, gw.parts.bus, workspace=config.workspace))
     async with served_client(create_app(config, gateway=gw), lifespan="on") as client:
         yield client

@@ -1,8 +1,9 @@
 """The read-only view of session transcripts that channels bound to it read.
 
 The webhook's sessions API lists chats and what the assistant said in them; the web chat
-shows the tool calls of a turn beside its reply. Both get this one view from the daemon's
-HTTP composition (``bind_sessions``), so no channel reaches into the agent's session store.
+shows the tool calls of a turn beside its reply. Both get this one view from the composition
+root (``build_gateway`` binds it as it builds the channels), so no channel reaches into the
+agent's session store.
 """
 
 from __future__ import annotations
