@@ -10,6 +10,7 @@ holds and what the model was asked.
 from __future__ import annotations
 
 import logging
+import socket
 from pathlib import Path
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -21,6 +22,7 @@ from lucidgate.channels.email.channel import EmailChannel
 from lucidgate.channels.email.settings import EmailSettings
 from lucidgate.config.schema import Config
 from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.ops.email_check import email_checks
 from tests.email_kit import (AUTHSERV, DOMAIN, PASSWORD, Dovecot, Mailbox, SmtpSink, body_of, dovecot, mail,
                              passed)
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
@@ -255,3 +257,29 @@ async def test_polling_without_idle_and_smtp_refusals_are_retried(
     assert people.sink.refused == 1
     assert "are you polling?" in body_of(answer)
     assert email_of(gw).intake.idling is False
+
+
+async def test_doctor_checks_the_imap_login_idle_and_the_smtp_login(
+        make_config: Callable[..., Config], people: People) -> None:
+    def config(**section: Any) -> Config:
+        email = {"enabled": True, "address": people.bot, "password": PASSWORD, "imapHost": "127.0.0.1",
+                 "imapPort": people.server.port, "imapSecurity": "plain", "smtpHost": "127.0.0.1",
+                 "smtpPort": people.sink.port, "smtpSecurity": "plain", "authservId": AUTHSERV, **section}
+        return make_config(channels={"email": email})
+
+    good = {r.name: r for r in await email_checks(config())}
+    assert good["email imap"].state == "ok" and "IDLE" in good["email imap"].detail
+    assert good["email smtp"].state == "ok"
+    assert "email owners" not in good
+    bad = {r.name: r for r in await email_checks(config(password="wrong", authservId=""))}
+    assert bad["email imap"].state == "fail" and "password" in bad["email imap"].fix
+    assert bad["email smtp"].state == "fail" and "refused the login" in bad["email smtp"].detail
+    assert bad["email owners"].state == "warn"
+    with socket.socket() as sock:  # a loopback port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    down = {r.name: r for r in await email_checks(config(imapPort=closed, smtpPort=closed))}
+    assert down["email imap"].state == "fail" and "unreachable" in down["email imap"].detail
+    assert down["email smtp"].state == "fail"
+    assert [r.detail for r in await email_checks(config(address=""))] == [
+        "no bot address (set channels.email.address, e.g. assistant@example.org)"]

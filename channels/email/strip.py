@@ -21,7 +21,7 @@ import re
 __all__ = ["strip_reply"]
 
 _WROTE = re.compile(r"^(on\b.{0,200}|am\b.{0,200}|le\b.{0,200}|el\b.{0,200})"
-                    r"(wrote|schrieb|a écrit|escribió)\s*:\s*$", re.IGNORECASE)
+                    r"(wrote|schrieb|a écrit|escribió)\b.{0,80}:\s*$", re.IGNORECASE)
 _ORIGINAL = re.compile(r"^-{2,}\s*(original message|forwarded message|ursprüngliche nachricht)\s*-{2,}\s*$",
                        re.IGNORECASE)
 _RULE = re.compile(r"^_{10,}\s*$")
