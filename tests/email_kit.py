@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -259,10 +260,13 @@ class SmtpSink:
             ok = data.login.decode() == self.user and data.password.decode() == self.password
             return AuthResult(success=ok, handled=False)
 
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: SMTP(self, hostname=DOMAIN, authenticator=authenticate, auth_require_tls=False,
-                         auth_required=True), "127.0.0.1", 0)
+        def protocol() -> SMTP:
+            with warnings.catch_warnings():  # "AUTH without TLS": on loopback, on purpose
+                warnings.simplefilter("ignore", UserWarning)
+                return SMTP(self, hostname=DOMAIN, authenticator=authenticate, auth_require_tls=False,
+                            auth_required=True)
+
+        self._server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

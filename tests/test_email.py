@@ -22,6 +22,7 @@ from lucidgate.channels.email.channel import EmailChannel
 from lucidgate.channels.email.settings import EmailSettings
 from lucidgate.config.schema import Config
 from lucidgate.gateway.app import Gateway, build_gateway
+from lucidgate.gateway.cli.status import _email_state
 from lucidgate.gateway.ops.email_check import email_checks
 from tests.email_kit import (AUTHSERV, DOMAIN, PASSWORD, Dovecot, Mailbox, SmtpSink, body_of, dovecot, mail,
                              passed)
@@ -213,7 +214,7 @@ async def test_a_restart_answers_what_came_meanwhile_and_nothing_twice(
     await gw.__aexit__(None, None, None)
     await people.write(people.owner, "two", "second question")
     await people.write(people.owner, "three", "third question")
-    await start_gateway(afterHandling="move", moveTo="Handled")
+    second = await start_gateway(afterHandling="move", moveTo="Handled")
     answers = await people.answers(3)
     await until_async(lambda: _empty_inbox(people.mailbox), TIMEOUT, what="handled mail moved away")
     texts = [body_of(a) for a in answers]
@@ -222,6 +223,7 @@ async def test_a_restart_answers_what_came_meanwhile_and_nothing_twice(
     assert sum("third question" in t for t in texts) == 1
     assert len(fake_llm.requests) == 3
     assert len(await people.mailbox.listing("Handled")) == 3
+    assert _email_state(second.parts.config).endswith("mail up to UID 3 handled")  # `lucid status`
 
 
 async def _empty_inbox(box: Mailbox) -> bool:
