@@ -289,6 +289,49 @@ class SmtpSink:
         return [m for m, r in zip(self.received, self.recipients, strict=True) if address in r]
 
 
+class FreezingProxy:
+    """A loopback TCP relay to ``port``; ``freeze()`` makes the connections open now go silent
+    (bytes are swallowed, nothing closes) — a NAT that forgot the connection — while new
+    connections relay normally."""
+
+    def __init__(self, port: int) -> None:
+        self.upstream = port
+        self.port = 0
+        self.connections = 0
+        self._frozen: set[int] = set()
+        self._server: Any = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> FreezingProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def freeze(self) -> None:
+        self._frozen.update(range(1, self.connections + 1))
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while data := await src.read(65536):
+                if number not in self._frozen:
+                    dst.write(data)
+                    await dst.drain()
+
+        for task in (asyncio.create_task(pipe(reader, up_writer)), asyncio.create_task(pipe(up_reader, writer))):
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+
 def require_dovecot() -> str:
     return need_tool("dovecot", DOVECOT)
 

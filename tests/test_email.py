@@ -24,8 +24,8 @@ from lucidgate.config.schema import Config
 from lucidgate.gateway.app import Gateway, build_gateway
 from lucidgate.gateway.cli.status import _email_state
 from lucidgate.gateway.ops.email_check import email_checks
-from tests.email_kit import (AUTHSERV, DOMAIN, PASSWORD, Dovecot, Mailbox, SmtpSink, body_of, dovecot, mail,
-                             passed)
+from tests.email_kit import (AUTHSERV, DOMAIN, PASSWORD, Dovecot, FreezingProxy, Mailbox, SmtpSink, body_of,
+                             dovecot, mail, passed)
 from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls
 from tests.waiting import until, until_async
 
@@ -76,7 +76,7 @@ async def start_gateway(make_config: Callable[..., Config], people: People,
 
     async def start(**section: Any) -> Gateway:
         email = {"enabled": True, "address": people.bot, "password": PASSWORD, "imapHost": "127.0.0.1",
-                 "imapPort": people.server.port, "imapSecurity": "plain", "smtpHost": "127.0.0.1",
+                 "imapPort": section.pop("imapPort", people.server.port), "imapSecurity": "plain", "smtpHost": "127.0.0.1",
                  "smtpPort": people.sink.port, "smtpSecurity": "plain", "authservId": AUTHSERV,
                  "owners": [people.owner], "allowFrom": [people.owner, "@friends.test"], **section}
         config = make_config(agents={"defaults": AGENT}, channels={"email": email})
@@ -285,3 +285,15 @@ async def test_doctor_checks_the_imap_login_idle_and_the_smtp_login(
     assert down["email smtp"].state == "fail"
     assert [r.detail for r in await email_checks(config(address=""))] == [
         "no bot address (set channels.email.address, e.g. assistant@example.org)"]
+
+
+async def test_a_connection_gone_silent_is_replaced_by_the_watchdog(
+        start_gateway: StartGateway, people: People, fake_llm: FakeLLMServer) -> None:
+    async with FreezingProxy(people.server.port) as proxy:
+        gw = await start_gateway(imapPort=proxy.port, watchdogS=2)
+        intake = email_of(gw).intake
+        proxy.freeze()  # the IDLE in progress hears nothing from now on
+        await people.write(people.owner, "still there?", "are you awake?")
+        (answer,) = await people.answers(1)
+        assert "are you awake?" in body_of(answer)
+        assert intake.restarts >= 1 and proxy.connections >= 2

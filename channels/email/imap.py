@@ -103,9 +103,9 @@ class ImapIntake:
     async def run(self) -> None:
         failures = 0
         while True:
+            rounds = self.rounds
             try:
                 await self._session()
-                failures = 0
             except asyncio.CancelledError:
                 raise
             except ImapError as exc:
@@ -117,31 +117,39 @@ class ImapIntake:
                 failures += 1
                 logger.warning("email: the IMAP session to %s ended (%s: %s); reconnecting",
                                self.settings.imap_host, type(exc).__name__, exc)
+            except Exception:  # a bug must not end intake for good ("starts, then never answers")
+                failures += 1
+                logger.exception("email: the IMAP session failed; reconnecting")
             self.ready.clear()
+            if self.rounds > rounds:  # the session worked for a while: a fresh failure, a short wait
+                failures = 1
             await asyncio.sleep(backoff_delay(max(failures, 1), self.settings.retry_base_s,
                                               self.settings.retry_max_s))
 
     async def _session(self) -> None:
         client = await open_session(self.settings)
+        dead = False
         try:
             await self._select(client)
             while True:
-                async with asyncio.timeout(self.settings.watchdog_s) as watch:
-                    try:
+                watch = asyncio.timeout(self.settings.watchdog_s)
+                try:
+                    async with watch:
                         await self._drain(client)
                         self.ready.set()
                         waited = await self._wait(client)
-                    except TimeoutError:
-                        if watch.expired():
-                            self.restarts += 1
-                            logger.warning("email: an IMAP round took over %.0f s (watchdogS); the "
-                                           "connection looks dead, opening a new one", self.settings.watchdog_s)
-                        raise
+                except TimeoutError:
+                    if watch.expired():
+                        dead = True
+                        self.restarts += 1
+                        logger.warning("email: an IMAP round took over %.0f s (watchdogS); the "
+                                       "connection looks dead, opening a new one", self.settings.watchdog_s)
+                    raise
                 self.rounds += 1
                 if not waited:
                     await asyncio.sleep(self.settings.poll_interval_s)
         finally:
-            await _close(client)
+            await _close(client, polite=not dead)
 
     async def _select(self, client: aioimaplib.IMAP4) -> None:
         s = self.settings
@@ -223,7 +231,9 @@ class ImapIntake:
         if not self.idling:
             _checked("NOOP", await client.noop())
             return False
-        refresh = self.settings.idle_refresh_s
+        s = self.settings
+        # Ended before the watchdog would call the round stuck, whatever the two are set to.
+        refresh = max(1.0, min(s.idle_refresh_s, s.watchdog_s * 0.9 - s.timeout_s))
         idle = await client.idle_start(timeout=refresh)
         try:
             await client.wait_server_push(timeout=refresh + self.settings.timeout_s)
@@ -234,11 +244,13 @@ class ImapIntake:
         return True
 
 
-async def _close(client: aioimaplib.IMAP4) -> None:
-    try:
-        await asyncio.wait_for(client.logout(), 5)
-    except (aioimaplib.AioImapException, OSError, TimeoutError, AttributeError):
-        pass
+async def _close(client: aioimaplib.IMAP4, *, polite: bool = True) -> None:
+    """Log out (``polite``: a connection that still answers), then drop the connection."""
+    if polite:
+        try:
+            await asyncio.wait_for(client.logout(), 5)
+        except (aioimaplib.AioImapException, OSError, TimeoutError, AttributeError):
+            pass
     transport = getattr(client.protocol, "transport", None)
     if transport is not None:
         transport.close()
