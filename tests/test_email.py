@@ -31,7 +31,7 @@ from tests.waiting import until, until_async
 
 __all__ = ["dovecot"]  # the module's one Dovecot (a fixture)
 
-TIMEOUT = 60.0
+TIMEOUT = 120.0  # a bound on failure, not a wait: a loaded 2-core box is slow
 AGENT = {"llmRetries": 0, "llmTimeoutS": 60, "dream": {"enabled": False},
          "memory": {"autoRecall": False, "search": {"enabled": False}}}
 
