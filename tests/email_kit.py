@@ -78,6 +78,7 @@ mail_location = maildir:~/Maildir
 # IDLE learns of new mail through inotify, and falls back to this check when the machine has
 # run out of inotify instances (a shared CI box): 1 s instead of 30 keeps the tests prompt.
 mailbox_idle_check_interval = 1 secs
+imap_id_log = *
 passdb {{
   driver = passwd-file
   args = scheme=PLAIN username_format=%u {folder}/passwd

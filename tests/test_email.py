@@ -252,13 +252,15 @@ async def test_html_only_mail_quotes_and_attachments(
 
 async def test_polling_without_idle_and_smtp_refusals_are_retried(
         start_gateway: StartGateway, people: People, fake_llm: FakeLLMServer) -> None:
-    gw = await start_gateway(idle=False, pollIntervalS=0.1)
+    gw = await start_gateway(idle=False, pollIntervalS=0.1, afterHandling="delete")
     people.sink.refuse_next = 1
     await people.write(people.owner, "poll", "are you polling?")
     (answer,) = await people.answers(1)
     assert people.sink.refused == 1
     assert "are you polling?" in body_of(answer)
     assert email_of(gw).intake.idling is False
+    await until_async(lambda: _empty_inbox(people.mailbox), TIMEOUT, what="the handled mail deleted")
+    assert "ID sent: name=lucidgate" in people.server.log()  # IMAP ID, as the server advertised it
 
 
 async def test_doctor_checks_the_imap_login_idle_and_the_smtp_login(

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import aioimaplib
 
+from lucidgate.channels.bus import BusClosed
 from lucidgate.channels.email.settings import EmailSettings
 from lucidgate.channels.email.state import ImapState, save_state
 from lucidgate.config.backoff import backoff_delay
@@ -117,6 +118,9 @@ class ImapIntake:
                 failures += 1
                 logger.warning("email: the IMAP session to %s ended (%s: %s); reconnecting",
                                self.settings.imap_host, type(exc).__name__, exc)
+            except BusClosed:
+                logger.info("email: the gateway is shutting down; the mail being read stays unhandled "
+                            "and is read at the next start")
             except Exception:  # a bug must not end intake for good ("starts, then never answers")
                 failures += 1
                 logger.exception("email: the IMAP session failed; reconnecting")
