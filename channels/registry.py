@@ -25,7 +25,7 @@ from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.descriptor import ChannelDescriptor, sections
 from lucidgate.config.channel_schema import SwitchedSection
 from lucidgate.config.errors import LucidError
-from lucidgate.config.schema import (CliChannelConfig, Config, DiscordConfig, MatrixConfig, OpenAIApiConfig, SlackConfig,
+from lucidgate.config.schema import (CliChannelConfig, Config, DiscordConfig, EmailConfig, MatrixConfig, OpenAIApiConfig, SlackConfig,
                            TelegramConfig, WebChannelConfig, WebhookConfig)
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ CHANNELS: dict[str, ChannelDescriptor] = {d.name: d for d in (
        "lucidgate.channels.discord:build"),
     _D("matrix", MatrixConfig, "Replies render in a Matrix client: markdown becomes HTML (tables and code "
        "blocks work).", "lucidgate.channels.matrix:build"),
+    _D("email", EmailConfig, "Replies are sent as plain-text email: write like a letter, light markdown "
+       "(lists, emphasis) reads fine, no tables.", "lucidgate.channels.email:build"),
     _D("webhook", WebhookConfig, "Replies go to an HTTP client: plain text unless asked otherwise.",
        "lucidgate.channels.webhook:build"),
     _D("openai", OpenAIApiConfig, "Replies are chat completions read by another program or its user: "

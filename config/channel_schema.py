@@ -117,6 +117,48 @@ class MatrixConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSect
     )
 
 
+class EmailConfig(SwitchedSection, GatedSection, DeliverySection):
+    """A mailbox the assistant reads over IMAP and answers from over SMTP (docs/channels/email.md).
+
+    ``owners`` and ``allowFrom`` are addresses (``allowFrom`` also takes ``@example.com`` for
+    a whole domain). An owner's address counts only on mail the receiving server
+    authenticated: an ``Authentication-Results`` header from ``authservId`` with DKIM or SPF
+    passing for the From domain; otherwise the sender is a guest. Strangers get no answer.
+    """
+
+    address: str = ""  # the bot's own address: the From of its replies, never answered itself
+    from_name: str = "lucidgate"
+    username: str = ""  # the IMAP/SMTP login; empty: the address
+    password: SecretStr = SecretStr("")  # an app password, where the provider has them
+    imap_host: str = ""
+    imap_port: int = Field(993, ge=1, le=65535)
+    # "ssl": TLS from the first byte (port 993); "plain": no TLS (a server on this machine only).
+    imap_security: str = Field("ssl", pattern="^(ssl|plain)$")
+    folder: str = "INBOX"
+    smtp_host: str = ""
+    smtp_port: int = Field(587, ge=1, le=65535)
+    # "starttls" (587), "ssl" (implicit TLS, 465), "plain" (a server on this machine only).
+    smtp_security: str = Field("starttls", pattern="^(starttls|ssl|plain)$")
+    smtp_username: str = ""  # empty: the IMAP login
+    smtp_password: SecretStr = SecretStr("")  # empty: the IMAP password
+    # The Authentication-Results issuer to trust (your receiving server's name, e.g. mx.google.com).
+    authserv_id: str = ""
+    idle: bool = True  # IMAP IDLE when the server offers it; otherwise polling
+    poll_interval_s: float = Field(60, ge=0.1)
+    # IDLE is ended and restarted this often (servers drop IDLE after 30 minutes).
+    idle_refresh_s: float = Field(600, gt=0)
+    # Liveness: an IMAP round (fetch, IDLE wait) that takes longer than this is a stuck
+    # connection, which is dropped and opened again.
+    watchdog_s: float = Field(900, gt=0)
+    # After a mail is handled: "seen" (flag it), "move" (to moveTo), "delete", or "none".
+    after_handling: str = Field("seen", pattern="^(seen|move|delete|none)$")
+    move_to: str = ""
+    answer_lists: bool = False  # answer mailing-list and bulk mail (List-Id, Precedence: bulk/list)
+    max_attachment_bytes: int = Field(10_485_760, ge=0)
+    max_mail_bytes: int = Field(26_214_400, ge=1024)  # larger mails are skipped (logged)
+    refusal: str | None = None  # strangers get no mail back (no backscatter)
+
+
 class WebhookConfig(SwitchedSection, DeliverySection, ListedOwners):
     enabled: bool = True
     token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
@@ -175,6 +217,7 @@ class ChannelsConfig(Section):
     slack: SlackConfig = subsection()
     discord: DiscordConfig = subsection()
     matrix: MatrixConfig = subsection()
+    email: EmailConfig = subsection()
     webhook: WebhookConfig = subsection()
     cli: CliChannelConfig = subsection()
     web: WebChannelConfig = subsection()

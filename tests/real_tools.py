@@ -1,5 +1,6 @@
 """System programs a few tests use for real: Debian's ``chromium`` (the console in a browser),
-``systemd-analyze`` (rating the service unit offline) and ``bwrap`` (the exec sandbox).
+``systemd-analyze`` (rating the service unit offline), ``bwrap`` (the exec sandbox) and
+``dovecot`` (the IMAP server the email channel is tested against).
 
 On a machine with only Python those tests skip with one line saying what to install; with
 ``LUCID_REQUIRE_REAL=1`` (``.ci/run`` sets it, and installs the programs) a missing one fails
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-APT_PACKAGE = {"chromium": "chromium", "systemd-analyze": "systemd", "bwrap": "bubblewrap"}
+APT_PACKAGE = {"chromium": "chromium", "systemd-analyze": "systemd", "bwrap": "bubblewrap",
+               "dovecot": "dovecot-imapd"}
 
 
 def require_real() -> bool:

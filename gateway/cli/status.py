@@ -43,8 +43,23 @@ def status(config_path: ConfigOption = None) -> None:
     outbox = read_counts(parts.outbox_path)
     typer.echo("outbox:    " + ("empty" if outbox is None else
                                    f"{outbox['pending']} pending, {outbox['dead']} dead-lettered"))
+    if config.channels.email.enabled:
+        typer.echo(f"email:     {_email_state(config)}")
     if provider_help(config):  # scripts: non-zero until a model is configured
         raise typer.Exit(1)
+
+
+def _email_state(config: Config) -> str:
+    """The email channel's mailbox and how far its intake got (``state/email.json``)."""
+    import json
+
+    section = config.channels.email
+    where = f"{section.address or '(no address)'} via {section.imap_host or '(no imapHost)'}/{section.folder}"
+    try:
+        state = json.loads((config.workspace / "state" / "email.json").read_text(encoding="utf-8"))
+        return f"{where}, mail up to UID {int(state['last_uid'])} handled"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{where}, not read yet (starts with the gateway)"
 
 
 def _http_status(url: str, *, timeout: float, headers: dict[str, str] | None = None,

@@ -18,6 +18,7 @@ from lucidgate.config.loader import ENV_PREFIX
 from lucidgate.config.schema import Config
 from lucidgate.gateway.ops import checks
 from lucidgate.gateway.ops.checks import Result, fail, ok
+from lucidgate.gateway.ops.email_check import email_checks
 from lucidgate.gateway.ops.matrix_check import matrix_checks
 from lucidgate.gateway.ops.memory_check import memory_commit_check
 
@@ -60,6 +61,7 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
         if found is not None:
             results.append(found)
     results += await asyncio.to_thread(matrix_checks, config)
+    results += await email_checks(config)
     token = checks.webhook_token_check(config)
     if token is not None:
         results.append(token)
