@@ -63,6 +63,7 @@ async def make_channel(make_config: Callable[..., Any], dt: FakeDingTalk, bus: M
         await channel.start()
         started.append(channel)
         await dt.wait_connected(len(started))
+        await asyncio.wait_for(channel.stream.connected.wait(), 10)
         return channel
 
     yield start
@@ -234,6 +235,18 @@ async def test_a_disconnect_request_opens_a_new_stream(make_channel: Callable[..
     await dt.wait_connected(2)
     await dt.push(dt.robot_message("after the move", sender=OWNER))
     assert (await next_inbound(bus)).text == "after the move"
+
+
+async def test_a_message_sent_while_the_gateway_was_away_arrives_once_it_is_back(
+        make_channel: Callable[..., Any], dt: FakeDingTalk, bus: MessageBus) -> None:
+    first = await make_channel()
+    await first.stop()
+    await until(lambda: dt.disconnected(), 10, what="the stream to close")
+    frame = await dt.push(dt.robot_message("are you there?", sender=OWNER))  # nobody to ACK it yet
+    await make_channel()
+    assert (await dt.acked(frame))["code"] == 200
+    assert (await next_inbound(bus)).text == "are you there?"
+    assert bus.inbound_depth == 0
 
 
 async def test_bad_credentials_keep_retrying_without_failing_the_start(make_config: Callable[..., Any],

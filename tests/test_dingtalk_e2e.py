@@ -143,3 +143,14 @@ async def test_the_console_status_lists_dingtalk(make_config: Callable[..., Conf
         status = (await c.client.get("/api/console/status")).json()
     found = {ch["name"]: ch for ch in status["channels"]}["dingtalk"]
     assert found["up"] is True and found["outbox"]["delivered"] == 1 and found["outbox"]["pending"] == 0
+
+
+def test_lucid_status_lists_dingtalk_among_the_enabled_channels(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from lucidgate.gateway.cli import build_app
+
+    path = write_setup(tmp_path, "http://127.0.0.1:9/v1", {"enabled": True, "clientId": CLIENT_ID,
+                                                            "clientSecret": CLIENT_SECRET})
+    result = CliRunner().invoke(build_app(), ["status", "-c", str(path)])
+    assert "channels:  dingtalk, webhook, openai, web" in result.output, result.output

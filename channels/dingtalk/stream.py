@@ -139,8 +139,15 @@ class StreamSupervisor:
         if not connection or not connection.get("endpoint") or not connection.get("ticket"):
             raise ConnectionError("the connection-open request failed (the SDK logged DingTalk's answer)")
         uri = f'{connection["endpoint"]}?ticket={quote_plus(str(connection["ticket"]))}'
-        async with asyncio.timeout(CONNECT_TIMEOUT_S):
-            ws = await websockets.connect(uri, ping_interval=None, close_timeout=2, open_timeout=CONNECT_TIMEOUT_S)
+        opening = asyncio.ensure_future(websockets.connect(uri, ping_interval=None, close_timeout=2,
+                                                           open_timeout=CONNECT_TIMEOUT_S))
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                ws = await asyncio.shield(opening)
+        except BaseException:
+            # Stopped (or timed out) mid-handshake: a socket that opens anyway is closed, not leaked.
+            opening.add_done_callback(_close_late)
+            raise
         self.client.websocket = ws
         self._last_alive = time.monotonic()
         self.connected.set()
@@ -197,6 +204,11 @@ class StreamSupervisor:
     def _pong(self, waiter: asyncio.Future[float]) -> None:
         if not waiter.cancelled() and waiter.exception() is None:
             self._last_alive = time.monotonic()
+
+
+def _close_late(opening: asyncio.Future[ClientConnection]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        asyncio.ensure_future(opening.result().close())
 
 
 def _describe(exc: BaseException) -> str:

@@ -3,11 +3,12 @@
 It speaks what ``dingtalk-stream`` and the channel use: ``POST /v1.0/gateway/connections/open``
 (the app's credentials in, an endpoint and a one-time ticket out), the websocket at that
 endpoint (robot messages pushed as ``CALLBACK`` frames, ``SYSTEM`` ping/disconnect frames, and
-the ACK frames the SDK sends back, recorded by message id), each conversation's session
+the ACK frames the SDK sends back, recorded by message id; a robot message not yet ACKed is
+sent again on the next socket, as DingTalk redelivers), each conversation's session
 webhook (``/robot/sendBySession``), ``POST /v1.0/oauth2/accessToken`` and the robot's OpenAPI
 sends (``oToMessages/batchSend``, ``groupMessages/send``). Every message the robot sent is
 recorded as a ``Sent``; ``expire_webhooks()`` makes the session webhooks refuse from then on,
-as DingTalk does once one has expired; ``mute()`` stops answering websocket pings:
+as DingTalk does once one has expired; ``mute()`` stops answering the current socket's pings:
 
     async with FakeDingTalk() as dt:
         frame = await dt.push(dt.robot_message("hello", sender="staff-1"))
@@ -54,7 +55,8 @@ class FakeDingTalk:
         self._tickets: set[str] = set()
         self._sessions: dict[str, str] = {}  # session token -> conversation id
         self._ws: web.WebSocketResponse | None = None
-        self._autoping = True
+        self._muted: web.WebSocketResponse | None = None
+        self._unacked: dict[str, str] = {}  # frame id -> frame: sent again on the next socket
         self._ids = itertools.count(1)
         self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -139,8 +141,11 @@ class FakeDingTalk:
         self.webhooks_expired = True
 
     def mute(self) -> None:
-        """From now on, new pings go unanswered (the current socket goes silent)."""
-        self._autoping = False
+        """The current socket goes silent: its pings go unanswered (a later socket answers)."""
+        self._muted = self._ws
+
+    def disconnected(self) -> bool:
+        return self._ws is None or self._ws.closed
 
     def texts(self) -> list[str]:
         return [s.text for s in self.sent]
@@ -154,10 +159,15 @@ class FakeDingTalk:
         self._changed.set()
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
+        text = json.dumps(frame)
+        if frame["type"] == "CALLBACK":
+            self._unacked[frame["headers"]["messageId"]] = text
         if self._ws is None or self._ws.closed:
-            await self.wait_connected(max(1, self.connections))
-        assert self._ws is not None
-        await self._ws.send_str(json.dumps(frame))
+            return  # goes out when the client connects again, as DingTalk redelivers
+        try:
+            await self._ws.send_str(text)
+        except ConnectionError:
+            pass
 
     async def _open(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -180,14 +190,17 @@ class FakeDingTalk:
         self._ws = ws
         self.connections += 1
         self._changed_now()
+        for text in list(self._unacked.values()):  # what the last socket never acknowledged
+            await ws.send_str(text)
         async for msg in ws:
             if msg.type == WSMsgType.PING:
-                if self._autoping:
+                if ws is not self._muted:
                     await ws.pong(msg.data)
             elif msg.type == WSMsgType.TEXT:
                 frame = json.loads(msg.data)
                 frame_id = str(frame.get("headers", {}).get("messageId", ""))
                 self.acks[frame_id] = frame
+                self._unacked.pop(frame_id, None)
                 self._changed_now()
         return ws
 
