@@ -24,11 +24,11 @@ import httpx
 from dingtalk_stream import AckMessage, CallbackMessage, ChatbotHandler, ChatbotMessage
 
 from lucidgate.channels._ratelimit import OutboundLimiter
-from lucidgate.channels.bus import BusFull, MessageBus
+from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
 from lucidgate.channels.dingtalk.format import Turn, parse_turn
 from lucidgate.channels.dingtalk.openapi import OpenAPI
 from lucidgate.channels.dingtalk.routes import Route, Routes
-from lucidgate.channels.dingtalk.sdk import log_targets, quiet_pings, redactor, sdk_logger
+from lucidgate.channels.dingtalk.sdk import log_targets, quiet_routine, redactor, sdk_logger
 from lucidgate.channels.dingtalk.send import DingTalkSender, classify
 from lucidgate.channels.dingtalk.settings import DingTalkSettings
 from lucidgate.channels.dingtalk.stream import StreamClient, StreamSupervisor
@@ -97,7 +97,7 @@ class DingTalkChannel:
 
     async def start(self) -> None:
         self._redactor.install(log_targets())
-        quiet_pings()
+        quiet_routine()
         self._http_client = httpx.AsyncClient(base_url=self.settings.api_base,
                                               timeout=self.settings.api_timeout_s)
         try:
@@ -135,6 +135,8 @@ class DingTalkChannel:
             # Not accepted: no OK, so DingTalk delivers it again in a moment.
             logger.warning("bus full: DingTalk message for %s not acknowledged; DingTalk will retry", turn.chat_id)
             return AckMessage.STATUS_SYSTEM_EXCEPTION, "busy"
+        except BusClosed:  # shutting down: the next start gets it again
+            return AckMessage.STATUS_SYSTEM_EXCEPTION, "shutting down"
         return AckMessage.STATUS_OK, "OK"
 
     async def _accept(self, turn: Turn) -> None:

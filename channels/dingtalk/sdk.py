@@ -1,8 +1,9 @@
 """dingtalk-stream plumbing: the logger handed to the SDK, and secrets kept out of logs.
 
 The SDK logs through the logger it is given (its handlers make their own, under
-``dingtalk_stream``). Its router warns "unknown message topic" for every keepalive ``ping``
-system frame DingTalk sends — a routine frame it does answer — so that one record is dropped.
+``dingtalk_stream``). Two of its records are routine and dropped: the router's "unknown message
+topic" warning for every keepalive ``ping`` system frame (which it does answer), and "open
+connection, url=…" at every attempt (the supervisor logs an outage once, when it starts and ends).
 The app secret, the access token and session webhook URLs (which carry a session token) are
 masked on every logger that might print them.
 """
@@ -16,15 +17,17 @@ from lucidgate.config.redact import RedactingFilter, Redactor, logger_family
 sdk_logger = logging.getLogger("lucidgate.channels.dingtalk.sdk")  # handed to the SDK's client
 
 
-class _QuietPings(logging.Filter):
+class _Routine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("unknown message topic, topic=ping,")
+        message = record.getMessage()
+        return not (message.startswith("unknown message topic, topic=ping,")
+                    or message.startswith("open connection, url="))
 
 
-_QUIET = _QuietPings()
+_QUIET = _Routine()
 
 
-def quiet_pings() -> None:
+def quiet_routine() -> None:
     if _QUIET not in sdk_logger.filters:
         sdk_logger.addFilter(_QUIET)
 

@@ -199,7 +199,7 @@ class StreamSupervisor:
                 pong = await ws.ping()
             except websockets.ConnectionClosed:
                 return
-            pong.add_done_callback(self._pong)
+            asyncio.ensure_future(pong).add_done_callback(self._pong)
 
     def _pong(self, waiter: asyncio.Future[float]) -> None:
         if not waiter.cancelled() and waiter.exception() is None:

@@ -100,7 +100,8 @@ class FakeDingTalk:
             "msgId": msg_id or f"msg{next(self._ids):08d}", "senderNick": nick, "isAdmin": False,
             "senderStaffId": sender, "sessionWebhookExpiredTime": now_ms + int(webhook_expires_in_s * 1000),
             "createAt": now_ms, "senderCorpId": "ding-corp", "conversationType": "2" if group else "1",
-            "senderId": f"$:LWCP_v1:${sender}", "sessionWebhook": f"{self.base_url}/robot/sendBySession?session={session}",
+            "senderId": f"$:LWCP_v1:${sender}",
+            "sessionWebhook": f"{self.base_url}/robot/sendBySession?session={session}",
             "robotCode": CLIENT_ID, "msgtype": "text", "text": {"content": text},
         }
         if group:
@@ -111,9 +112,9 @@ class FakeDingTalk:
     async def push(self, data: dict[str, Any], *, topic: str = ROBOT_TOPIC, frame_id: str | None = None) -> str:
         """Send one CALLBACK frame carrying ``data``; returns the frame's message id."""
         frame_id = frame_id or f"frame-{next(self._ids)}"
-        await self._send_frame({"specVersion": "1.0", "type": "CALLBACK",
-                                "headers": {"appId": "app-1", "connectionId": "conn-1", "contentType": "application/json",
-                                            "messageId": frame_id, "time": str(int(time.time() * 1000)), "topic": topic},
+        headers = {"appId": "app-1", "connectionId": "conn-1", "contentType": "application/json",
+                   "messageId": frame_id, "time": str(int(time.time() * 1000)), "topic": topic}
+        await self._send_frame({"specVersion": "1.0", "type": "CALLBACK", "headers": headers,
                                 "data": json.dumps(data)})
         return frame_id
 
