@@ -250,6 +250,15 @@ async def test_a_message_sent_while_the_gateway_was_away_arrives_once_it_is_back
     assert bus.inbound_depth == 0
 
 
+async def test_a_connection_open_request_that_hangs_is_given_up_and_tried_again(
+        make_channel: Callable[..., Any], dt: FakeDingTalk, bus: MessageBus) -> None:
+    dt.hang_opens = 1
+    await make_channel(tuning={"connect_timeout_s": 0.3})  # waits for the stream to be up
+    assert len(dt.opened) == 2 and dt.connections == 1
+    await dt.push(dt.robot_message("hello after the stall", sender=OWNER))
+    assert (await next_inbound(bus)).text == "hello after the stall"
+
+
 async def test_bad_credentials_keep_retrying_without_failing_the_start(make_config: Callable[..., Any],
                                                                        dt: FakeDingTalk, bus: MessageBus,
                                                                        workspace: Path) -> None:

@@ -9,9 +9,9 @@ redelivery of anything un-ACKed (or ACKed then redelivered) is answered once. Th
 back (its session webhook, and the ids the OpenAPI send needs) is noted in ``routes``.
 
 Outbound: ``send.DingTalkSender`` behind the bus's durable outbox and one ``OutboundLimiter``;
-``stream.StreamSupervisor`` keeps the socket alive (backoff, watchdog). ``apiBase`` points the
-SDK's connection-open request and our OpenAPI calls at another root, so tests run the real SDK
-against a loopback stand-in.
+``stream.StreamSupervisor`` opens the stream and keeps it alive (backoff, watchdog). Every HTTP
+call — the connection-open request, the access token, the OpenAPI sends — goes through one
+``httpx`` client rooted at ``apiBase``, so tests run the real SDK against a loopback stand-in.
 """
 
 from __future__ import annotations
@@ -73,11 +73,11 @@ class DingTalkChannel:
         self.sender = DingTalkSender(self._client, self.openapi, self.routes, self.limiter,
                                      progress_text=settings.progress_text,
                                      webhook_margin_s=settings.webhook_margin_s)
-        self.client = StreamClient(settings.client_id, settings.client_secret, api_base=settings.api_base,
-                                   sdk_logger=sdk_logger)
+        self.client = StreamClient(settings.client_id, settings.client_secret, sdk_logger=sdk_logger)
         self.client.register_callback_handler(ChatbotMessage.TOPIC, _RobotHandler(self._on_robot_message))
-        self.stream = StreamSupervisor(self.client, watchdog_s=settings.watchdog_s,
+        self.stream = StreamSupervisor(self.client, self._client, watchdog_s=settings.watchdog_s,
                                        ping_interval_s=settings.ping_interval_s,
+                                       connect_timeout_s=settings.connect_timeout_s,
                                        backoff_s=settings.reconnect_backoff_s, max_backoff_s=settings.max_backoff_s)
 
     # -- lifecycle -----------------------------------------------------------------------

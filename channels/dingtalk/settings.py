@@ -1,7 +1,7 @@
 """``DingTalkSettings``: everything the DingTalk channel reads, frozen, made from its section.
 
 ``from_section`` copies ``channels.dingtalk`` in (the config schema holds those defaults); the
-tuning fields are not configuration — HTTP timeouts, the websocket ping, reconnect backoff, how
+tuning fields are not configuration — HTTP timeouts, the wait for a new stream, the websocket ping, reconnect backoff, how
 close to its expiry a session webhook is no longer trusted — and tests shorten them with
 ``from_section(section, ping_interval_s=0.05)``.
 """
@@ -31,6 +31,7 @@ class DingTalkSettings:
     watchdog_s: float
     # Tuning, not configuration (see the module docstring).
     api_timeout_s: float = 15.0
+    connect_timeout_s: float = 30.0
     ping_interval_s: float = 20.0
     reconnect_backoff_s: float = 1.0
     max_backoff_s: float = 120.0

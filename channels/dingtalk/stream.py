@@ -1,28 +1,27 @@
 """Stream mode for the DingTalk channel: the SDK's client, and our supervision of its socket.
 
-The official ``dingtalk-stream`` SDK speaks the protocol: ``open_connection`` posts the app's
-credentials and subscriptions to ``/v1.0/gateway/connections/open`` and gets an endpoint and a
-ticket; frames are parsed into its message types, routed to the registered handlers, and each
-is answered with the ACK the SDK builds (``route_message``). Two parts of it do not fit a
-daemon, so ``StreamSupervisor`` drives the SDK's pieces instead of calling its ``start()``:
+The official ``dingtalk-stream`` SDK speaks the protocol: frames are parsed into its message
+types, routed to the registered handlers, and each is answered with the ACK the SDK builds
+(``route_message``). Its ``start()`` does not fit a daemon, so ``StreamSupervisor`` drives the
+SDK's pieces instead:
 
-* ``start()`` posts with blocking ``requests`` on the event loop, sleeps a fixed 10 s after a
-  failure, logs every failed attempt and leaves its keepalive task running forever. Here the
-  connection-open call runs in a thread, failures back off exponentially (an outage is logged
-  when it starts and when it ends), and ``stop()`` ends everything;
+* the connection-open request. The SDK's ``open_connection`` posts with blocking ``requests``,
+  with no timeout, to the class constant ``OPEN_CONNECTION_API`` (read once, at import, from
+  ``DINGTALK_OPENAPI_ENDPOINT``): it would stall the event loop, could hang for good, and its
+  host can only be changed process-wide. ``StreamClient.open_request`` builds the same body the
+  SDK sends (credentials, the subscriptions of the registered handlers, its user agent), and the
+  supervisor posts it with the channel's ``httpx`` client to ``channels.dingtalk.apiBase``
+  ``/v1.0/gateway/connections/open``, within a bounded wait — the one part of the SDK replaced,
+  and only for where and how it is sent. (``localIp`` goes empty, as the SDK sends it when its
+  UDP probe of 8.8.8.8 fails: it is informational.)
+* failures back off exponentially (an outage is logged when it starts and when it ends) instead
+  of a fixed 10 s sleep and a log line per attempt; ``stop()`` ends every task (the SDK's
+  keepalive task runs forever);
 * a frame is handled in arrival order and ACKed only after the intake has journalled the
   message, so an ACKed message is never lost (DingTalk redelivers an un-ACKed one);
 * a liveness watchdog: the socket is pinged every ``ping_interval_s``; one with neither a frame
-  nor a pong for ``watchdog_s`` is replaced, as is one DingTalk asks us to leave
-  (the SDK's ``disconnect`` system topic).
-
-Where it connects: the SDK reads its OpenAPI root once, at import, from the environment
-(``DINGTALK_OPENAPI_ENDPOINT``) into the class constant ``OPEN_CONNECTION_API``, and
-``open_connection`` names the class, not ``self``. ``StreamClient.open_connection`` sets that
-one constant to ``channels.dingtalk.apiBase`` for the duration of the SDK's own call (under a
-lock, so two clients never see each other's root) and puts it back: the narrowest override that
-keeps the SDK's request as it writes it. Its ``get_host_ip`` (a UDP "connect" to 8.8.8.8 to learn
-the local address it reports) asks the route to the configured root instead.
+  nor a pong for ``watchdog_s`` is replaced, as is one DingTalk asks us to leave (the SDK's
+  ``disconnect`` system topic).
 """
 
 from __future__ import annotations
@@ -30,60 +29,48 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
-import threading
+import platform
 import time
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote_plus, urlsplit
+from urllib.parse import quote_plus
 
+import httpx
 import websockets
 from dingtalk_stream import Credential, DingTalkStreamClient
+from dingtalk_stream.version import VERSION_STRING
 from websockets.asyncio.client import ClientConnection
 
 from lucidgate.config.backoff import backoff_delay
 
 logger = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 30.0
 OPEN_PATH = "/v1.0/gateway/connections/open"
-_OPEN_LOCK = threading.Lock()
+USER_AGENT = f"DingTalkStream/1.0 SDK/{VERSION_STRING} Python/{platform.python_version()} (lucidgate)"
 
 
 class StreamClient(DingTalkStreamClient):  # type: ignore[misc]  # the SDK is untyped
-    """The SDK's client, with its connection-open request sent to ``api_base``."""
+    """The SDK's client: its handlers, router and ACKs; its connection is opened by the supervisor."""
 
-    def __init__(self, client_id: str, client_secret: str, *, api_base: str, sdk_logger: logging.Logger) -> None:
+    def __init__(self, client_id: str, client_secret: str, *, sdk_logger: logging.Logger) -> None:
         super().__init__(Credential(client_id, client_secret), logger=sdk_logger)
-        self.api_base = api_base.rstrip("/")
 
-    def open_connection(self) -> dict[str, Any] | None:
-        """The SDK's own request (blocking: call it in a thread) to this client's root."""
-        with _OPEN_LOCK:
-            saved = DingTalkStreamClient.OPEN_CONNECTION_API
-            DingTalkStreamClient.OPEN_CONNECTION_API = self.api_base + OPEN_PATH
-            try:
-                found: dict[str, Any] | None = super().open_connection()
-            finally:
-                DingTalkStreamClient.OPEN_CONNECTION_API = saved
-        return found
-
-    def get_host_ip(self) -> str:
-        """The local address on the route to the OpenAPI root (no packet is sent)."""
-        parts = urlsplit(self.api_base)
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-                probe.connect((parts.hostname or "127.0.0.1", parts.port or 443))
-                return str(probe.getsockname()[0])
-        except OSError:
-            return ""
+    def open_request(self) -> dict[str, Any]:
+        """The body of the connection-open request, as the SDK's ``open_connection`` writes it."""
+        topics: list[dict[str, str]] = [{"type": "EVENT", "topic": "*"}] if self._is_event_required else []
+        topics += [{"type": "CALLBACK", "topic": topic} for topic in self.callback_handler_map]
+        return {"clientId": self.credential.client_id, "clientSecret": self.credential.client_secret,
+                "subscriptions": topics, "ua": f"dingtalk-sdk-python/v{VERSION_STRING}-union", "localIp": ""}
 
 
 class StreamSupervisor:
     """Keeps one Stream-mode socket open and feeds its frames to the SDK's router."""
 
-    def __init__(self, client: StreamClient, *, watchdog_s: float, ping_interval_s: float,
-                 backoff_s: float, max_backoff_s: float) -> None:
+    def __init__(self, client: StreamClient, http: Callable[[], httpx.AsyncClient], *, watchdog_s: float,
+                 ping_interval_s: float, connect_timeout_s: float, backoff_s: float, max_backoff_s: float) -> None:
         self.client = client
+        self._http = http
+        self._connect_timeout_s = connect_timeout_s
         self._watchdog_s = watchdog_s
         self._ping_interval_s = ping_interval_s
         self._backoff = (backoff_s, max_backoff_s)
@@ -135,14 +122,22 @@ class StreamSupervisor:
             self.reconnects += 1
 
     async def _connect(self) -> ClientConnection:
-        connection = await asyncio.to_thread(self.client.open_connection)
-        if not connection or not connection.get("endpoint") or not connection.get("ticket"):
-            raise ConnectionError("the connection-open request failed (the SDK logged DingTalk's answer)")
+        async with asyncio.timeout(self._connect_timeout_s):
+            response = await self._http().post(OPEN_PATH, json=self.client.open_request(),
+                                               headers={"User-Agent": USER_AGENT})
+        try:
+            connection = response.json()
+        except ValueError:
+            connection = None
+        if response.status_code != 200 or not isinstance(connection, dict) \
+                or not connection.get("endpoint") or not connection.get("ticket"):
+            code = connection.get("code") if isinstance(connection, dict) else None
+            raise ConnectionError(f"connections/open answered {response.status_code} {code or ''}".rstrip())
         uri = f'{connection["endpoint"]}?ticket={quote_plus(str(connection["ticket"]))}'
         opening = asyncio.ensure_future(websockets.connect(uri, ping_interval=None, close_timeout=2,
-                                                           open_timeout=CONNECT_TIMEOUT_S))
+                                                           open_timeout=self._connect_timeout_s))
         try:
-            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+            async with asyncio.timeout(self._connect_timeout_s):
                 ws = await asyncio.shield(opening)
         except BaseException:
             # Stopped (or timed out) mid-handshake: a socket that opens anyway is closed, not leaked.

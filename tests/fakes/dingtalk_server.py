@@ -51,6 +51,7 @@ class FakeDingTalk:
         self.connections = 0  # websockets accepted
         self.tokens_issued = 0
         self.webhooks_expired = False
+        self.hang_opens = 0  # this many connection-open requests are never answered
         self.base_url = ""
         self._tickets: set[str] = set()
         self._sessions: dict[str, str] = {}  # session token -> conversation id
@@ -173,6 +174,10 @@ class FakeDingTalk:
     async def _open(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.opened.append(body)
+        self._changed_now()
+        if self.hang_opens > 0:
+            self.hang_opens -= 1
+            await asyncio.Event().wait()  # until the client gives up (the handler is cancelled)
         if body.get("clientId") != CLIENT_ID or body.get("clientSecret") != CLIENT_SECRET:
             return web.json_response({"code": "InvalidAuthentication", "message": "bad credentials"}, status=401)
         ticket = f"ticket-{next(self._ids)}"
