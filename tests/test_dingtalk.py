@@ -259,6 +259,17 @@ async def test_a_connection_open_request_that_hangs_is_given_up_and_tried_again(
     assert (await next_inbound(bus)).text == "hello after the stall"
 
 
+async def test_a_stop_right_after_the_handshake_leaves_no_socket_open(make_config: Callable[..., Any],
+                                                                       dt: FakeDingTalk, bus: MessageBus,
+                                                                       workspace: Path) -> None:
+    config = make_config(channels={"dingtalk": section(dt)})
+    channel = DingTalkChannel(DingTalkSettings.from_section(config.channels.dingtalk), bus, workspace=workspace)
+    await channel.start()
+    await dt.wait_connected()  # the stand-in accepted; the client may still be mid-handshake
+    await channel.stop()
+    await until(dt.disconnected, 10, what="the socket to close")
+
+
 async def test_bad_credentials_keep_retrying_without_failing_the_start(make_config: Callable[..., Any],
                                                                        dt: FakeDingTalk, bus: MessageBus,
                                                                        workspace: Path) -> None:

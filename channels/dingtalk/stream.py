@@ -201,9 +201,14 @@ class StreamSupervisor:
             self._last_alive = time.monotonic()
 
 
+_closing: set[asyncio.Future[None]] = set()  # late closes, referenced until they finish
+
+
 def _close_late(opening: asyncio.Future[ClientConnection]) -> None:
     if not opening.cancelled() and opening.exception() is None:
-        asyncio.ensure_future(opening.result().close())
+        closing = asyncio.ensure_future(opening.result().close())
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)
 
 
 def _describe(exc: BaseException) -> str:
