@@ -111,7 +111,9 @@ class DingTalkSender:
             exc.parts_done = done
             raise
         except (WebhookError, OpenAPIError) as exc:
-            logger.warning("DingTalk refused a reply to %s: %s", chat_id, exc)
+            hint = (" (does the app have the robot's send permission? see docs/channels/dingtalk.md)"
+                    if isinstance(exc, OpenAPIError) and exc.status == 403 else "")
+            logger.warning("DingTalk refused a reply to %s: %s%s", chat_id, exc, hint)
             raise DeliveryFailed(str(exc), permanent=True, parts_done=done) from exc
         except (LucidError, httpx.HTTPError) as exc:
             raise DeliveryRetry(f"{type(exc).__name__}: {exc}", parts_done=done) from exc
