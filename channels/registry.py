@@ -25,8 +25,8 @@ from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.descriptor import ChannelDescriptor, sections
 from lucidgate.config.channel_schema import SwitchedSection
 from lucidgate.config.errors import LucidError
-from lucidgate.config.schema import (CliChannelConfig, Config, DiscordConfig, EmailConfig, MatrixConfig, OpenAIApiConfig, SlackConfig,
-                           TelegramConfig, WebChannelConfig, WebhookConfig)
+from lucidgate.config.schema import (CliChannelConfig, Config, DingTalkConfig, DiscordConfig, EmailConfig, MatrixConfig,
+                                     OpenAIApiConfig, SlackConfig, TelegramConfig, WebChannelConfig, WebhookConfig)
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ CHANNELS: dict[str, ChannelDescriptor] = {d.name: d for d in (
        "blocks work).", "lucidgate.channels.matrix:build"),
     _D("email", EmailConfig, "Replies are sent as plain-text email: write like a letter, light markdown "
        "(lists, emphasis) reads fine, no tables.", "lucidgate.channels.email:build"),
+    _D("dingtalk", DingTalkConfig, "Replies render in DingTalk: simple markdown (headings, bold, lists, links), "
+       "no tables.", "lucidgate.channels.dingtalk:build"),
     _D("webhook", WebhookConfig, "Replies go to an HTTP client: plain text unless asked otherwise.",
        "lucidgate.channels.webhook:build"),
     _D("openai", OpenAIApiConfig, "Replies are chat completions read by another program or its user: "

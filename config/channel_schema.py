@@ -159,6 +159,20 @@ class EmailConfig(SwitchedSection, GatedSection, DeliverySection):
     refusal: str | None = None  # strangers get no mail back (no backscatter)
 
 
+class DingTalkConfig(SwitchedSection, GatedSection, DeliverySection):
+    """A DingTalk robot of an internal app in Stream mode: private chats, and group chats where
+    it is @-mentioned. Ids in ``owners``/``allowFrom`` are staff ids (``senderStaffId``)."""
+
+    client_id: str = ""  # the app's Client ID (formerly AppKey)
+    client_secret: SecretStr = SecretStr("")  # the app's Client Secret (formerly AppSecret)
+    robot_code: str = ""  # the robot's code for OpenAPI sends; empty: the Client ID (the usual case)
+    # OpenAPI root (connection open, access token, robot sends): for proxies and tests.
+    api_base: str | None = None
+    # Shown once when a turn starts (DingTalk has no typing action); null: nothing.
+    progress_text: str | None = None
+    watchdog_s: float = Field(120, gt=0)  # a stream silent this long (no frame, no pong) is replaced
+
+
 class WebhookConfig(SwitchedSection, DeliverySection, ListedOwners):
     enabled: bool = True
     token: SecretStr = SecretStr("")  # the integration credential: posts messages, reads its own chats
@@ -218,6 +232,7 @@ class ChannelsConfig(Section):
     discord: DiscordConfig = subsection()
     matrix: MatrixConfig = subsection()
     email: EmailConfig = subsection()
+    dingtalk: DingTalkConfig = subsection()
     webhook: WebhookConfig = subsection()
     cli: CliChannelConfig = subsection()
     web: WebChannelConfig = subsection()

@@ -18,6 +18,7 @@ from lucidgate.config.channel_schema import (
     OPENAI_OWNER_ID,
     ChannelsConfig,
     CliChannelConfig,
+    DingTalkConfig,
     DiscordConfig,
     EmailConfig,
     MatrixConfig,
@@ -30,7 +31,7 @@ from lucidgate.config.channel_schema import (
 )
 from lucidgate.config.section import Section, subsection
 
-__all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "DiscordConfig",
+__all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "DingTalkConfig", "DiscordConfig",
            "EmailConfig", "MatrixConfig", "OpenAIApiConfig", "Section", "SlackConfig", "TelegramConfig", "TelegramWebhookConfig",
            "WebChannelConfig", "WebhookConfig"]  # and the sections defined below; the channel ones live in channel_schema
 

@@ -38,6 +38,7 @@ def status(config_path: ConfigOption = None) -> None:
     typer.echo(f"exec:      sandbox {_sandbox_line(config)}")
     typer.echo(f"recall:    {recall.status_line(config)}")
     typer.echo(f"gateway:   {_gateway_state(config)}")
+    typer.echo(f"channels:  {_channels_line(config)}")
     from lucidgate.channels.outbox import read_counts  # the bus's modules: only for this command
 
     outbox = read_counts(parts.outbox_path)
@@ -83,6 +84,13 @@ def _http_status(url: str, *, timeout: float, headers: dict[str, str] | None = N
 def _why(exc: Exception) -> str:
     reason = getattr(exc, "reason", None)
     return str(reason) if reason else type(exc).__name__
+
+
+def _channels_line(config: Config) -> str:
+    """The platform channels the config switches on (what a started gateway would build)."""
+    from lucidgate.channels.registry import enabled_channels
+
+    return ", ".join(enabled_channels(config)) or "none enabled"
 
 
 def _gateway_state(config: Config) -> str:

@@ -209,6 +209,17 @@ def discord_check(config: Config) -> Result | None:
     return ok("discord", detail) if good else fail("discord", detail, hint)
 
 
+def dingtalk_check(config: Config) -> Result | None:
+    dt = config.channels.dingtalk
+    if not dt.enabled:
+        return None
+    from lucidgate.channels.dingtalk.check import check
+
+    good, detail, hint = check(dt.client_id, dt.client_secret.get_secret_value(), dt.api_base,
+                               timeout_s=HTTP_TIMEOUT_S)
+    return ok("dingtalk", detail) if good else fail("dingtalk", detail, hint)
+
+
 def webhook_token_check(config: Config) -> Result | None:
     hook = config.channels.webhook
     if not hook.enabled:

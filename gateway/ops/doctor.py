@@ -56,7 +56,7 @@ async def run_checks(config_path: Path | None = None, environ: Mapping[str, str]
     model, window = await asyncio.gather(checks.model_check(config),
                                          asyncio.to_thread(checks.context_window_check, config))
     results += [model, window]
-    for check in (checks.telegram_check, checks.slack_check, checks.discord_check):
+    for check in (checks.telegram_check, checks.slack_check, checks.discord_check, checks.dingtalk_check):
         found = await asyncio.to_thread(check, config)
         if found is not None:
             results.append(found)
