@@ -13,10 +13,10 @@ the last 20,000 messages (the last half for a shorter run) and the samples as CS
 under ``--out``. Memory that plateaus grows with sessions (caches up to their bound), not
 with messages; the issue's bar is at most 5 % over the last 20,000.
 
-``--trace`` starts the daemon with tracemalloc and makes it write, at every sample, its top
-allocation sites and the most numerous object types (``--out``/trace-<messages>.txt) — a
-diagnostic: tracemalloc slows the daemon down several times, so its figures are not the
-soak's.
+``--trace`` starts tracemalloc in the daemon at the first sample and makes it write, at
+every later one, where the memory allocated since then and still held was allocated, and the
+most numerous object types (``--out``/trace.txt) — a diagnostic: tracemalloc slows the daemon
+down several times, so a traced run's figures are not the soak's.
 
 Run: ``nice -n 10 .venv/bin/python bench/bench_soak.py`` (~30 min on 2 cores), or e.g.
 ``--messages 10000`` for a shorter look.
@@ -50,20 +50,27 @@ OWNER_TOKEN = "soak-owner-token-0123456789abcdef"
 WORDS = ("garden", "invoice", "Lisbon", "dentist", "sprint", "birthday", "router", "novel", "tax",
          "violin", "kayak", "ferment", "Kyoto", "deadline", "sourdough", "pension", "chess", "roof")
 
-# Run inside the daemon's process with --trace: on SIGUSR2, the top allocation sites since the
-# start and the most numerous object types, appended to the file LUCID_SOAK_TRACE names.
+# Run inside the daemon's process with --trace. The first SIGUSR2 starts tracemalloc (tracing
+# the imports at start-up would take minutes); each later one appends, to the file
+# LUCID_SOAK_TRACE names, the allocation sites of memory allocated since then and still held
+# (what grows), and the most numerous object types.
 TRACE_BOOT = """
 import collections, gc, os, signal, tracemalloc
-tracemalloc.start(12)
 def _dump(signum, frame):
+    path = os.environ["LUCID_SOAK_TRACE"]
+    mark = open(path + ".mark").read().strip()
+    if not tracemalloc.is_tracing():
+        tracemalloc.start(10)
+        with open(path, "a") as fh:
+            fh.write(f"=== tracing from {mark} messages on\\n")
+        return
     snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
     counts = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
-    with open(os.environ["LUCID_SOAK_TRACE"], "a") as fh:
-        mark = open(os.environ["LUCID_SOAK_TRACE"] + ".mark").read().strip()
-        fh.write(f"=== after {mark} messages: traced {tracemalloc.get_traced_memory()[0] >> 20} MiB\\n")
+    with open(path, "a") as fh:
+        fh.write(f"=== after {mark} messages: {tracemalloc.get_traced_memory()[0] >> 20} MiB held since\\n")
         for stat in snap.statistics("traceback")[:25]:
             fh.write(f"{stat.size >> 10:>8} KiB {stat.count:>8} blocks\\n")
-            for line in stat.traceback.format()[-8:]:
+            for line in stat.traceback.format()[-10:]:
                 fh.write(f"      {line}\\n")
         fh.write("--- object types\\n")
         for name, n in counts.most_common(30):
