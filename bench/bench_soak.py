@@ -13,10 +13,9 @@ the last 20,000 messages (the last half for a shorter run) and the samples as CS
 under ``--out``. Memory that plateaus grows with sessions (caches up to their bound), not
 with messages; the issue's bar is at most 5 % over the last 20,000.
 
-``--trace`` starts tracemalloc in the daemon at the first sample and makes it write, at
-every later one, where the memory allocated since then and still held was allocated, and the
-most numerous object types (``--out``/trace.txt) — a diagnostic: tracemalloc slows the daemon
-down several times, so a traced run's figures are not the soak's.
+``--census`` makes the daemon count its objects at every sample — by type, and dicts by their
+keys — into ``--out``/census.txt: what grew between two censuses is what to look at. (Each
+census stops the daemon for a moment; the figures of such a run are for diagnosis.)
 
 Run: ``nice -n 10 .venv/bin/python bench/bench_soak.py`` (~30 min on 2 cores), or e.g.
 ``--messages 10000`` for a shorter look.
@@ -50,32 +49,26 @@ OWNER_TOKEN = "soak-owner-token-0123456789abcdef"
 WORDS = ("garden", "invoice", "Lisbon", "dentist", "sprint", "birthday", "router", "novel", "tax",
          "violin", "kayak", "ferment", "Kyoto", "deadline", "sourdough", "pension", "chess", "roof")
 
-# Run inside the daemon's process with --trace. The first SIGUSR2 starts tracemalloc (tracing
-# the imports at start-up would take minutes); each later one appends, to the file
-# LUCID_SOAK_TRACE names, the allocation sites of memory allocated since then and still held
-# (what grows), and the most numerous object types.
-TRACE_BOOT = """
-import collections, gc, os, signal, tracemalloc
-def _dump(signum, frame):
-    path = os.environ["LUCID_SOAK_TRACE"]
-    mark = open(path + ".mark").read().strip()
-    if not tracemalloc.is_tracing():
-        tracemalloc.start(10)
-        with open(path, "a") as fh:
-            fh.write(f"=== tracing from {mark} messages on\\n")
-        return
-    snap = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
-    counts = collections.Counter(type(o).__qualname__ for o in gc.get_objects())
+# Run inside the daemon's process with --census: on SIGUSR2, append to the file LUCID_SOAK_CENSUS
+# names the most numerous object types, and dicts by their keys (a transcript message, a history
+# entry, a request...), so two censuses say what grew between them. Cheap next to tracemalloc,
+# which slows a loaded daemon down tenfold.
+CENSUS_BOOT = """
+import collections, gc, os, signal
+def _census(signum, frame):
+    path = os.environ["LUCID_SOAK_CENSUS"]
+    objects = gc.get_objects()
+    types = collections.Counter(type(o).__qualname__ for o in objects)
+    shapes = collections.Counter(",".join(sorted(map(str, o))[:6]) for o in objects if type(o) is dict and o)
     with open(path, "a") as fh:
-        fh.write(f"=== after {mark} messages: {tracemalloc.get_traced_memory()[0] >> 20} MiB held since\\n")
-        for stat in snap.statistics("traceback")[:25]:
-            fh.write(f"{stat.size >> 10:>8} KiB {stat.count:>8} blocks\\n")
-            for line in stat.traceback.format()[-10:]:
-                fh.write(f"      {line}\\n")
-        fh.write("--- object types\\n")
-        for name, n in counts.most_common(30):
+        fh.write(f"=== after {open(path + '.mark').read().strip()} messages: {len(objects)} objects\\n")
+        for name, n in types.most_common(25):
             fh.write(f"{n:>10} {name}\\n")
-signal.signal(signal.SIGUSR2, _dump)
+        fh.write("--- dicts by keys\\n")
+        for keys, n in shapes.most_common(15):
+            fh.write(f"{n:>10} {{{keys}}}\\n")
+    del objects
+signal.signal(signal.SIGUSR2, _census)
 """
 
 
@@ -120,7 +113,7 @@ class Daemon:
         self.workdir = workdir
         self.workspace = workdir / "workspace"
         config = workdir / "config.json"
-        self.trace_file = args.out.resolve() / "trace.txt"
+        self.census_file = args.out.resolve() / "census.txt"
         owners = [f"u{i}" for i in range(args.chats)] if args.role == "owner" else []
         config.write_text(json.dumps({
             "agents": {"defaults": {"workspace": str(self.workspace), "model": "openai/fake-model",
@@ -135,8 +128,8 @@ class Daemon:
             "usage": {"guestDailyTokenBudget": None},  # measure the daemon, not the guest budget
         }))
         env = {**os.environ, "HOME": str(workdir), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1",
-               "LUCID_SOAK_TRACE": str(self.trace_file)}
-        boot = (TRACE_BOOT if args.trace else "") + "from lucidgate.gateway.cli import main; main()"
+               "LUCID_SOAK_CENSUS": str(self.census_file)}
+        boot = (CENSUS_BOOT if args.census else "") + "from lucidgate.gateway.cli import main; main()"
         self.log = (workdir / "gateway.log").open("w")
         self.proc = subprocess.Popen([sys.executable, "-c", boot, "gateway", "--config", str(config),
                                       "--no-access-log"], stdout=subprocess.PIPE, stderr=self.log, text=True,
@@ -157,8 +150,8 @@ class Daemon:
         for line in self.proc.stdout:  # type: ignore[union-attr]
             self.log.write(line)
 
-    def dump_trace(self, mark: int) -> None:
-        Path(f"{self.trace_file}.mark").write_text(str(mark))
+    def census(self, mark: int) -> None:
+        Path(f"{self.census_file}.mark").write_text(str(mark))
         self.proc.send_signal(signal.SIGUSR2)
 
     def stop(self) -> int:
@@ -202,8 +195,8 @@ async def drive(daemon: Daemon, args: argparse.Namespace) -> tuple[list[Sample],
                               round(window / max(now - last_t, 1e-9), 1), round(tree_mib(daemon.workspace), 1)))
         last_t = now
         (args.out / "partial.json").write_text(json.dumps([asdict(s) for s in samples]) + "\n")
-        if args.trace:
-            daemon.dump_trace(done)
+        if args.census:
+            daemon.census(done)
 
     def out_of_time() -> bool:
         return args.max_minutes is not None and time.perf_counter() - started > args.max_minutes * 60
@@ -254,7 +247,7 @@ def report(samples: list[Sample], errors: int, args: argparse.Namespace, idle_rs
     span, pct = growth(samples, 20_000)
     print(f"soak: {samples[-1].messages:,} messages over {args.chats} chats ({args.order}), concurrency "
           f"{args.concurrency}, {args.role}s, working set {args.working_set} tokens, fake model 0 ms; "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}{'; TRACED (slow)' if args.trace else ''}")
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}{'; with censuses' if args.census else ''}")
     print(f"  idle RSS after start: {idle_rss:.0f} MiB; errors: {errors}")
     print(f"  {'messages':>9}  {'RSS MiB':>8}  {'msgs/s':>7}  {'workspace MiB':>13}  {'elapsed s':>9}")
     for s in samples:
@@ -265,7 +258,7 @@ def report(samples: list[Sample], errors: int, args: argparse.Namespace, idle_rs
     return {"messages": samples[-1].messages, "chats": args.chats, "order": args.order,
             "concurrency": args.concurrency, "role": args.role, "working_set_tokens": args.working_set,
             "idle_rss_mib": round(idle_rss, 1), "errors": errors, "growth_window": span,
-            "growth_pct": round(pct, 2), "traced": args.trace, "samples": [asdict(s) for s in samples]}
+            "growth_pct": round(pct, 2), "census": args.census, "samples": [asdict(s) for s in samples]}
 
 
 def write_out(out: Path, result: dict[str, Any]) -> None:
@@ -290,7 +283,7 @@ def parse_args() -> argparse.Namespace:
                         help="which chat each message goes to")
     parser.add_argument("--seed", type=int, default=46, help="seed of the random order and texts")
     parser.add_argument("--sample-every", type=int, default=1000, help="messages between RSS samples")
-    parser.add_argument("--working-set", type=int, default=1024,
+    parser.add_argument("--working-set", type=int, default=512,
                         help="agents.defaults.workingSetTokens: small, so chats consolidate often")
     parser.add_argument("--max-sessions", type=int, default=16, help="agents.defaults.maxConcurrentSessions")
     parser.add_argument("--role", choices=("guest", "owner"), default="guest",
@@ -299,8 +292,8 @@ def parse_args() -> argparse.Namespace:
                         help="stop posting after this long and report the messages done so far")
     parser.add_argument("--out", type=Path, default=Path("soak-out"), help="folder for soak.csv / soak.json")
     parser.add_argument("--keep", action="store_true", help="keep the temporary workspace (path printed)")
-    parser.add_argument("--trace", action="store_true",
-                        help="tracemalloc in the daemon; top allocations per sample to OUT/trace.txt (slow)")
+    parser.add_argument("--census", action="store_true",
+                        help="at every sample the daemon counts its objects by type (OUT/census.txt)")
     args = parser.parse_args()
     if args.messages < 1 or args.chats < 1 or args.concurrency < 1 or args.sample_every < 1:
         parser.error("--messages, --chats, --concurrency and --sample-every must be positive")
@@ -310,7 +303,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "trace.txt").unlink(missing_ok=True)
+    (args.out / "census.txt").unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="lucid-soak-"))
     llm = FakeModel()
     try:
