@@ -11,6 +11,11 @@ archived yet. A ``last_consolidated`` in line 1 (older files, imports) is still 
 the sidecar wins over it. Pending and interrupted turns are derived from the tail of the log
 (``Session.pending_state``), never stored in line 1.
 
+The store holds in memory only what is still in context: an archived message's position
+keeps the shared ``ARCHIVED`` marker (``memory.archived``) instead of its dict, so a long chat
+costs its working set, not its history. Readers of archived lines (``/new``'s note, the
+webhook's read API) get them from the file through ``SessionStore.transcript``.
+
 A transcript is a record and stays as written, but what the owner asked to forget
 (``tombstones``) is redacted in the loaded copy — the working set the prompt, the
 consolidator, the memory flush and ``/new`` read — including messages appended later.
@@ -30,10 +35,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lucidgate.config.fileio import atomic_write, atomic_write_text
+from lucidgate.memory.archived import ARCHIVED, is_archived
 from lucidgate.memory.naming import read_header, session_file_stem
+from lucidgate.memory.session_sidecar import read_state, persisted_last_consolidated, state_path
 from lucidgate.memory.tombstones import Matcher, Tombstones, redact_message
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["ARCHIVED", "FORMAT_VERSION", "REMINDER_KIND", "Session", "SessionStore", "is_archived",
+           "load_session_file", "now_iso", "persisted_last_consolidated", "read_header", "state_path"]
 
 FORMAT_VERSION = 1
 REMINDER_KIND = "reminder"  # a line recording a reminder the user was sent, written between turns
@@ -53,10 +63,20 @@ class Session:
     metadata: dict[str, Any] = field(default_factory=dict)
     last_consolidated: int = 0
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # How many leading messages are ``ARCHIVED`` markers (at most ``last_consolidated``).
+    released: int = 0
 
     def active(self) -> list[dict[str, Any]]:
         """Messages the prompt may use: everything after the archived prefix."""
         return self.messages[self.last_consolidated :]
+
+    def release_archived(self) -> None:
+        """Drop the archived prefix's dicts from memory, keeping its positions (``ARCHIVED``).
+        Costs what was archived since the last call, not the session's length."""
+        end = min(self.last_consolidated, len(self.messages))
+        if end > self.released:
+            self.messages[self.released:end] = [ARCHIVED] * (end - self.released)
+            self.released = end
 
     def header(self) -> dict[str, Any]:
         return {
@@ -164,7 +184,7 @@ class SessionStore:
         path = self.path_for(key)
         if path.exists():
             _terminate_torn_tail(path)
-            return load_session_file(path, key, redact=self._matcher())
+            return load_session_file(path, key, redact=self._matcher(), release_archived=True)
         session = Session(key=key, path=path, metadata={"origin": origin} if origin else {})
         self.dir.mkdir(parents=True, exist_ok=True)
         state_path(path).unlink(missing_ok=True)  # a leftover mark must not hide new messages
@@ -271,13 +291,25 @@ class SessionStore:
             session.updated_at = now_iso()
             state = {"last_consolidated": count, "updated_at": session.updated_at}
             await asyncio.to_thread(atomic_write_text, state_path(session.path), _dumps(state) + "\n")
+            session.release_archived()
+
+    async def transcript(self, session: Session) -> list[dict[str, Any]]:
+        """Every message of ``session``, the archived ones read back from its file (redacted
+        as the loaded ones are): for the rare readers of what left the context."""
+        if session.released == 0:
+            return list(session.messages)
+        async with self.lock(session.key):
+            released, tail = session.released, list(session.messages[session.released:])
+            on_disk = await asyncio.to_thread(load_session_file, session.path, session.key,
+                                              redact=self._matcher())
+        return on_disk.messages[:released] + tail
 
     def _rewrite(self, session: Session) -> None:
         """Write a new header followed by the existing message lines, then swap atomically.
 
         The new header has no count, so a count that only the old line 1 held (an older
         or imported file) moves to the sidecar first."""
-        if session.last_consolidated and _read_state(session.path) != session.last_consolidated:
+        if session.last_consolidated and read_state(session.path) != session.last_consolidated:
             state = {"last_consolidated": session.last_consolidated, "updated_at": session.updated_at}
             atomic_write_text(state_path(session.path), _dumps(state) + "\n")
         with atomic_write(session.path) as out:
@@ -331,34 +363,14 @@ def _terminate_torn_tail(path: Path) -> None:
             os.fsync(fh.fileno())
 
 
-def state_path(path: Path) -> Path:
-    """The sidecar holding ``last_consolidated`` for the transcript at ``path``."""
-    return path.with_name(path.name[: -len(".jsonl")] + ".state.json")
-
-
-def _read_state(path: Path) -> int | None:
-    try:
-        value = json.loads(state_path(path).read_text(encoding="utf-8"))["last_consolidated"]
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError):
-        logger.warning("%s is unreadable; using the transcript's header", state_path(path).name)
-        return None
-    return value if isinstance(value, int) and value >= 0 else None
-
-
-def persisted_last_consolidated(path: Path) -> int:
-    """What a restart would load as ``last_consolidated`` (sidecar first, then line 1)."""
-    sidecar = _read_state(path)
-    if sidecar is not None:
-        return sidecar
-    header = read_header(path)
-    return int(header.get("last_consolidated", 0)) if header else 0
-
-
-def load_session_file(path: Path, key: str | None = None, *, redact: Matcher | None = None) -> Session:
+def load_session_file(path: Path, key: str | None = None, *, redact: Matcher | None = None,
+                      release_archived: bool = False) -> Session:
     """Parse a transcript; a corrupt line is skipped with a warning, never a crash.
-    ``redact``: forgotten texts to redact in the loaded messages (the file is not changed)."""
+    ``redact``: forgotten texts to redact in the loaded messages (the file is not changed).
+    ``release_archived``: hold the archived prefix as ``ARCHIVED`` markers (the store's working
+    copy); by default every message is loaded (a reader of the whole record)."""
+    sidecar = read_state(path)
+    keep_from = sidecar if release_archived and sidecar is not None else 0
     session = Session(key=key or path.stem, path=path)
     with path.open("r", encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -378,11 +390,16 @@ def load_session_file(path: Path, key: str | None = None, *, redact: Matcher | N
                 session.metadata = obj.get("metadata") or {}
                 session.last_consolidated = int(obj.get("last_consolidated", 0))
             elif "role" in obj:
-                session.messages.append(redact_message(obj, redact) if redact else obj)
+                if len(session.messages) < keep_from:
+                    session.messages.append(ARCHIVED)  # archived: only its position is kept
+                else:
+                    session.messages.append(redact_message(obj, redact) if redact else obj)
             else:
                 logger.warning("%s line %d has no role; skipped", path.name, lineno)
-    sidecar = _read_state(path)
     if sidecar is not None:
         session.last_consolidated = sidecar
     session.last_consolidated = min(session.last_consolidated, len(session.messages))
+    if release_archived:
+        session.released = min(keep_from, session.last_consolidated)
+        session.release_archived()  # a count only line 1 holds (an older file) is released too
     return session

@@ -51,9 +51,11 @@ class SessionsOnDisk:
         if self.sessions.cached(key) is None and not await asyncio.to_thread(self.sessions.path_for(key).exists):
             return None
         session = await self.sessions.get(key)
+        # Positions before ``released`` left the context: read those from the file.
+        messages = session.messages if after >= session.released else await self.sessions.transcript(session)
         out: list[dict[str, Any]] = []
-        for i in range(max(0, after), len(session.messages)):
-            m = session.messages[i]
+        for i in range(max(0, after), len(messages)):
+            m = messages[i]
             if m.get("role") != "assistant" or m.get("tool_calls") or not isinstance(m.get("content"), str):
                 continue
             kind = "reminder" if m.get("kind") == "reminder" else "error" if m.get("status") == "error" else "reply"
@@ -68,7 +70,7 @@ class SessionsOnDisk:
             if not exists:
                 return None
         session = await self.sessions.get(key)
-        shown = [m for m in session.messages
+        shown = [m for m in await self.sessions.transcript(session)
                  if m.get("role") in ("user", "assistant") and isinstance(m.get("content"), str)
                  and m.get("content")]
         return {"key": key, "pending": session.pending_state() is not None,

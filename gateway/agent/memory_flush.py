@@ -135,9 +135,10 @@ class MemoryFlush:
 
 def _bytes_since_flush(session: Session, enough: int) -> int:
     """Transcript bytes after the latest flush instruction, counted back only until ``enough``
-    (a turn's cost must not grow with the transcript's length)."""
+    and never into what left the context (a turn's cost must not grow with the transcript's
+    length; the archived prefix is not held in memory)."""
     total = 0
-    for message in reversed(session.messages):
+    for message in reversed(session.messages[session.released:]):
         if message.get("kind") == FLUSH_KIND or total >= enough:
             break
         total += cached_message_bytes(message)

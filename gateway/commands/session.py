@@ -76,19 +76,20 @@ class New:
         from lucidgate.memory import session_note as notes
 
         try:
+            messages = await self.sessions.transcript(session)  # archived now: read back from the file
             entries = [e for e in await self.store.read_unprocessed(since=before)
                        if e.session_key == session.key]
             when = self.store.now()
             if shared:
                 text = notes.shared_note_text(key=session.key, when=when, entries=entries, earlier=earlier,
-                                              speakers=speakers_of(session.messages))
+                                              speakers=speakers_of(messages))
                 path = await asyncio.to_thread(notes.write_shared_note, self.workspace, text, when=when,
                                                session_key=session.key)
             else:
-                text = notes.note_text(key=session.key, when=when, messages=session.messages,
+                text = notes.note_text(key=session.key, when=when, messages=messages,
                                        entries=entries, earlier=earlier)
                 path = await asyncio.to_thread(notes.write_session_note, self.workspace, text, when=when,
-                                               title_source=notes.first_user_text(session.messages))
+                                               title_source=notes.first_user_text(messages))
         except (OSError, MemoryStoreError):
             logger.exception("/new could not write the session note of %s", session.key)
             return None
