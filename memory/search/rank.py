@@ -158,8 +158,8 @@ def time_factors(candidates: Sequence[Candidate], *, query: str, today: date, pe
     days = {c.chunk_id: _day(c.date) for c in candidates}
     pivot = _order_pivot(candidates, days, intent.order)
     within = _told_within(intent.period)
-    named = intent.period is not None
-    if named and not any(day is not None and within(day) for day in days.values()):
+    named = within is not None
+    if within is not None and not any(day is not None and within(day) for day in days.values()):
         within = None  # memory holds nothing from then: no preference (and no recency either)
     for c in candidates:
         day = days[c.chunk_id]

@@ -154,7 +154,7 @@ def _date(text: str, today: date) -> Period | None:
                     except ValueError:
                         return None
             return most_recent_month(month, today, year)
-    year = _YEAR.search(text)
-    if year:
-        return date(int(year[1]), 1, 1), date(int(year[1]), 12, 31)
+    named = _YEAR.search(text)
+    if named:
+        return date(int(named[1]), 1, 1), date(int(named[1]), 12, 31)
     return None
