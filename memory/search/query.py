@@ -22,6 +22,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from lucidgate.memory.search.hits import Hit, Scope, SearchError, SearchSettings
+from lucidgate.memory.search.common_words import selective_query
 from lucidgate.memory.search.fts_text import fts_query
 from lucidgate.memory.search.index import MemoryIndex
 from lucidgate.memory.search.origin import TRUSTED
@@ -76,12 +77,12 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     src = tuple(sources) if sources else None
     cands: dict[int, Candidate] = {}
     intent = _anchored(index, query_time(query, today or date.today()), scope, src)
-    expr = fts_query(query)
     if gave_up():
         return []
     with index._lock:
         conn = index.conn()
         where, args = _where(scope, src)
+        expr = selective_query(index, conn, query)
         if expr is not None:
             # Unscoped (the owner's usual case), FTS5 ranks alone: joining chunks first makes
             # SQLite fetch a row for every match before the sort. Text and date come from
