@@ -244,8 +244,12 @@ def main() -> None:
     disk = sum(p.stat().st_size for p in (ws / "memory").glob("index.sqlite*")) / 2**20
     print(f"memory: {ws} ({n_windows:,} chunks; reuse with --workspace)")
     print(f"keyword phase after the restart:  {t_resume:.0f} s")
-    print(f"embedding: {rate:.1f} windows/s on a sample of {args.sample} -> {n_windows / max(rate, 1e-6) / 3600:.1f} h "
-          f"for all (extrapolated; {filled:,} vectors copied from dev embeddings + noise)")
+    if rate > 0:
+        print(f"embedding: {rate:.1f} windows/s on a sample of {args.sample} -> "
+              f"{n_windows / rate / 3600:.1f} h for all (extrapolated; {filled:,} vectors copied "
+              "from dev embeddings + noise)")
+    else:
+        print("embedding: not measured (every window of this memory already has a vector)")
     print(f"keyword-only search p50 / p95:    {pct(kw, 50):.1f} / {pct(kw, 95):.1f} ms ({len(qs)} dev questions)")
     print(f"hybrid search p50 / p95:          {pct(hy, 50):.1f} / {pct(hy, 95):.1f} ms (query embedding included)")
     print(f"vectors into memory on the first search: {t_load:.1f} s, RSS +{rss_vectors:.0f} MB")
