@@ -88,6 +88,34 @@ async def _write_sessions(folder: Path, conv: Conversation) -> None:
         await store.append(session, *lines)
 
 
+def merged(convs: Sequence[Conversation]) -> Conversation:
+    """All of ``convs`` as one memory: every session (speakers and dates as they are) and
+    every question, the way one user's workspace holds years of chats with many people."""
+    name = "merged-" + "+".join(c.name for c in convs)
+    return Conversation(name, [s for c in convs for s in c.sessions],
+                        [q for c in convs for q in c.questions])
+
+
+def seed_vectors(db: Path, others: Sequence[Path]) -> None:
+    """Copy embeddings cached in other bench indexes into ``db`` (they are keyed by the
+    window text's hash, so a window already embedded elsewhere is not embedded again)."""
+    import sqlite3
+
+    from lucidgate.memory.search._db import connect
+
+    conn = connect(db)
+    try:
+        for other in others:
+            if other.exists():
+                conn.execute("ATTACH DATABASE ? AS other", (str(other),))
+                conn.execute("INSERT OR IGNORE INTO vectors SELECT * FROM other.vectors")
+                conn.execute("DETACH DATABASE other")
+    except sqlite3.DatabaseError:
+        pass  # an unusable cache only costs time: the sync embeds what is missing
+    finally:
+        conn.close()
+
+
 def build_workspace(ws: Path, conv: Conversation) -> None:
     """Write (or bring up to date) ``ws``: templates, owner list, one chat per session.
 

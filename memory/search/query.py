@@ -22,11 +22,12 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from lucidgate.memory.search.hits import Hit, Scope, SearchError, SearchSettings
+from lucidgate.memory.search.common_words import selective_query
 from lucidgate.memory.search.fts_text import fts_query
 from lucidgate.memory.search.index import MemoryIndex
 from lucidgate.memory.search.origin import TRUSTED
 from lucidgate.memory.search.rank import Candidate, merge, mmr
-from lucidgate.memory.search.when import query_period
+from lucidgate.memory.search.when import TimeIntent, query_time
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,12 +76,13 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     wanted = max(POOL, 4 * k)
     src = tuple(sources) if sources else None
     cands: dict[int, Candidate] = {}
-    expr = fts_query(query)
+    intent = _anchored(index, query_time(query, today or date.today()), scope, src)
     if gave_up():
         return []
     with index._lock:
         conn = index.conn()
         where, args = _where(scope, src)
+        expr = selective_query(index, conn, query)
         if expr is not None:
             # Unscoped (the owner's usual case), FTS5 ranks alone: joining chunks first makes
             # SQLite fetch a row for every match before the sort. Text and date come from
@@ -119,11 +121,38 @@ def search(index: MemoryIndex, query: str, *, k: int = 6, scope: Scope = Scope()
     merge(relevant, vector_weight=settings.vector_weight, text_weight=settings.text_weight,
           baseline=baseline, vectors_on=vectors_on, today=today,
           half_life_days=settings.half_life_days, decay_floor=settings.decay_floor,
-          query=query, period=query_period(query, today))
+          query=query, intent=intent)
     picked = mmr(relevant, k, settings.mmr_lambda, baseline=baseline)
     # MMR decides *which* k; they are listed by score so "best first" agrees with the scores.
     picked.sort(key=lambda c: c.score, reverse=True)
     return [_hit(rows_by_id[c.chunk_id], c.score) for c in picked]
+
+
+def _anchored(index: MemoryIndex, intent: TimeIntent, scope: Scope,
+              sources: Collection[str] | None) -> TimeIntent:
+    """"before / after <event>": the event's date is the day of the best keyword match for
+    its words (in the same scope), and the period runs up to or from that day. One FTS
+    lookup; an event memory does not mention leaves the intent without a period."""
+    if intent.anchor is None or intent.period is not None:
+        return intent
+    kind, words = intent.anchor
+    expr = fts_query(words)
+    if expr is None:
+        return intent
+    where, args = _where(scope, sources)
+    with index._lock:
+        row = index.conn().execute(
+            "SELECT c.date FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+            f"WHERE chunks_fts MATCH ? AND c.date IS NOT NULL{where} "
+            "ORDER BY bm25(chunks_fts) LIMIT 1", [expr, *args]).fetchone()
+    try:
+        day = date.fromisoformat(row[0][:10]) if row else None
+    except ValueError:
+        day = None
+    if day is None:
+        return intent
+    period = (date.min, day) if kind == "before" else (day, date.max)
+    return TimeIntent(period, intent.order, intent.asks_when, intent.anchor)
 
 
 def _query_vector(index: MemoryIndex, query: str) -> np.ndarray | None:

@@ -19,11 +19,18 @@ each with the reason it holds for anyone's memory, not just one corpus:
 - **The score stays absolute**: the fused value is scaled so the best candidate keeps its
   absolute relevance (``absolute``), so thresholds such as auto-recall's minimum mean the
   same for every query, and a query nothing matches well gets low scores throughout.
-- **Time** (``time_factors``): recency decay ``floor + (1 - floor) * 0.5 ** (age / half_life)``
-  breaks ties towards the recent; a query that names a period ("in May", "last week")
-  instead favours chunks dated inside it, and one that asks "when" gets no recency bias at
-  all (an old event is the answer as often as a new one). Undated files (MEMORY.md, USER.md)
-  are not decayed: they are the curated, kept-current summary, as fresh as their last edit.
+- **Time** (``time_factors``, what the query says about time from ``when.query_time``):
+  recency decay ``floor + (1 - floor) * 0.5 ** (age / half_life)`` breaks ties towards the
+  recent; a query that names a period ("in May", "last week", "before 2024") instead
+  favours chunks dated inside it or a few days after (an event is told when it happens or
+  shortly after: "last weekend" is often told on Monday), unless memory holds nothing from
+  then (the user's sense of when is off; no preference then beats preferring nothing), and one that asks "when" gets no recency bias at all (an
+  old event is the answer as often as a new one). "The first time" / "the last time" count
+  age from the earliest / latest *strong* match (``STRONG_SHARE`` of the best score) rather
+  than from today: of several tellings of one kind of event the asked-for one is the
+  earliest or the latest, however long ago all of them were. Undated files (MEMORY.md,
+  USER.md) are not decayed: they are the curated, kept-current summary, as fresh as their
+  last edit.
 - **Near-duplicates only** (``mmr``): MMR's redundancy counts only similarity above
   ``DUPLICATE_SIMILARITY``; two different exchanges of one conversation share a topic but
   say different things, and pushing the second one down hid half the answers.
@@ -32,12 +39,12 @@ each with the reason it holds for anyone's memory, not just one corpus:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
-from lucidgate.memory.search.when import Period
+from lucidgate.memory.search.when import Period, TimeIntent, query_time
 
 if TYPE_CHECKING:  # vectors are numpy arrays; a keyword-only search never loads numpy
     import numpy as np
@@ -52,7 +59,11 @@ GROUP_WEIGHT = 0.2
 # Redundancy below this (0..1, vector similarity rescaled above the baseline, or word
 # overlap) is no redundancy: below three-quarters overlap two texts say different things.
 DUPLICATE_SIMILARITY = 0.75
-_ASKS_WHEN = re.compile(r"\bwhen\b|\bwhat (?:date|day|time|year|month)\b|\bhow long ago\b", re.I)
+# A match scoring at least this share of the best (before time) is one of the events a
+# "first time" / "last time" question chooses among.
+STRONG_SHARE = 0.7
+# A chunk dated this many days after a named period still counts as from it (told afterwards).
+TOLD_AFTER_DAYS = 7
 
 
 @dataclass(slots=True)
@@ -137,33 +148,67 @@ def _day(value: str | None) -> date | None:
 
 
 def time_factors(candidates: Sequence[Candidate], *, query: str, today: date, period: Period | None,
-                 half_life_days: float, floor: float) -> None:
-    """Multiply each candidate's score by its time factor (see the module docstring)."""
-    factors: dict[int, float] = {}
+                 half_life_days: float, floor: float, intent: TimeIntent | None = None) -> None:
+    """Multiply each candidate's score by its time factor (see the module docstring).
+    ``intent`` is what the query says about time; without it, ``query`` is read for it and
+    ``period`` (if given) is the period it names."""
+    if intent is None:
+        read = query_time(query, today) if query else TimeIntent()
+        intent = TimeIntent(period, read.order, read.asks_when)
+    days = {c.chunk_id: _day(c.date) for c in candidates}
+    pivot = _order_pivot(candidates, days, intent.order)
+    within = _told_within(intent.period)
+    named = within is not None
+    if within is not None and not any(day is not None and within(day) for day in days.values()):
+        within = None  # memory holds nothing from then: no preference (and no recency either)
     for c in candidates:
-        day = _day(c.date)
-        if day is None:
-            continue
-        if period is not None:
-            factors[c.chunk_id] = 1.0 if period[0] <= day <= period[1] else floor
-        elif _ASKS_WHEN.search(query):
-            factors[c.chunk_id] = 1.0
-        else:
-            factors[c.chunk_id] = decay_factor(c.date, today, half_life_days, floor)
-    for c in candidates:
-        d = factors.get(c.chunk_id, 1.0)  # undated: not decayed
+        day = days[c.chunk_id]
+        d = 1.0  # undated: not decayed
+        if day is not None:
+            if within is not None:
+                d = 1.0 if within(day) else floor
+            elif pivot is None and not intent.asks_when and not named:
+                d = decay_factor(c.date, today, half_life_days, floor)
+            if pivot is not None:
+                d *= floor + (1.0 - floor) * 0.5 ** (abs((day - pivot).days) / half_life_days)
         c.parts["time"] = round(d, 4)
         c.score *= d
 
 
+def _told_within(period: Period | None) -> Callable[[date], bool] | None:
+    """Whether a chunk's date falls in ``period`` or the few days after it
+    (``TOLD_AFTER_DAYS``, at most the period's own length): what happened then is told then
+    or shortly after."""
+    if period is None:
+        return None
+    first, last = period
+    if last < date.max - timedelta(days=TOLD_AFTER_DAYS):
+        last += timedelta(days=min(TOLD_AFTER_DAYS, (last - first).days + 1))
+    return lambda day: first <= day <= last
+
+
+def _order_pivot(candidates: Sequence[Candidate], days: dict[int, date | None],
+                 order: str | None) -> date | None:
+    """The earliest ("first") or latest ("last") date among the strong matches."""
+    if order is None or not candidates:
+        return None
+    best = max(c.score for c in candidates)
+    strong = [d for c in candidates if c.score >= STRONG_SHARE * best
+              and (d := days[c.chunk_id]) is not None]
+    if not strong:
+        return None
+    return min(strong) if order == "first" else max(strong)
+
+
 def merge(candidates: Sequence[Candidate], *, vector_weight: float, text_weight: float,
           baseline: float, vectors_on: bool, today: date, half_life_days: float,
-          decay_floor: float = 0.5, query: str = "", period: Period | None = None) -> None:
+          decay_floor: float = 0.5, query: str = "", period: Period | None = None,
+          intent: TimeIntent | None = None) -> None:
     """``fuse`` then ``time_factors``: every candidate's final ``score``, in place."""
     fuse(candidates, vector_weight=vector_weight, text_weight=text_weight, baseline=baseline,
          vectors_on=vectors_on)
     time_factors(candidates, query=query, today=today, period=period,
-                 half_life_days=half_life_days, floor=decay_floor)
+                 half_life_days=half_life_days, floor=decay_floor, intent=intent)
 
 
 def _word_set(text: str) -> frozenset[str]:

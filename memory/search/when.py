@@ -1,35 +1,55 @@
-"""Time in recall: the date line a chunk carries, and the period a query names.
+"""Time in recall: the date line a chunk carries, and what a query says about time.
 
 A conversation window or a history entry is indexed with a first line saying when it was
 said (``Mon 8 May 2023 13:56 UTC``): the words ("May", "2023", "Mon") are then searchable
 like any other, the embedder sees them, and whoever reads a hit can answer "when?" from
 it. Stamps are stored in UTC, so the line says UTC rather than guess the user's zone.
 
-``query_period`` reads the time a query names — a month ("in May", "May 2023"), a year,
-an ISO date, "yesterday", "last week", "N days ago" … — as an inclusive date range, which
-the ranking uses to favour chunks from then (``rank.period_factor``). It is deliberately
-small and English-only: an unrecognised phrase just leaves ranking as it was.
+``query_time`` reads what a query says about time, as rules that hold for anyone's memory
+(English in ``when_en``, Chinese in ``when_zh``, the calendar in ``when_days``; a query
+mixing both languages is read by both):
+
+- **a period** it names ("in May", "last week", "上周二", "at Christmas", "last summer") as an
+  inclusive date range, which the ranking uses to favour chunks from then;
+- **before / after / since / until** a time ("before May 2023", "2023年5月之后") as an
+  open range; before or after an *event* ("after the move") as an ``anchor`` phrase that the
+  search looks up first (the event's date is found in memory, not in a calendar);
+- **the first time / earliest** or **the last time / most recently** as an ``order``: among
+  the strong matches the earliest (or latest) is what is asked for, so time counts from
+  *that* match, not from today;
+- **when / what date / the second time / 什么时候** as ``asks_when``: the answer is as
+  likely old as new, so no recency bias.
+
+An unrecognised phrase just leaves ranking as it was: every rule only ever prefers, never
+filters.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-__all__ = ["Period", "query_period", "stamp_line", "without_stamp"]
+from lucidgate.memory.search.fts_text import CJK_RUN
+from lucidgate.memory.search.when_en import english_period
+from lucidgate.memory.search.when_zh import chinese_period
+
+__all__ = ["Period", "TimeIntent", "named_period", "query_period", "query_time", "stamp_line",
+           "without_stamp"]
 
 Period = tuple[date, date]  # inclusive
 
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december"]
-_MONTH_ALT = "|".join([m for m in _MONTHS] + [m[:3] for m in _MONTHS if m != "may"] + ["sept"])
-_MONTH = re.compile(rf"\b(?:in|during|of|since|by|early|late|mid|last|this|next)?\s*"
-                    rf"({_MONTH_ALT})\b\.?(?:\s*,?\s*((?:19|20)\d\d))?", re.I)
-_YEAR = re.compile(r"\b((?:19|20)\d\d)\b")
-_ISO = re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")
-_AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six)\s+(day|week|month|year)s?\s+ago\b", re.I)
-_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-_SPAN = {"day": 1, "week": 7, "month": 30, "year": 365}
+
+@dataclass(frozen=True, slots=True)
+class TimeIntent:
+    """What a query says about time (see the module docstring); all empty for most queries."""
+
+    period: Period | None = None
+    order: str | None = None  # "first" | "last"
+    asks_when: bool = False
+    # ("before" | "after", the event's words). The words stay in the query too: what was
+    # said at the event itself is often the answer ("how did she feel after the accident").
+    anchor: tuple[str, str] | None = None
 
 
 def stamp_line(first: str, last: str = "") -> str | None:
@@ -66,67 +86,74 @@ def _day(when: datetime) -> str:
     return f"{when:%a} {when.day} {when:%b %Y}"
 
 
-def _month_range(year: int, month: int) -> Period:
-    first = date(year, month, 1)
-    nxt = date(year + (month == 12), month % 12 + 1, 1)
-    return first, nxt - timedelta(days=1)
+_ASKS_WHEN = re.compile(r"\bwhen\b|\bwhat (?:date|day|time|year|month)\b|\bhow long ago\b|"
+                        r"\b(?:second|third|fourth|fifth|\d+(?:st|nd|rd|th)) time\b|"
+                        r"什么时候|哪天|哪一天|几号|几月|何时|多久以前|第[二三四五六七八九十\d]+次", re.I)
+_FIRST = re.compile(r"\b(?:the )?first time\b|\bfor the first time\b|\bearliest\b|\bfirst ever\b|"
+                    r"\boriginally\b|第一次|首次|最早|最初", re.I)
+_LAST = re.compile(r"\b(?:the )?last time\b|\bmost recent(?:ly)?\b|\blatest\b|\brecently\b|"
+                   r"\blately\b|上次|上一次|最近|最后一次", re.I)
+_EDGE_EN = re.compile(r"(?<!day )\b(before|after|since|until|prior to)\s+(.+?)(?:[?.!;]|,(?!\s*\d)|$)", re.I)
+# "the week before <date>", "two weeks after <date>": a span counted from the stated date.
+_SPAN_HEAD = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|the|last)\s+"
+                        r"(day|week|weekend|month|year)s?\s*$", re.I)
+_SPAN_DAYS = {"day": 1, "week": 7, "weekend": 7, "month": 30, "year": 365}
+_SPAN_COUNT = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_EDGE_ZH = re.compile(r"(.{1,20}?)(之前|以前|之后|以后)")
+_EDGE_KIND = {"before": "before", "prior to": "before", "until": "before", "after": "after",
+              "since": "after", "之前": "before", "以前": "before", "之后": "after", "以后": "after"}
+
+
+def named_period(text: str, today: date) -> Period | None:
+    """The period ``text`` names in either language (English rules first)."""
+    return english_period(text, today) or chinese_period(text, today)
 
 
 def query_period(query: str, today: date) -> Period | None:
     """The period ``query`` names, if any (relative phrases count back from ``today``)."""
-    text = query.casefold()
-    iso = _ISO.search(text)
-    if iso:
-        try:
-            day = date(int(iso[1]), int(iso[2]), int(iso[3]))
-            return day, day
-        except ValueError:
-            pass
-    if "yesterday" in text:
-        day = today - timedelta(days=1)
-        return day, day
-    if re.search(r"\btoday\b|\bthis morning\b|\btonight\b", text):
-        return today, today
-    ago = _AGO.search(text)
-    if ago:
-        n = int(ago[1]) if ago[1].isdigit() else _WORDS[ago[1].casefold()]
-        span = _SPAN[ago[2].casefold()]
-        centre = today - timedelta(days=n * span)
-        return centre - timedelta(days=span), centre + timedelta(days=span)
-    for unit, span in _SPAN.items():
-        if re.search(rf"\b(last|past|previous) {unit}\b", text):
-            return today - timedelta(days=2 * span if unit == "day" else span), today
-        if re.search(rf"\bthis {unit}\b", text):
-            return today - timedelta(days=today.weekday() if unit == "week" else
-                                     today.day - 1 if unit == "month" else
-                                     today.timetuple().tm_yday - 1 if unit == "year" else 0), today
-    month = _month_in(query)
-    if month is not None:
-        number, year = month
-        if year is None:  # the most recent such month, this one included
-            year = today.year if number <= today.month else today.year - 1
-        return _month_range(year, number)
-    year_match = _YEAR.search(text)
-    if year_match:
-        year = int(year_match[1])
-        return date(year, 1, 1), date(year, 12, 31)
-    return None
+    return query_time(query, today).period
 
 
-def _month_in(query: str) -> tuple[int, int | None] | None:
-    """(month, year or None) for a month named in ``query``. "may" counts only as a month
-    when capitalised mid-sentence or next to a year or a preposition of time: "may I …"
-    is a verb."""
-    for m in _MONTH.finditer(query):
-        word = m.group(1)
-        lower = word.casefold().rstrip(".")
-        if lower == "may":
-            lead = query[max(0, m.start(1) - 7):m.start(1)].casefold()
-            capital_mid = word[0] == "M" and m.start(1) > 0
-            if not (m.group(2) or capital_mid and re.search(r"(in|of|since|by|during|early|late|mid)\s+$", lead)
-                    or re.search(r"(in|since|by|during)\s+$", lead)):
-                continue
-        number = next(i for i, name in enumerate(_MONTHS, 1)
-                      if lower == name or lower == name[:3] or (lower == "sept" and i == 9))
-        return number, int(m.group(2)) if m.group(2) else None
+def query_time(query: str, today: date) -> TimeIntent:
+    """Everything ``query`` says about time (see the module docstring)."""
+    order = "first" if _FIRST.search(query) else "last" if _LAST.search(query) else None
+    asks_when = bool(_ASKS_WHEN.search(query))
+    edge = _edge(query)
+    if edge is not None:
+        kind, rest, head = edge
+        inner = named_period(rest, today)
+        if inner is not None:
+            return TimeIntent(_beside(kind, inner, head), order, asks_when)
+        words = rest.strip()
+        if len(words) >= (2 if CJK_RUN.search(words) else 3):
+            return TimeIntent(None, order, asks_when, (kind, words))
+    return TimeIntent(named_period(query, today), order, asks_when)
+
+
+def _beside(kind: str, inner: Period, head: str) -> Period:
+    """The period before or after ``inner``: open-ended, or a span counted from it when the
+    words before the clause give one ("the week before …", "two weeks after …")."""
+    span = _SPAN_HEAD.search(head)
+    if span is None:
+        return (date.min, inner[0] - timedelta(days=1)) if kind == "before" else \
+            (inner[1] + timedelta(days=1), date.max)
+    word = span[1].casefold()
+    n = int(word) if word.isdigit() else _SPAN_COUNT.get(word, 1)
+    unit = _SPAN_DAYS[span[2].casefold()]
+    if n == 1:
+        return (inner[0] - timedelta(days=unit), inner[0] - timedelta(days=1)) if kind == "before" \
+            else (inner[1] + timedelta(days=1), inner[1] + timedelta(days=unit))
+    centre = inner[0] - timedelta(days=n * unit) if kind == "before" else inner[1] + timedelta(days=n * unit)
+    return centre - timedelta(days=unit), centre + timedelta(days=unit)
+
+
+def _edge(query: str) -> tuple[str, str, str] | None:
+    """("before" | "after", what follows the word, what precedes it) for "before X" /
+    "X之前" phrasings."""
+    m = _EDGE_EN.search(query)
+    if m:
+        return _EDGE_KIND[m[1].casefold()], m[2], query[:m.start()]
+    m = _EDGE_ZH.search(query)
+    if m:
+        return _EDGE_KIND[m[2]], m[1].lstrip("在从于"), query[:m.start()]
     return None
