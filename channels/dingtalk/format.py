@@ -22,11 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dingtalk_stream import ChatbotMessage
-from markdown_it.token import Token
 
 from lucidgate.channels._markdown import (
     Block,
-    Dialect,
     Line,
     Unit,
     blocks,
@@ -38,6 +36,7 @@ from lucidgate.channels._markdown import (
     text_token,
     to_plain,
 )
+from lucidgate.channels._markdown.commonmark import commonmark_dialect
 from lucidgate.channels.messages import ChatType
 
 logger = logging.getLogger(__name__)
@@ -97,34 +96,9 @@ def _text_of(msg: ChatbotMessage) -> str:
 
 # ----------------------------------------------------------------------------- out
 
-_TICKS_RE = re.compile(r"`+")
 _ESCAPE_RE = re.compile(r"[\\`*\[\]~]|(?<![^\W_])_|_(?![^\W_])|^[#>-](?=\s)|^\d+\.(?=\s)", re.MULTILINE)
-_MARKUP = {"strong_open": "**", "em_open": "*", "s_open": "~~"}
 
-
-def _text(text: str) -> str:
-    return _ESCAPE_RE.sub(lambda m: "\\" + m.group(0), text)
-
-
-def _code(tok: Token) -> str:
-    ticks = "`" * (max((len(run) for run in _TICKS_RE.findall(tok.content)), default=0) + 1)
-    pad = " " if tok.content[:1] == "`" or tok.content[-1:] == "`" else ""
-    return f"{ticks}{pad}{tok.content}{pad}{ticks}"
-
-
-def _open(tok: Token) -> str:
-    return "[" if tok.type == "link_open" else _MARKUP.get(tok.type, "")
-
-
-def _close(tok: Token) -> str:
-    if tok.type != "link_open":
-        return _MARKUP.get(tok.type, "")
-    href = str(tok.attrs.get("href", "")).replace("(", "%28").replace(")", "%29").replace(" ", "%20")
-    return f"]({href})"
-
-
-DINGTALK = Dialect(text=_text, special=lambda tok: tok.markup or tok.content, code=_code,
-                   open=_open, close=_close)
+DINGTALK = commonmark_dialect(_ESCAPE_RE)
 
 
 def to_chunks(markdown: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:

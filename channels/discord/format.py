@@ -15,43 +15,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from markdown_it.token import Token
-
-from lucidgate.channels._markdown import (Block, Dialect, Line, Unit, blocks, fence_for, grid, pack,
+from lucidgate.channels._markdown import (Block, Line, Unit, blocks, fence_for, grid, pack,
                                           render_inline, split_text, text_token, utf16_len)
+from lucidgate.channels._markdown.commonmark import commonmark_dialect
 
 MAX_MESSAGE_CHARS = 2000  # Discord's limit for a message's content
 
-_TICKS_RE = re.compile(r"`+")
 # Markup characters Discord reads anywhere in text; "_" only at a word's edge, "#", "-" and
 # ">" only where they would start a heading, list item or quote.
 _ESCAPE_RE = re.compile(r"[\\`*\[\]~|]|(?<![^\W_])_|_(?![^\W_])|^[#>-](?=\s)|^\d+\.(?=\s)", re.MULTILINE)
-_MARKUP = {"strong_open": "**", "em_open": "*", "s_open": "~~"}
 
-
-def _text(text: str) -> str:
-    return _ESCAPE_RE.sub(lambda m: "\\" + m.group(0), text)
-
-
-def _code(tok: Token) -> str:
-    ticks = "`" * (max((len(run) for run in _TICKS_RE.findall(tok.content)), default=0) + 1)
-    pad = " " if tok.content[:1] == "`" or tok.content[-1:] == "`" else ""
-    return f"{ticks}{pad}{tok.content}{pad}{ticks}"
-
-
-def _open(tok: Token) -> str:
-    return "[" if tok.type == "link_open" else _MARKUP.get(tok.type, "")
-
-
-def _close(tok: Token) -> str:
-    if tok.type != "link_open":
-        return _MARKUP.get(tok.type, "")
-    href = str(tok.attrs.get("href", "")).replace("(", "%28").replace(")", "%29").replace(" ", "%20")
-    return f"]({href})"
-
-
-DISCORD = Dialect(text=_text, special=lambda tok: tok.markup or tok.content, code=_code,
-                  open=_open, close=_close)
+DISCORD = commonmark_dialect(_ESCAPE_RE)
 
 
 def to_chunks(markdown: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
