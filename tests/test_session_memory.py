@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lucidgate.gateway.daemon.sessions_view import SessionsOnDisk
+from lucidgate.memory.sessions_view import SessionsOnDisk
 from lucidgate.memory.sessions import ARCHIVED, Session, SessionStore, is_archived, load_session_file
 
 TURNS = 300
