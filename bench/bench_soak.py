@@ -190,7 +190,7 @@ async def drive(daemon: Daemon, args: argparse.Namespace) -> tuple[list[Sample],
     def sample() -> None:
         nonlocal last_t
         now = time.perf_counter()
-        window = args.sample_every if samples or done == args.sample_every else done % args.sample_every
+        window = done - (samples[-1].messages if samples else 0)
         samples.append(Sample(done, round(now - started, 1), round(rss_mib(daemon.proc.pid), 1),
                               round(window / max(now - last_t, 1e-9), 1), round(tree_mib(daemon.workspace), 1)))
         last_t = now
