@@ -12,8 +12,8 @@ from lucidgate.config.fileio import atomic_write_text
 from lucidgate.config.paths import DEFAULT_CONFIG_PATH
 from lucidgate.config.schema import Config
 
-__all__ = ["default_config_document", "install_templates", "minimal_config_document", "new_webhook_token",
-           "workspace_beside", "write_config"]
+__all__ = ["channel_document", "default_config_document", "install_templates", "minimal_config_document",
+           "new_webhook_token", "read_config_document", "workspace_beside", "write_config", "write_config_document"]
 
 TEMPLATE_FILES = {
     "AGENTS.md": "AGENTS.md",
@@ -96,20 +96,37 @@ def new_webhook_token(path: Path, key: str = "token") -> str:
     """
     if not path.exists():
         write_config(path)
+    data = read_config_document(path)
+    token = secrets.token_urlsafe(32)
+    channel_document(data, "webhook", path)[key] = token
+    write_config_document(path, data)
+    return token
+
+
+def read_config_document(path: Path) -> dict:
+    """The config file at ``path`` as JSON (``{}`` when empty), for an edit that keeps every key
+    it does not change; ``ValueError`` saying what to fix when it is not a JSON object."""
     try:
         data = json.loads(path.read_text(encoding="utf-8") or "{}")
     except ValueError as exc:
         raise ValueError(f"{path} is not valid JSON ({exc}); fix it first") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: the top level must be a JSON object")
-    token = secrets.token_urlsafe(32)
+    return data
+
+
+def channel_document(data: dict, channel: str, path: Path) -> dict:
+    """``channels.<channel>`` of a config document, created when absent."""
     channels = data.setdefault("channels", {})
-    hook = channels.setdefault("webhook", {}) if isinstance(channels, dict) else None
-    if not isinstance(hook, dict):
-        raise ValueError(f"{path}: channels.webhook must be a JSON object")
-    hook[key] = token
-    atomic_write_text(path, json.dumps(data, indent=2) + "\n", mode=0o600)
-    return token
+    section = channels.setdefault(channel, {}) if isinstance(channels, dict) else None
+    if not isinstance(section, dict):
+        raise ValueError(f"{path}: channels.{channel} must be a JSON object")
+    return section
+
+
+def write_config_document(path: Path, data: dict) -> None:
+    """Replace the config file atomically with ``data``; it stays 0600 (it holds secrets)."""
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n", mode=0o600)
 
 
 def install_templates(workspace: Path) -> list[str]:

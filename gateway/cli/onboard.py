@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -22,11 +22,24 @@ def onboard(
     webhook_owner_token: Annotated[bool, typer.Option(
         "--webhook-owner-token",
         help="Generate a new webhook owner token (channels.webhook.ownerToken) and print it.")] = False,
+    channel: Annotated[Optional[str], typer.Option(
+        "--channel", metavar="NAME",
+        help="Set up one channel (email, dingtalk, telegram, slack, discord, matrix): asks for its settings, "
+             "writes them, switches it on and checks it.")] = None,
+    set_values: Annotated[Optional[list[str]], typer.Option(
+        "--set", metavar="KEY=VALUE",
+        help="With --channel: set a key of channels.NAME (camelCase) instead of asking; repeat it. "
+             "Lists are comma-separated.")] = None,
 ) -> None:
     """Create the config file and workspace templates (never overwrites your files)."""
     from lucidgate.config.onboard import install_templates, workspace_beside, write_config
 
     path = resolve_config_path(config_path)
+    if channel is not None or set_values:
+        from lucidgate.gateway.cli._onboard_channel import onboard_channel
+
+        onboard_channel(path, config_path, channel, set_values or [])
+        return
     if webhook_token or webhook_owner_token:
         _new_webhook_token(path, "ownerToken" if webhook_owner_token else "token")
         return
