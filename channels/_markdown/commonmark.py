@@ -10,10 +10,13 @@ percent-encoded so the link cannot end early.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from markdown_it.token import Token
 
-from lucidgate.channels._markdown.inline import Dialect
+from lucidgate.channels._markdown.inline import Dialect, grid
+from lucidgate.channels._markdown.parse import Block, Line, fence_for, text_token
+from lucidgate.channels._markdown.split import Unit
 
 _TICKS_RE = re.compile(r"`+")
 _MARKUP = {"strong_open": "**", "em_open": "*", "s_open": "~~"}
@@ -44,3 +47,21 @@ def _close(tok: Token) -> str:
         return _MARKUP.get(tok.type, "")
     href = str(tok.attrs.get("href", "")).replace("(", "%28").replace(")", "%29").replace(" ", "%20")
     return f"]({href})"
+
+
+def fenced_unit(block: Block, line: Callable[[Line], str]) -> Unit:
+    """A block as these platforms take it: code fenced as it came, a table as a text grid inside a
+    fence (they render no tables), anything else line by line through the platform's ``line``."""
+    if block.kind == "code":
+        fence = fence_for([raw(ln) for ln in block.lines])
+        return Unit(block.lines, raw, f"{fence}{block.lang}\n", f"\n{fence}")
+    if block.kind == "table":
+        rows = [Line((text_token(r),), "raw") for r in grid(block)]
+        fence = fence_for([raw(r) for r in rows])
+        return Unit(rows[2:], raw, f"{fence}\n", f"\n{fence}", lead=rows[:2])
+    return Unit(block.lines, line)
+
+
+def raw(line: Line) -> str:
+    """A line's text as it stands (code, table rows): no markup rendering."""
+    return line.tokens[0].content if line.tokens else ""

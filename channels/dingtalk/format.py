@@ -17,26 +17,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from dingtalk_stream import ChatbotMessage
 
-from lucidgate.channels._markdown import (
-    Block,
-    Line,
-    Unit,
-    blocks,
-    fence_for,
-    grid,
-    pack,
-    render_inline,
-    split_text,
-    text_token,
-    to_plain,
-)
-from lucidgate.channels._markdown.commonmark import commonmark_dialect
+from lucidgate.channels._markdown import Line, blocks, pack, render_inline, split_text, to_plain
+from lucidgate.channels._markdown.commonmark import commonmark_dialect, fenced_unit, raw
 from lucidgate.channels.messages import ChatType
 
 logger = logging.getLogger(__name__)
@@ -103,7 +91,7 @@ DINGTALK = commonmark_dialect(_ESCAPE_RE)
 
 def to_chunks(markdown: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
     """Markdown → DingTalk markdown messages of at most ``limit`` characters; none for blank text."""
-    return pack((_unit(block) for block in blocks(markdown)), limit)
+    return pack((fenced_unit(block, _line) for block in blocks(markdown)), limit)
 
 
 def split_plain(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
@@ -117,31 +105,12 @@ def title_of(chunk: str) -> str:
     return (first[: TITLE_CHARS - 1] + "…") if len(first) > TITLE_CHARS else (first or "reply")
 
 
-def _unit(block: Block) -> Unit:
-    if block.kind == "code":
-        fence = fence_for(_raw_lines(block.lines))
-        return Unit(block.lines, _raw, f"{fence}{block.lang}\n", f"\n{fence}")
-    if block.kind == "table":
-        rows = [Line((text_token(r),), "raw") for r in grid(block)]
-        fence = fence_for([_raw(r) for r in rows])
-        return Unit(rows[2:], _raw, f"{fence}\n", f"\n{fence}", lead=rows[:2])
-    return Unit(block.lines, _line)
-
-
-def _raw_lines(lines: Iterable[Line]) -> list[str]:
-    return [_raw(line) for line in lines]
-
-
-def _raw(line: Line) -> str:
-    return line.tokens[0].content if line.tokens else ""
-
-
 def _line(line: Line) -> str:
     prefix = "> " * line.quote + " " * line.indent + (f"{line.marker} " if line.marker else "")
     if line.kind == "hr":
         return (prefix + "---").rstrip()
     if line.kind in ("code", "fence", "raw"):
-        return (prefix + _raw(line)).rstrip()
+        return (prefix + raw(line)).rstrip()
     if line.heading:
         return (prefix + "#" * line.heading + " " + render_inline(line.tokens, DINGTALK)).rstrip()
     return (prefix + render_inline(line.tokens, DINGTALK)).rstrip()

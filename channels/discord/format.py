@@ -13,11 +13,9 @@ closed and reopened, a table keeps its header).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
-from lucidgate.channels._markdown import (Block, Line, Unit, blocks, fence_for, grid, pack,
-                                          render_inline, split_text, text_token, utf16_len)
-from lucidgate.channels._markdown.commonmark import commonmark_dialect
+from lucidgate.channels._markdown import Line, blocks, pack, render_inline, split_text, utf16_len
+from lucidgate.channels._markdown.commonmark import commonmark_dialect, fenced_unit, raw
 
 MAX_MESSAGE_CHARS = 2000  # Discord's limit for a message's content
 
@@ -30,7 +28,7 @@ DISCORD = commonmark_dialect(_ESCAPE_RE)
 
 def to_chunks(markdown: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
     """Markdown → Discord messages of at most ``limit`` characters each; none for blank text."""
-    return pack((_unit(block) for block in blocks(markdown)), limit, utf16_len)
+    return pack((fenced_unit(block, _line) for block in blocks(markdown)), limit, utf16_len)
 
 
 def split_plain(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
@@ -38,31 +36,12 @@ def split_plain(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
     return split_text(text, limit, utf16_len)
 
 
-def _unit(block: Block) -> Unit:
-    if block.kind == "code":
-        fence = fence_for(_raw_lines(block.lines))
-        return Unit(block.lines, _raw, f"{fence}{block.lang}\n", f"\n{fence}")
-    if block.kind == "table":
-        rows = [Line((text_token(r),), "raw") for r in grid(block)]
-        fence = fence_for([_raw(r) for r in rows])
-        return Unit(rows[2:], _raw, f"{fence}\n", f"\n{fence}", lead=rows[:2])
-    return Unit(block.lines, _line)
-
-
-def _raw_lines(lines: Iterable[Line]) -> list[str]:
-    return [_raw(line) for line in lines]
-
-
-def _raw(line: Line) -> str:
-    return line.tokens[0].content if line.tokens else ""
-
-
 def _line(line: Line) -> str:
     prefix = "> " * line.quote + " " * line.indent + (f"{line.marker} " if line.marker else "")
     if line.kind == "hr":
         return (prefix + "───").rstrip()
     if line.kind in ("code", "fence", "raw"):
-        return (prefix + _raw(line)).rstrip()
+        return (prefix + raw(line)).rstrip()
     if line.heading:  # Discord renders # to ###; deeper levels as bold
         level = line.heading
         body = render_inline(line.tokens, DISCORD, bold=level > 3)
