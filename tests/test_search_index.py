@@ -18,7 +18,7 @@ import pytest
 from lucidgate.memory.search import MemoryIndex, Scope, SearchError, search
 from lucidgate.memory.search.chunking import chunk_markdown, estimate_tokens
 from lucidgate.memory.search.rebuild import rebuild
-from tests.search_kit import CountingEmbedder, FailingEmbedder, WrongDimEmbedder, write_corpus
+from tests.search_kit import CountingEmbedder, FailingEmbedder, WrongDimEmbedder, transcript, write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -281,6 +281,26 @@ def test_scope_guest_never_sees_owner_chunks(tmp_path: Path) -> None:
     assert any("grandma" in h.text for h in search(idx, "family dinner", scope=group))
     # the owner's private chat sees everything
     assert any("penicillin" in h.text for h in search(idx, "penicillin", scope=Scope.everything()))
+
+
+def test_the_asking_chats_live_part_is_never_a_hit_but_its_archived_part_is(tmp_path: Path) -> None:
+    """The question itself is already in the prompt: found, it would rank first and push the
+    real hits down the scale, which is relative to the best match."""
+    write_corpus(tmp_path)
+    (tmp_path / "sessions" / "cli_7.jsonl").write_text(transcript("cli:7", [
+        ("user", "which garage fixed the blue Volvo XC40"), ("assistant", "Garage Meyer.")]))
+    idx = MemoryIndex(tmp_path, embedder=None)
+    idx.sync()
+
+    def from_cli_7(live_from: tuple[str, int] | None) -> list[str]:
+        hits = search(idx, "Volvo XC40 garage", k=10, scope=Scope(None, live_from=live_from))
+        assert hits, live_from
+        return [h.where() for h in hits if h.session_key == "cli:7"]
+
+    assert from_cli_7(None) == ["sessions/cli_7.jsonl:2-3"]  # the control: the window is a hit
+    assert from_cli_7(("cli:7", 2)) == []  # all of it live: in the prompt already
+    assert from_cli_7(("cli:9", 2)) == ["sessions/cli_7.jsonl:2-3"]  # another chat's live part
+    assert from_cli_7(("cli:7", 4)) == ["sessions/cli_7.jsonl:2-3"]  # archived: recall's to find
 
 
 def test_index_opens_in_wal_mode(tmp_path: Path) -> None:

@@ -99,6 +99,12 @@ class WorkspaceFiles:
 DAILY_NOTE_MAX_CHARS = 3000  # per note: the prompt carries a day's gist, memory_get the rest
 
 
+def live_from_line(session: Session) -> int:
+    """The transcript line where the session's live (unarchived) part starts: line 1 is the
+    header and message ``i`` is line ``i + 2`` (what the recall index numbers)."""
+    return session.last_consolidated + 2
+
+
 def daily_note_names(timezone: str) -> tuple[str, str]:
     """``memory/<today>.md`` and ``memory/<yesterday>.md`` in the user's timezone."""
     try:
@@ -287,7 +293,7 @@ class ContextBuilder:
         return block
 
     async def recall_block(self, ctx: TurnContext, messages: list[dict[str, Any]], index: int,
-                           system: str) -> str:
+                           system: str, *, live_from_line: int | None = None) -> str:
         """Auto-recall for the user message at ``index``: computed once per message (a turn
         rebuilds its prompt every tool round; the block must not change under it). The
         owner's private chat draws on owner-trusted sources only; any other chat on its own."""
@@ -301,7 +307,9 @@ class ContextBuilder:
         if cached is not None:
             return cached
         conf = self.agent.memory.search
-        scope = Scope.owner_trusted() if ctx.is_owner_private else Scope(ctx.session_key)
+        live = (ctx.session_key, live_from_line) if live_from_line is not None else None
+        scope = Scope.owner_trusted(live_from=live) if ctx.is_owner_private else \
+            Scope(ctx.session_key, live_from=live)
         hits = await self.recall.recall(query, scope=scope, k=conf.recall_max_results + 3,
                                         min_score=conf.recall_min_score)
         seen = system + "\n".join(str(m.get("content") or "") for m in messages)
@@ -334,7 +342,8 @@ class ContextBuilder:
         last_user = max((i for i, m in enumerate(history) if m["role"] == "user"), default=None)
         if last_user is not None:
             msg = dict(history[last_user])
-            recalled = await self.recall_block(ctx, plain, last_user, system)
+            recalled = await self.recall_block(ctx, plain, last_user, system,
+                                               live_from_line=live_from_line(session))
             blocks = [self.runtime_block(ctx), recalled] if recalled else [self.runtime_block(ctx)]
             msg["content"] = "\n\n".join([*blocks, str(msg.get("content") or "")])
             history[last_user] = msg

@@ -26,14 +26,23 @@ class Scope:
 
     session_key: str | None = None
     trusted_only: bool = False
+    # The asking chat's live part (its key, first unarchived transcript line): already in
+    # the prompt, so never worth a hit — and left in, the question finds itself first and
+    # pushes every real hit down a scale that is relative to the best match.
+    live_from: tuple[str, int] | None = None
 
     @classmethod
     def everything(cls) -> Scope:
         return cls(None)
 
     @classmethod
-    def owner_trusted(cls) -> Scope:
-        return cls(None, trusted_only=True)
+    def owner_trusted(cls, *, live_from: tuple[str, int] | None = None) -> Scope:
+        return cls(None, trusted_only=True, live_from=live_from)
+
+    def is_live(self, session_key: str | None, start_line: int | None) -> bool:
+        """A chunk that starts inside the asking chat's live part."""
+        return (self.live_from is not None and session_key == self.live_from[0]
+                and start_line is not None and start_line >= self.live_from[1])
 
 
 @dataclass(frozen=True, slots=True)

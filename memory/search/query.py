@@ -227,7 +227,8 @@ def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
 
 def _rows(index: MemoryIndex, ids: list[int], scope: Scope,
           sources: Collection[str] | None) -> dict[int, tuple[Any, ...]]:
-    """The candidates' rows, fetched under the scope predicate once more."""
+    """The candidates' rows, fetched under the scope predicate once more; the asking chat's
+    live part is dropped here (a handful of rows), which keeps the FTS query unjoined."""
     where, args = _where(scope, sources)
     out: dict[int, tuple[Any, ...]] = {}
     with index._lock:
@@ -238,7 +239,8 @@ def _rows(index: MemoryIndex, ids: list[int], scope: Scope,
                     "SELECT c.id, c.source, c.path, c.start_line, c.end_line, c.cursor, "
                     f"c.session_key, c.date, c.text, c.origin, c.chat_type FROM chunks c WHERE c.id IN "
                     f"({','.join('?' * len(part))}){where}", part + args):
-                out[r[0]] = r
+                if not scope.is_live(r[6], r[3]):
+                    out[r[0]] = r
     return out
 
 

@@ -163,6 +163,10 @@ async def test_recall_in_a_group_labels_guest_text_and_never_reaches_the_owners_
     (workspace / "sessions" / "fake_g.jsonl").write_text("\n".join([head, guest, answer]) + "\n")
     (workspace / "sessions" / "fake_1.jsonl").write_text(transcript("fake:1", [
         ("user", "My Gazelle bike lock code is 4711."), ("assistant", "Noted.")]))
+    for n, topic in enumerate(["the tax return", "a jazz record", "Lisbon weather", "the dentist",
+                               "running shoes", "a leaking tap"], start=3):  # words have weight
+        (workspace / "sessions" / f"fake_{n}.jsonl").write_text(transcript(f"fake:{n}", [
+            ("user", f"remind me about {topic}"), ("assistant", "Noted.")]))
     # Even listed as the owner's (as a misjudged room once was), the group stays a guest's.
     (workspace / "state" / "owner_sessions.json").write_text(json.dumps(["fake:1", "fake:g"]))
     gw = build_gateway(make_config(agents={"defaults": KEYWORD_ONLY}))
