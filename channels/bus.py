@@ -26,6 +26,7 @@ from lucidgate.channels.delivery import ChannelRoute, DeliveryStats
 from lucidgate.channels.inbox import InboxJournal
 from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
 from lucidgate.channels.outbox import Outbox, is_durable
+from lucidgate.channels.routing import Router
 from lucidgate.config.errors import LucidError
 from lucidgate.config.schema import GatewayConfig
 
@@ -56,15 +57,19 @@ class Delivery:
 class MessageBus:
     def __init__(self, *, maxsize: int = GatewayConfig.default_of("inbound_queue_size"),
                  inbox: InboxJournal | None = None, outbox: Outbox | None = None, retry_backoff_s: float = 1.0,
-                 lane_idle_s: float = GatewayConfig.default_of("worker_idle_s")) -> None:
-        self._inbound: asyncio.Queue[Delivery] = asyncio.Queue(maxsize=maxsize)
+                 lane_idle_s: float = GatewayConfig.default_of("worker_idle_s"),
+                 router: Router | None = None) -> None:
+        # One queue (and replay list) per agent: each agent's loop takes only its messages.
+        self._maxsize = maxsize
+        self._queues: dict[str, asyncio.Queue[Delivery]] = {}
+        self._router = router
         self._routes: dict[str, ChannelRoute] = {}
         self._cancelled: set[asyncio.Task[None]] = set()
         self.outbox = outbox
         self.delivery = DeliveryStats()
         self._retry_backoff_s = retry_backoff_s
         self._lane_idle_s = lane_idle_s
-        self._replay: deque[Delivery] = deque()
+        self._replays: dict[str, deque[Delivery]] = {}
         self._observers: list[OutboundObserver] = []
         self._recorded: dict[str, RecordedHook] = {}
         self._inbox = inbox
@@ -90,8 +95,9 @@ class MessageBus:
             replay = await asyncio.to_thread(self._inbox.open)
             for receipt, msg in replay:
                 logger.info("replaying inbound message for %s from the inbox", msg.session_key)
-                # Not through the bounded queue: a journal may hold more than fits.
-                self._replay.append(Delivery(msg, receipt, replayed=True))
+                # Not through the bounded queue: a journal may hold more than fits. An agent
+                # no longer configured takes nothing: its messages stay pending in the journal.
+                self._replays.setdefault(msg.agent, deque()).append(Delivery(msg, receipt, replayed=True))
 
     async def stop(self) -> None:
         self._closed = True
@@ -133,12 +139,22 @@ class MessageBus:
     # -- inbound -------------------------------------------------------------------------
     @property
     def inbound_depth(self) -> int:
-        return self._inbound.qsize() + len(self._replay)
+        return sum(q.qsize() for q in self._queues.values()) + sum(len(r) for r in self._replays.values())
+
+    def _queue(self, agent: str) -> asyncio.Queue[Delivery]:
+        queue = self._queues.get(agent)
+        if queue is None:
+            queue = self._queues[agent] = asyncio.Queue(maxsize=self._maxsize)
+        return queue
 
     async def publish_inbound(self, msg: InboundMessage, *, timeout: float | None = None) -> bool:
-        """Durably accept ``msg``. Returns False for a duplicate (already seen) message."""
+        """Durably accept ``msg``, routed to its agent first (``channels.routing``) so the
+        journal holds the route. Returns False for a duplicate (already seen) message."""
         if self._closed:
             raise BusClosed("the gateway is shutting down; try again shortly")
+        if self._router is not None:
+            msg = self._router.route(msg)
+        inbound = self._queue(msg.agent)
         receipt = None
         if self._inbox is not None:
             if self._inbox.seen(msg.dedupe_id):
@@ -148,12 +164,12 @@ class MessageBus:
                 return False
         delivery = Delivery(msg, receipt)
         if timeout is None:
-            await self._inbound.put(delivery)
+            await inbound.put(delivery)
             return True
         try:
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
             async with asyncio.timeout(timeout):
-                await self._inbound.put(delivery)
+                await inbound.put(delivery)
         except TimeoutError:
             # Not accepted: take it back out of the journal (and forget its dedupe id) so the
             # caller's 503 / missing ack is the truth and the platform's retry is welcome.
@@ -162,10 +178,12 @@ class MessageBus:
             raise BusFull("the assistant is busy right now; please retry in a few seconds") from None
         return True
 
-    async def consume_inbound(self) -> Delivery:
-        if self._replay:
-            return self._replay.popleft()
-        return await self._inbound.get()
+    async def consume_inbound(self, agent: str = "") -> Delivery:
+        """The next message for ``agent`` ("": the default agent), replayed ones first."""
+        replay = self._replays.get(agent)
+        if replay:
+            return replay.popleft()
+        return await self._queue(agent).get()
 
     async def ack(self, delivery: Delivery) -> None:
         """The consumer has persisted the message in its session."""

@@ -38,6 +38,14 @@ def _msg_from_json(data: dict) -> InboundMessage:
     return InboundMessage(**data)
 
 
+# Written only when set, so a journal of a daemon without several agents reads as before.
+_OPTIONAL = {"agent": "", "account": None}
+
+
+def _msg_to_json(msg: InboundMessage) -> dict:
+    return {k: v for k, v in asdict(msg).items() if k not in _OPTIONAL or v != _OPTIONAL[k]}
+
+
 class InboxJournal:
     """Thread-safe journal; call its methods through ``asyncio.to_thread`` from async code."""
 
@@ -93,7 +101,7 @@ class InboxJournal:
             for dedupe_id in self._seen:
                 fh.write((json.dumps({"seen": dedupe_id}) + "\n").encode("utf-8"))
             for entry_id, msg in self._pending.items():
-                fh.write((json.dumps({"id": entry_id, "msg": asdict(msg)}) + "\n").encode("utf-8"))
+                fh.write((json.dumps({"id": entry_id, "msg": _msg_to_json(msg)}) + "\n").encode("utf-8"))
 
     def seen(self, dedupe_id: str | None) -> bool:
         return dedupe_id is not None and dedupe_id in self._seen
@@ -104,7 +112,7 @@ class InboxJournal:
             if self.seen(msg.dedupe_id):
                 return None
             entry_id = uuid.uuid4().hex[:16]
-            self._write({"id": entry_id, "msg": asdict(msg)}, sync=True)
+            self._write({"id": entry_id, "msg": _msg_to_json(msg)}, sync=True)
             if msg.dedupe_id:
                 self._remember(msg.dedupe_id)
             self._pending[entry_id] = msg

@@ -60,12 +60,17 @@ class InboundMessage:
     # (``credential:<fingerprint>``), whose caller may name any sender it likes. None: the
     # sender on this channel pays.
     spender: str | None = None
+    # The agent this message is for (``channels.routing``): decided once, when the bus accepts
+    # it, and journalled with it. "" is the default agent, whose session keys stay unprefixed
+    # so the sessions of a workspace from before several agents keep their names.
+    agent: str = ""
+    # The platform account (bot) it arrived on, for a channel serving several; None: its only one.
+    account: str | None = None
 
     @property
     def session_key(self) -> str:
-        if self.thread_id:
-            return f"{self.channel}:{self.chat_id}:{self.thread_id}"
-        return f"{self.channel}:{self.chat_id}"
+        key = f"{self.channel}:{self.chat_id}:{self.thread_id}" if self.thread_id else f"{self.channel}:{self.chat_id}"
+        return f"{self.agent}:{key}" if self.agent else key
 
     @property
     def dedupe_id(self) -> str | None:

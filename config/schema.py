@@ -29,6 +29,7 @@ from lucidgate.config.channel_schema import (
     WebChannelConfig,
     WebhookConfig,
 )
+from lucidgate.config.agents_schema import AgentEntry, AgentsView, Binding
 from lucidgate.config.section import Section, subsection
 
 __all__ = ["OPENAI_GUEST_ID", "OPENAI_OWNER_ID", "ChannelsConfig", "CliChannelConfig", "DingTalkConfig", "DiscordConfig",
@@ -195,6 +196,7 @@ class AgentDefaults(Section):
 
 class AgentsConfig(Section):
     defaults: AgentDefaults = subsection()
+    entries: list[AgentEntry] = Field(default_factory=list, alias="list")  # docs/agents.md
 
 
 class ProviderConfig(Section):
@@ -354,8 +356,8 @@ class UsageConfig(Section):
     owner_daily_token_budget: int | None = Field(None, ge=1)
 
 
-class Config(Section):
-    """The root of ``config.json``."""
+class Config(Section, AgentsView):
+    """The root of ``config.json``; its agents (``agents.list``, ``bindings``) in ``AgentsView``."""
 
     agents: AgentsConfig = subsection()
     providers: ProvidersConfig = subsection()
@@ -364,6 +366,7 @@ class Config(Section):
     gateway: GatewayConfig = subsection()
     usage: UsageConfig = subsection()
     console: ConsoleConfig = subsection()
+    bindings: list[Binding] = Field(default_factory=list)
 
     # The file this config was loaded from (set by ``load_config``): a sandboxed exec hides its folder.
     _source_path: Path | None = PrivateAttr(None)
@@ -372,13 +375,19 @@ class Config(Section):
     def source_path(self) -> Path | None:
         return self._source_path
 
+    @model_validator(mode="after")
+    def _agents_fit(self) -> Config:
+        self.check_agents()
+        return self
+
     @property
     def agent(self) -> AgentDefaults:
-        return self.agents.defaults
+        """The (default) agent's settings: ``agents.defaults``, merged with its entry if listed."""
+        return self.agents.defaults if not self.agents.entries else self.for_agent(self.default_agent_id).agent
 
     @property
     def workspace(self) -> Path:
-        return self.agents.defaults.workspace_path
+        return self.agent.workspace_path
 
     def provider_for(self, model: str) -> tuple[str, ProviderConfig | None]:
         """The providers entry a litellm model string picks by its prefix."""

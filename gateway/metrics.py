@@ -60,6 +60,12 @@ class Metrics:
         self.last_llm: LastCall | None = None
         self._dead = Counter("lucid_outbox_dead_letters", "Outbound items given up, by channel", ["channel"],
                              registry=r)
+        # Here, not in each model chain: every agent's chain counts into the one series.
+        self._fallbacks = Counter("lucid_llm_fallbacks", "Switches to a fallback model",
+                                  ["from_model", "to_model"], registry=r)
+
+    def llm_fallback(self, from_model: str, to_model: str) -> None:
+        self._fallbacks.labels(from_model, to_model).inc()
 
     def message_in(self, channel: str) -> None:
         self._in.labels(channel).inc()

@@ -136,10 +136,13 @@ class Gateway:
     in reverse."""
 
     def __init__(self, parts: GatewayParts, components: Lifecycle, grace: Grace, *,
-                 http: HttpParts | None = None) -> None:
-        self.parts = parts
+                 http: HttpParts | None = None, agents: Mapping[str, GatewayParts] | None = None) -> None:
+        self.parts = parts  # the default agent's
+        # Every agent's parts by id, the default first (one entry without ``agents.list``).
+        self.agents: Mapping[str, GatewayParts] = MappingProxyType(dict(agents or {"default": parts}))
+        self._loops = [p.agent for p in self.agents.values()]
         self.http = http  # None for a gateway built without the HTTP surfaces
-        self._bus, self._agent, self._config = parts.bus, parts.agent, parts.config
+        self._bus, self._config = parts.bus, parts.config
         self._mcp, self._metrics = parts.mcp, parts.metrics
         self._components = components
         self._grace = grace
@@ -232,7 +235,7 @@ class Gateway:
         self._skip_grace.set()
 
     def _busy(self) -> int:
-        return self._agent.active_turns + self._agent.queued + self._bus.inbound_depth
+        return sum(loop.active_turns + loop.queued for loop in self._loops) + self._bus.inbound_depth
 
     async def _drain(self, grace_s: float) -> None:
         self._draining = True
@@ -258,7 +261,8 @@ class Gateway:
                     logger.exception("draining channel %s failed", name)
 
     async def _quiesce(self) -> None:
-        await self._agent.idle()
+        for loop in self._loops:
+            await loop.idle()
         await self._bus.flush_outbound()
 
     # -- health --------------------------------------------------------------------------------

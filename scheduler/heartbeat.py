@@ -80,8 +80,9 @@ def _total(totals: Any) -> int:
 
 class Heartbeat:
     def __init__(self, config: HeartbeatConfig, *, workspace: Path, bus: MessageBus,
-                 usage: TokenLedger | None, tz: tzinfo, state: JobState) -> None:
+                 usage: TokenLedger | None, tz: tzinfo, state: JobState, agent: str = "") -> None:
         self.config = config
+        self.agent = agent  # whose turn a beat is ("" the default agent)
         self.path = workspace / "HEARTBEAT.md"
         self.bus = bus
         self.usage = usage
@@ -137,7 +138,7 @@ class Heartbeat:
         msg = InboundMessage(channel=CHANNEL, chat_id=CHAT_ID, sender_id=CHANNEL,
                              text=self._prompt(tasks), silent=True, role="owner",  # the gateway's own job
                              task=ScheduledTask(job="heartbeat", role="owner", token_budget=left,
-                                                internal=True))
+                                                internal=True), agent=self.agent)
         try:
             await self.bus.publish_inbound(msg, timeout=30)
         except BusClosed:

@@ -71,8 +71,9 @@ class ReminderJobs:
                  grace_s: float, min_every_s: int, task_token_budget: int,
                  guest_max_active: int,
                  owners_of: Callable[[str], frozenset[str]] = lambda channel: frozenset(),
-                 on_sent: Callable[[str, str], Awaitable[None]] | None = None) -> None:
+                 on_sent: Callable[[str, str], Awaitable[None]] | None = None, agent: str = "") -> None:
         self.store = store
+        self.agent = agent  # the agent whose reminders these are ("" the default): its tasks run there
         # The configured owners of a channel: a task runs with owner tools only while its
         # creator is still one (by default nobody is, the safe reading).
         self.owners_of = owners_of
@@ -275,7 +276,7 @@ class ReminderJobs:
 
     async def _start_task(self, task: Reminder, late_from: datetime | None) -> None:
         creator_now: Role = "owner" if (task.creator_id or "") in self.owners_of(task.channel) else "guest"
-        msg = task_message(task, tz=self.tz, token_budget=self.task_token_budget, creator_now=creator_now,
+        msg = task_message(task, tz=self.tz, token_budget=self.task_token_budget, creator_now=creator_now, agent=self.agent,
                            late_from=late_from)
         try:
             await self.bus.publish_inbound(msg, timeout=300)

@@ -22,9 +22,9 @@ MAX_TASK_CHARS = 2000
 
 
 def task_message(task: Reminder, *, tz: tzinfo, token_budget: int, creator_now: Role,
-                 late_from: datetime | None = None) -> InboundMessage:
+                 late_from: datetime | None = None, agent: str = "") -> InboundMessage:
     """The inbound message that runs ``task`` once now (``late_from``: the missed due time;
-    ``creator_now``: the creator's role on the task's channel today)."""
+    ``creator_now``: the creator's role on the task's channel today; ``agent``: whose task)."""
     when = describe(task.kind, task.spec, tz)
     late = (f" It was due {format_time(late_from, tz)}, while the gateway was offline; this is "
             "the one catch-up run." if late_from is not None else "")
@@ -37,4 +37,4 @@ def task_message(task: Reminder, *, tz: tzinfo, token_budget: int, creator_now: 
         text=text, chat_type=chat_type,  # type: ignore[arg-type]
         thread_id=task.thread_id, silent=True, role=creator_now,
         task=ScheduledTask(job=f"task:{task.id}", role=role, token_budget=token_budget),
-        spender=task.creator_spender)
+        spender=task.creator_spender, agent=agent)

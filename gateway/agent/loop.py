@@ -69,8 +69,9 @@ class AgentLoop:
     def __init__(self, *, config: Config, bus: MessageBus, sessions: SessionStore,
                  runner: TurnRunner, commands: CommandRegistry, owner_sessions: OwnerSessions,
                  consolidator: ConsolidationHooks | None = None,
-                 metrics: Metrics | None = None, flush: MemoryFlush | None = None) -> None:
+                 metrics: Metrics | None = None, flush: MemoryFlush | None = None, agent: str = "") -> None:
         self.config = config
+        self.agent_id = agent  # the agent whose messages this loop takes ("" the default)
         self.bus = bus
         self.sessions = sessions
         self.runner = runner
@@ -94,7 +95,7 @@ class AgentLoop:
         self.max_queued = config.gateway.max_queued_messages
         self._room = asyncio.Event()
         self.recovery = TurnResumer(config=config, bus=bus, sessions=sessions,
-                                   context_for=self.context_for, run_turn=self._run_resumed)
+                                   context_for=self.context_for, run_turn=self._run_resumed, agent=agent)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -172,7 +173,7 @@ class AgentLoop:
             while self.queued >= self.max_queued:
                 self._room.clear()
                 await self._room.wait()
-            delivery = await self.bus.consume_inbound()
+            delivery = await self.bus.consume_inbound(self.agent_id)
             self.submit(delivery)
 
     def submit(self, delivery: Delivery) -> None:

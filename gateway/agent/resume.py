@@ -38,7 +38,7 @@ class Resume:
     origin: SessionRef
 
 
-def resumed_message(config: Config, session: Session, origin: SessionRef) -> InboundMessage:
+def resumed_message(config: Config, session: Session, origin: SessionRef, agent: str = "") -> InboundMessage:
     """The message whose turn ``session`` left pending, as it was admitted."""
     last_user = last_user_line(session)
     message_id = last_user.get("message_id")
@@ -48,15 +48,17 @@ def resumed_message(config: Config, session: Session, origin: SessionRef) -> Inb
         text="", chat_type=origin.chat_type, thread_id=origin.thread_id,
         message_id=str(message_id) if message_id is not None else None, task=task_of(last_user),
         role=line_role(config, origin.channel, last_user),
-        spender=spender if isinstance(spender, str) else None)
+        spender=spender if isinstance(spender, str) else None, agent=agent)
 
 
 class TurnResumer:
     """Finds interrupted turns and finishes each once; ``run_turn`` runs a turn as the loop does."""
 
     def __init__(self, *, config: Config, bus: MessageBus, sessions: SessionStore,
-                 context_for: Callable[[InboundMessage], TurnContext], run_turn: RunTurn) -> None:
+                 context_for: Callable[[InboundMessage], TurnContext], run_turn: RunTurn,
+                 agent: str = "") -> None:
         self.config = config
+        self.agent = agent
         self.bus = bus
         self.sessions = sessions
         self.context_for = context_for
@@ -85,7 +87,7 @@ class TurnResumer:
     async def resume(self, item: Resume) -> None:
         session = item.session
         try:
-            msg = resumed_message(self.config, session, item.origin)
+            msg = resumed_message(self.config, session, item.origin, self.agent)
             ctx = self.context_for(msg)
             if lines := interrupted_call_lines(session):
                 await self.sessions.append(session, *lines, sync=True)

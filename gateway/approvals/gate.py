@@ -38,15 +38,19 @@ SENDER = "approvals"  # the sender of the outcome turns this module feeds back i
 OwnerChats = Callable[[TurnContext], list[Target]]
 
 
-def owner_private_chats(owner_sessions: Collection[str], reachable: Callable[[str], bool]) -> OwnerChats:
+def owner_private_chats(owner_sessions: Collection[str], reachable: Callable[[str], bool], *,
+                        agent: str = "") -> OwnerChats:
     """Where to ask: the chat itself when it is the owner's private one; else the owner's
     private chat on the same channel; else any of the owner's private chats (the keys of
     chats the owner has spoken in privately, ``channel:chat``) — only on channels that are
-    running (``reachable``: a heartbeat's own chat has no reader)."""
+    running (``reachable``: a heartbeat's own chat has no reader). A non-default ``agent``'s
+    keys carry its id first (``agent:channel:chat``)."""
+    prefix = f"{agent}:" if agent else ""
 
     def chats(ctx: TurnContext) -> list[Target]:
         here = [Target(ctx.channel, ctx.chat_id, ctx.thread_id)] if ctx.is_owner_private else []
-        known = sorted(k.split(":") for k in owner_sessions if k.count(":") == 1)
+        keys = (k.removeprefix(prefix) for k in owner_sessions if k.startswith(prefix))
+        known = sorted(k.split(":") for k in keys if k.count(":") == 1)
         same = [Target(c, chat) for c, chat in known if c == ctx.channel]
         others = [Target(c, chat) for c, chat in known if c != ctx.channel]
         return [t for t in [*here, *same, *others] if reachable(t.channel)]
@@ -57,7 +61,8 @@ def owner_private_chats(owner_sessions: Collection[str], reachable: Callable[[st
 class Approvals:
     def __init__(self, *, store: ApprovalStore, tools: ToolRegistry, bus: MessageBus, mode: str,
                  timeout_s: float, max_pending: int, owner_chats: OwnerChats,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, agent: str = "") -> None:
+        self.agent = agent  # the agent whose chats the outcome turns go to ("" the default)
         self.store = store
         self.tools = tools
         self.bus = bus
@@ -229,7 +234,8 @@ class Approvals:
         msg = InboundMessage(channel=request.channel, chat_id=request.chat_id, sender_id=SENDER, text=text,
                              chat_type=_chat_type(request.chat_type),
                              thread_id=request.thread_id, silent=True, role="owner",
-                             task=ScheduledTask(job=f"approval:{request.id}", role="owner", internal=True))
+                             task=ScheduledTask(job=f"approval:{request.id}", role="owner", internal=True),
+                             agent=self.agent)
         try:
             await self.bus.publish_inbound(msg, timeout=30)
         except (BusClosed, BusFull) as exc:

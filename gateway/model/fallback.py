@@ -24,8 +24,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import Counter
-
 from lucidgate.config.fileio import atomic_write_text
 from lucidgate.config.schema import Config
 from lucidgate.gateway._offline import import_litellm
@@ -83,10 +81,7 @@ class ModelChain:
         self._config = config
         self.sessions = sessions
         self._router: Any = None
-        self._counter: Counter | None = None
-        if metrics is not None:
-            self._counter = Counter("lucid_llm_fallbacks", "Switches to a fallback model",
-                                    ["from_model", "to_model"], registry=metrics.registry)
+        self._metrics = metrics
         self.switches = 0
 
     @property
@@ -138,8 +133,8 @@ class ModelChain:
 
     def _switched(self, failed: str, to: str, exc: BaseException) -> None:
         self.switches += 1
-        if self._counter is not None:
-            self._counter.labels(failed, to).inc()
+        if self._metrics is not None:
+            self._metrics.llm_fallback(failed, to)
         logger.warning("model %s failed (%s); falling back to %s", failed, type(exc).__name__, to)
 
 

@@ -5,6 +5,7 @@ The composition root adds the tools that need running parts (``message``, ``cron
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from lucidgate.config import Config
@@ -18,10 +19,14 @@ from lucidgate.gateway.tools.shell import ExecTool
 _READ_MARGIN = 500
 
 
-def builtin_tools(config: Config) -> list[Tool]:
-    """read_file, write_file, edit_file, list_dir, grep and exec (owner only)."""
+def builtin_tools(config: Config, *, other_agents: Sequence[Path] = ()) -> list[Tool]:
+    """read_file, write_file, edit_file, list_dir, grep and exec (owner only).
+
+    ``other_agents``: the workspaces of the daemon's other agents. With any, the file tools
+    are confined to this agent's workspace whatever ``restrictToWorkspace`` says, and exec
+    runs only in the sandbox, with those workspaces hidden (issue 41: isolation in code)."""
     tools = config.tools
-    restrict = tools.restrict_to_workspace
+    restrict = tools.restrict_to_workspace or bool(other_agents)
     result_cap = config.agents.defaults.max_tool_result_chars
     # Guests granted the write tools can leave words in ordinary files: reading them is
     # reading a guest's words (the turn is tainted; see gateway/approvals).
@@ -35,7 +40,7 @@ def builtin_tools(config: Config) -> list[Tool]:
         Grep(restrict=restrict, guest_writes=guest_writes),
         ExecTool(timeout_s=tools.exec.timeout_s, max_output_chars=tools.exec.max_output_chars,
                  sandbox=tools.exec.sandbox, network=tools.exec.network, pass_env=tools.exec.pass_env,
-                 hide=_config_paths(config)),
+                 hide=[*_config_paths(config), *other_agents], confined=bool(other_agents)),
     ]
 
 

@@ -65,9 +65,12 @@ class ExecTool:
                  max_output_chars: int = ExecConfig.default_of("max_output_chars"),
                  term_grace_s: float = _TERM_GRACE_S, sandbox: str = ExecConfig.default_of("sandbox"),
                  network: bool = ExecConfig.default_of("network"),
-                 pass_env: Sequence[str] = (), hide: Sequence[Path] = ()) -> None:
+                 pass_env: Sequence[str] = (), hide: Sequence[Path] = (), confined: bool = False) -> None:
         self.timeout_s = timeout_s
-        self.hide = tuple(hide)  # folders a sandboxed command must not see (the config's)
+        self.hide = tuple(hide)  # folders a sandboxed command must not see (the config's, other agents')
+        # Run only inside the sandbox (several agents: unconfined, a command could read the
+        # other agents' workspaces, which no check of the command line can rule out).
+        self.confined = confined
         self.max_output_chars = max_output_chars
         self.term_grace_s = term_grace_s
         self.sandbox_mode = sandbox
@@ -96,6 +99,9 @@ class ExecTool:
             raise ToolError(f"command refused: {reason}. Nothing was run.")
         timeout = min(self.timeout_s, params.timeout_s) if params.timeout_s else self.timeout_s
         box = await self.sandbox()
+        if self.confined and not box.active:
+            raise ToolError("with several agents, exec runs only inside the sandbox, which is not available "
+                            f"here ({box.reason}); nothing was run")
         read_only = await asyncio.to_thread(sandbox_read_only, ctx.workspace) if box.active else []
         capture = _Capture(self.max_output_chars)
         loop = asyncio.get_running_loop()

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from lucidgate.config.schema import Config
-from lucidgate.memory.search.configured import open_index
+from lucidgate.memory.search.configured import Embedders, open_index
 from lucidgate.memory.search.index import MemoryIndex
 from lucidgate.memory.search.hits import Hit, Scope, SearchSettings
 from lucidgate.memory.search.sources import source_of
@@ -239,12 +239,13 @@ def _lower_priority() -> None:
         pass
 
 
-def make_recall_service(config: Config, *, watch: bool = True) -> RecallService | None:
+def make_recall_service(config: Config, *, watch: bool = True,
+                        embedders: Embedders | None = None) -> RecallService | None:
     """The service ``agents.defaults.memory.search`` describes; None when disabled.
 
     ``watch=False`` (``lucid agent``: a short-lived process) skips the file watcher; the
     index is then brought up to date before each search instead."""
-    opened = open_index(config)
+    opened = open_index(config, embedders)  # agents with the same settings share one embedder
     if opened is None:
         return None
     index, settings = opened
