@@ -203,3 +203,39 @@ def test_a_journal_written_before_several_agents_reads_as_before(tmp_path: Path)
     journal.close()
     last = json.loads(path.read_text().splitlines()[-1])["msg"]
     assert set(last) == set(old)
+
+
+# ----------------------------------------------------------------------------- an agent's own turns
+
+
+async def test_a_gateway_turn_of_another_agent_reaches_only_that_agent(tmp_path: Path) -> None:
+    from datetime import datetime, timezone
+
+    from lucidgate.scheduler.reminders import Reminder
+    from lucidgate.scheduler.tasks import task_message
+
+    bus = MessageBus(router=Router(routed_config(tmp_path)))
+    task = Reminder(id=3, session_key="work:telegram:9", channel="telegram", chat_id="9", thread_id=None,
+                    chat_type="private", text="check the build", kind="every", spec="3600",
+                    created_at=datetime(2026, 11, 1, tzinfo=timezone.utc), purpose="task",
+                    creator_id="7", creator_role="owner")
+    await bus.publish_inbound(task_message(task, tz=timezone.utc, token_budget=5000, creator_now="owner",
+                                           agent="work"))
+    await bus.publish_inbound(msg(chat="9", sender="2", task=ScheduledTask(job="heartbeat", internal=True)))
+    work = await bus.consume_inbound("work")
+    assert work.msg.session_key == "work:telegram:9" and work.msg.task is not None
+    home = await bus.consume_inbound("")
+    assert home.msg.task is not None and home.msg.task.job == "heartbeat" and bus.inbound_depth == 0
+
+
+def test_approvals_ask_in_the_agents_own_owner_chats(tmp_path: Path) -> None:
+    from lucidgate.gateway.approvals.gate import owner_private_chats
+    from lucidgate.gateway.tools.turn import TurnContext
+
+    keys = {"telegram:1", "slack:5", "work:telegram:7", "work:slack:8:thread"}
+    ctx = TurnContext(session_key="work:telegram:9", channel="telegram", chat_id="9", sender_id="x",
+                      role="guest", chat_type="group", workspace=tmp_path)
+    work = owner_private_chats(keys, lambda channel: True, agent="work")(ctx)
+    assert [(t.channel, t.chat_id) for t in work] == [("telegram", "7")]
+    home = owner_private_chats(keys, lambda channel: True)(ctx)
+    assert [(t.channel, t.chat_id) for t in home] == [("telegram", "1"), ("slack", "5")]
