@@ -32,6 +32,7 @@ WORKER = 77  # work's owner on Telegram, allowed on the channel as a guest
 GROUP = -100500  # a group bound to work
 HOME_FACT = "The vault code is 7319."
 SECRET = "7319"
+LOCKER = "8842"
 WORK_FACT = "The quarterly review is on Thursday."
 HOOK_TOKEN = "wh-token-agents-0123456789abcdef"
 FIRST_REPLY_TIMEOUT = 60.0
@@ -144,7 +145,8 @@ def probes(home: Path) -> list[tuple[str, dict[str, Any]]]:
             ("exec", {"command": f"cat {memory}"}),
             ("memory_get", {"path": str(memory)}),
             ("memory_get", {"path": "../home/memory/MEMORY.md"}),
-            ("memory_search", {"query": "vault code"})]
+            ("memory_search", {"query": "vault code"}),
+            ("memory_search", {"query": "locker number"})]
 
 
 async def test_every_tool_of_work_is_refused_home_and_memory_stays_apart(
@@ -156,14 +158,19 @@ async def test_every_tool_of_work_is_refused_home_and_memory_stays_apart(
     channel = FakeChannel(gateway.parts.bus, "fake", owners=("boss",))
     gateway.add_channel("fake", channel)
     async with gateway:
+        # Home is told a fact in chat (its transcript is part of what recall searches).
+        fake_llm.queue(Reply("noted"))
+        await channel.say(f"remember: my locker number is {LOCKER}", chat_id="h", sender_id="boss")
+        await channel.wait_replies(1, timeout=FIRST_REPLY_TIMEOUT)
         # Work's owner tries every tool on home's memory.
         fake_llm.queue(ToolCalls(probes(home)), Reply("done"))
         await channel.say("look at home", chat_id="w", sender_id="boss")
-        await channel.wait_replies(1, timeout=FIRST_REPLY_TIMEOUT)
-        # The same search in home finds the fact: the search works, the index is home's alone.
-        fake_llm.queue(ToolCalls([("memory_search", {"query": "vault code"})]), Reply("found"))
-        await channel.say("search home", chat_id="h", sender_id="boss")
         await channel.wait_replies(2, timeout=FIRST_REPLY_TIMEOUT)
+        # The same searches in home find both: the search works, the index is home's alone.
+        fake_llm.queue(ToolCalls([("memory_search", {"query": "vault code"}),
+                                  ("memory_search", {"query": "locker number"})]), Reply("found"))
+        await channel.say("search home", chat_id="h", sender_id="boss")
+        await channel.wait_replies(3, timeout=FIRST_REPLY_TIMEOUT)
         # Dream in work reads work's history only.
         await gateway.agents["home"].store.append_history(f"- {HOME_FACT}", session_key="fake:h", owner=True)
         await gateway.agents["work"].store.append_history(f"- {WORK_FACT}", session_key="work:fake:w", owner=True)
@@ -171,18 +178,18 @@ async def test_every_tool_of_work_is_refused_home_and_memory_stays_apart(
         fake_llm.queue(Reply("[SKIP]"))
         await gateway.agents["work"].dream.run()
         dream_requests = fake_llm.requests[before:]
-    work_turn = fake_llm.requests[:2]
+    work_turn = fake_llm.requests[1:3]
     results = [message_text(m) for m in work_turn[1]["messages"] if m.get("role") == "tool"]
     assert len(results) == len(probes(home)), results
-    assert all(SECRET not in r for r in results), results
-    assert all(SECRET not in request_text(r) for r in work_turn)
+    assert all(SECRET not in r and LOCKER not in r for r in results), results
+    assert all(SECRET not in request_text(r) and LOCKER not in request_text(r) for r in work_turn)
     for name_result in results[:6]:
         assert "outside the workspace" in name_result, name_result
-    assert results[-1].startswith("No matches in memory.") or SECRET not in results[-1]
+    assert all("is not a memory source" in r for r in results[7:9]), results[7:9]
     assert (home / "memory" / "MEMORY.md").read_text() == f"# Memory\n\n- {HOME_FACT}\n"
     assert not (tmp_path / "memory").exists()  # nothing written beside the workspaces either
-    home_search = [message_text(m) for m in fake_llm.requests[3]["messages"] if m.get("role") == "tool"]
-    assert SECRET in home_search[0], home_search
+    home_search = [message_text(m) for m in fake_llm.requests[4]["messages"] if m.get("role") == "tool"]
+    assert SECRET in home_search[0] and LOCKER in home_search[1], home_search
     assert dream_requests and all(SECRET not in request_text(r) for r in dream_requests)
     assert any(WORK_FACT in request_text(r) for r in dream_requests)
     assert transcript(work, "work:fake:w")[0]["sender_role"] == "owner"
@@ -254,3 +261,24 @@ async def test_a_workspace_and_config_from_before_several_agents_start_unchanged
                                              "Your dog is Rex."]
     assert (workspace / "memory" / "MEMORY.md").read_text() == f"# Memory\n\n- {HOME_FACT}\n"
     assert list(gateway.agents) == ["default"]
+
+
+async def test_without_the_sandbox_exec_of_an_agent_among_several_refuses_to_run(
+        make_config: Callable[..., Config], tmp_path: Path) -> None:
+    from lucidgate.gateway.tools.turn import TurnContext
+
+    config = agents_config(make_config, tmp_path, tools={"exec": {"sandbox": "off"}})
+    gateway = build_gateway(config)
+    work = gateway.agents["work"]
+    exec_tool = work.tools.get("exec")
+    assert exec_tool is not None and tmp_path / "home" in getattr(exec_tool, "hide")
+    ctx = TurnContext(session_key="work:fake:w", channel="fake", chat_id="w", sender_id="boss", role="owner",
+                      chat_type="private", workspace=tmp_path / "work")
+    out = await work.tools.execute(ctx, "exec", {"command": f"touch {tmp_path}/ran"})
+    assert "runs only inside the sandbox" in str(out) and not (tmp_path / "ran").exists()
+    # A single agent's exec is as configured: it runs.
+    single = build_gateway(make_config(tools={"exec": {"sandbox": "off"}}))
+    alone = TurnContext(session_key="fake:w", channel="fake", chat_id="w", sender_id="boss", role="owner",
+                        chat_type="private", workspace=single.parts.config.workspace)
+    await single.parts.tools.execute(alone, "exec", {"command": f"touch {tmp_path}/ran"})
+    assert (tmp_path / "ran").exists()
