@@ -13,6 +13,7 @@ folder), every override is a real ``agents.defaults`` key, and every binding and
 
 from __future__ import annotations
 
+import os.path
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +152,7 @@ def check_agents(entries: list[AgentEntry], bindings: list[Binding], defaults: B
             raise ValueError(f"{where}: the id {entry.id!r} is used twice")
         ids.add(entry.id)
         merged_settings(defaults, entry, where)
-        path = Path(_absolute(entry.workspace_path))
+        path = Path(os.path.normpath(os.path.abspath(entry.workspace_path)))
         for other_id, other in workspaces:
             if path == other or path.is_relative_to(other) or other.is_relative_to(path):
                 raise ValueError(f"{where}: its workspace {entry.workspace} is the same as, or nested with, "
@@ -161,19 +162,13 @@ def check_agents(entries: list[AgentEntry], bindings: list[Binding], defaults: B
     if len(defaults_marked) > 1:
         raise ValueError(f"agents.list: only one agent can be the default ({', '.join(defaults_marked)} are)")
     for i, entry in enumerate(entries):
-        for other in entry.share_with:
-            if other not in ids or other == entry.id:
-                raise ValueError(f"agents.list[{i}] ({entry.id}): shareWith names {other!r}, not another agent")
+        for shared in entry.share_with:
+            if shared not in ids or shared == entry.id:
+                raise ValueError(f"agents.list[{i}] ({entry.id}): shareWith names {shared!r}, not another agent")
     for i, binding in enumerate(bindings):
         if binding.agent not in ids:
             known = ", ".join(sorted(ids)) or "none: add agents.list first"
             raise ValueError(f"bindings[{i}]: no agent {binding.agent!r} in agents.list (agents: {known})")
-
-
-def _absolute(path: Path) -> str:
-    import os.path
-
-    return os.path.normpath(os.path.abspath(path))
 
 
 class AgentsView:

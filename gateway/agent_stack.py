@@ -109,10 +109,11 @@ class AgentStack:
 
 
 def build_agent(agent_id: str, config: Config, shared: Shared, *, stamp: str = "",
-                other_workspaces: Sequence[Path] = ()) -> AgentStack:
+                other_workspaces: Sequence[Path] = (), media_from: Path | None = None) -> AgentStack:
     """Wire agent ``agent_id`` from its own ``config`` (``Config.for_agent``); ``stamp`` is
     the id its messages carry ("" for the default agent), ``other_workspaces`` those of the
-    daemon's other agents, which its tools must not reach."""
+    daemon's other agents, which its tools must not reach; ``media_from`` the workspace the
+    channels save attachments in, when it is not this agent's."""
     workspace, agent, bus, metrics = config.workspace, config.agent, shared.bus, shared.metrics
     background_jobs = shared.mode in ("daemon", "embedded")
     stores = WorkspaceParts(config)
@@ -181,7 +182,7 @@ def build_agent(agent_id: str, config: Config, shared: Shared, *, stamp: str = "
                         instruction=agent.memory.flush_instruction, framing=agent.memory.flush_framing)
     agent_loop = AgentLoop(config=config, bus=bus, sessions=sessions, runner=runner, commands=commands,
                            owner_sessions=owner_sessions, consolidator=consolidator, metrics=metrics,
-                           flush=flush, agent=stamp)
+                           flush=flush, agent=stamp, media_from=media_from)
     tz, tasks = scheduler_timezone(config), agent.tasks
     reminder_jobs = ReminderJobs(stores.reminders, bus, tz, grace_s=tasks.missed_grace_s, min_every_s=tasks.min_every_s,
                                  task_token_budget=tasks.token_budget, guest_max_active=tasks.guest_max_active,

@@ -105,7 +105,9 @@ def _agent_stacks(config: Config, shared: Shared) -> list[AgentStack]:
     for agent_id in ids:
         others = [c.workspace for other, c in configs.items() if other != agent_id]
         stamp = "" if agent_id == ids[0] else agent_id
-        stacks.append(build_agent(agent_id, configs[agent_id], shared, stamp=stamp, other_workspaces=others))
+        media_from = configs[ids[0]].workspace if stamp else None  # the channels save attachments there
+        stacks.append(build_agent(agent_id, configs[agent_id], shared, stamp=stamp, other_workspaces=others,
+                                  media_from=media_from))
     return stacks
 
 

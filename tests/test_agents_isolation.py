@@ -91,10 +91,15 @@ async def test_one_bot_and_one_webhook_serve_two_agents_by_binding(
             await tg.wait_for("sendMessage", 1, timeout=FIRST_REPLY_TIMEOUT)
             tg.push_message(chat_id=WORKER, text="hello work", message_id=2)
             await tg.wait_for("sendMessage", 2, timeout=FIRST_REPLY_TIMEOUT)
+            # An attachment for work is saved by the shared channel, then moves to work's workspace.
+            doc = tg.add_file(b"%PDF-1.7 work plan", file_path="documents/plan.pdf")
+            tg.push_message(chat_id=WORKER, caption="the plan", message_id=4,
+                            document={**doc, "file_name": "plan.pdf", "mime_type": "application/pdf"})
+            await tg.wait_for("sendMessage", 3, timeout=FIRST_REPLY_TIMEOUT)
             # The channel's owner in a group bound to work: a guest there.
             tg.push_message(chat_id=GROUP, chat_type="supergroup", sender_id=OWNER,
                             text="@lucid_test_bot hello group", message_id=3)
-            await tg.wait_for("sendMessage", 3, timeout=FIRST_REPLY_TIMEOUT)
+            await tg.wait_for("sendMessage", 4, timeout=FIRST_REPLY_TIMEOUT)
             async with httpx.AsyncClient(base_url=server.url, timeout=60,
                                          headers={"Authorization": f"Bearer {HOOK_TOKEN}"}) as client:
                 bound = await client.post("/v1/messages", json={"chat_id": "w1", "sender_id": "u1",
@@ -109,7 +114,10 @@ async def test_one_bot_and_one_webhook_serve_two_agents_by_binding(
         (found,) = [request_text(r) for r in fake_llm.requests if fake_llm.last_user_text(r).endswith(said)]
         return found
 
-    assert len(fake_llm.requests) == 5
+    assert len(fake_llm.requests) == 6
+    attachment = f"media/telegram/{WORKER}/{doc['file_unique_id']}.pdf"
+    assert (work / attachment).read_bytes() == b"%PDF-1.7 work plan" and not (home / attachment).exists()
+    assert attachment in asked("the plan")
     # Each owner's prompt has its own agent's memory and never the other's; work's guests
     # (the webhook caller, home's owner in work's group) see neither home's memory nor recall.
     assert HOME_FACT in asked("hello home") and WORK_FACT not in asked("hello home")

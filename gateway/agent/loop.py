@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Protocol
 
 from lucidgate.channels.bus import Delivery, MessageBus
@@ -41,6 +42,7 @@ from lucidgate.config.schema import Config
 from lucidgate.gateway.agent.chat_kind import settled_kind
 from lucidgate.gateway.agent.commands import CommandRegistry, parse_command
 from lucidgate.gateway.logs import turn_log_context
+from lucidgate.gateway.agent.media_handover import move_media
 from lucidgate.gateway.agent.memory_flush import MemoryFlush
 from lucidgate.gateway.metrics import Metrics
 from lucidgate.gateway.agent.resume import Resume, TurnResumer
@@ -69,9 +71,11 @@ class AgentLoop:
     def __init__(self, *, config: Config, bus: MessageBus, sessions: SessionStore,
                  runner: TurnRunner, commands: CommandRegistry, owner_sessions: OwnerSessions,
                  consolidator: ConsolidationHooks | None = None,
-                 metrics: Metrics | None = None, flush: MemoryFlush | None = None, agent: str = "") -> None:
+                 metrics: Metrics | None = None, flush: MemoryFlush | None = None, agent: str = "",
+                 media_from: Path | None = None) -> None:
         self.config = config
         self.agent_id = agent  # the agent whose messages this loop takes ("" the default)
+        self.media_from = media_from  # where channels saved attachments, when not this workspace
         self.bus = bus
         self.sessions = sessions
         self.runner = runner
@@ -283,6 +287,8 @@ class AgentLoop:
                 if not still_pending(session, delivery.receipt):
                     return
             else:
+                if msg.media and self.media_from is not None:  # into this agent's workspace first
+                    await asyncio.to_thread(move_media, self.media_from, self.config.workspace, msg.media)
                 await self.sessions.append(session, user_line(msg, delivery.receipt), sync=True)
                 await self.bus.ack(delivery)
             if ctx.is_owner_private and msg.task is None:
