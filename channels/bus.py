@@ -5,6 +5,9 @@ configured) *before* it returns, so a channel may ack its platform right after; 
 enqueues on a bounded queue. A full queue applies back-pressure (``publish_inbound`` waits)
 or, for callers that must answer at once, ``BusFull`` after ``timeout`` — in which case the
 message was *not* accepted (it is retracted from the journal): answer 503 / don't ack.
+With several agents (``agents.list``) the bus's ``Router`` (``channels.routing``) stamps each
+message's agent before it is journalled, and each agent has its own queue: an agent's loop
+takes only its messages (``consume_inbound(agent)``), and all of them ack into the one journal.
 
 Outbound: channels ``subscribe`` a send coroutine by channel name. ``publish_outbound``
 records every final item (text, error) in the durable ``Outbox`` (when one is configured)

@@ -163,7 +163,7 @@ async def test_a_consumer_that_dies_is_logged_with_its_traceback_and_readyz_says
     async with serving(health_config) as (server, client):
         bus = server.state.gateway.parts.bus
 
-        async def broken() -> object:
+        async def broken(agent: str = "") -> object:
             raise RuntimeError("the inbox queue broke")
 
         bus.consume_inbound = broken  # type: ignore[method-assign]
