@@ -47,7 +47,7 @@ class AgentEntry(Section):
     # Who is this agent's owner, per channel: {"telegram": ["42"]}. A non-default agent has
     # no other owners; the default agent has these besides the channels' own owners.
     owners: dict[str, list[str]] = Field(default_factory=dict)
-    # Agents whose memory this one may read (read-only recall; validated, not used yet).
+    # Agents whose memory files and notes this one's memory_search may read (read-only, labelled).
     share_with: list[str] = Field(default_factory=list)
 
     @property

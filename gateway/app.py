@@ -44,6 +44,7 @@ from lucidgate.gateway.parts import WorkspaceParts
 from lucidgate.gateway.components import AgentRun, Grace, History, Intake, ModelClient, WorkspaceFiles
 from lucidgate.gateway.lifecycle import Lifecycle, Step
 from lucidgate.gateway.runtime import ConsoleParts, Gateway, GatewayParts, HttpParts
+from lucidgate.gateway.tools.memory_search import MemorySearch
 from lucidgate.memory import tokens
 from lucidgate.memory.sessions_view import SessionsOnDisk
 
@@ -108,7 +109,17 @@ def _agent_stacks(config: Config, shared: Shared) -> list[AgentStack]:
         media_from = configs[ids[0]].workspace if stamp else None  # the channels save attachments there
         stacks.append(build_agent(agent_id, configs[agent_id], shared, stamp=stamp, other_workspaces=others,
                                   media_from=media_from))
+    _share_recall(config, {stack.id: stack for stack in stacks})
     return stacks
+
+
+def _share_recall(config: Config, stacks: Mapping[str, AgentStack]) -> None:
+    """``shareWith``: an agent's memory_search also reads the named agents' memory, read-only."""
+    for entry in config.agents.entries:
+        search = stacks[entry.id].parts.tools.get("memory_search")
+        if isinstance(search, MemorySearch):
+            search.shared = {other: recall for other in entry.share_with
+                             if (recall := stacks[other].parts.recall) is not None}
 
 
 def _components(stacks: Sequence[AgentStack], channels: Mapping[str, Channel], grace: Grace, *,

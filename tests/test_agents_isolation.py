@@ -290,3 +290,34 @@ async def test_without_the_sandbox_exec_of_an_agent_among_several_refuses_to_run
                         chat_type="private", workspace=single.parts.config.workspace)
     await single.parts.tools.execute(alone, "exec", {"command": f"touch {tmp_path}/ran"})
     assert (tmp_path / "ran").exists()
+
+
+async def test_share_with_gives_read_only_labelled_recall_of_the_other_agents_memory_to_the_owner_only(
+        make_config: Callable[..., Config], tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    config = agents_config(make_config, tmp_path,
+                           bindings=[{"agent": "work", "match": {"channel": "fake", "chat": "w"}},
+                                     {"agent": "work", "match": {"channel": "fake", "chat": "g"}}])
+    document = config.model_dump(mode="json", by_alias=True)
+    document["agents"]["list"][1]["shareWith"] = ["home"]
+    document["providers"]["openai"]["apiKey"] = "sk-test"
+    config = Config.model_validate(document)
+    gateway = build_gateway(config)
+    channel = FakeChannel(gateway.parts.bus, "fake", owners=("boss",))
+    gateway.add_channel("fake", channel)
+    search = ToolCalls([("memory_search", {"query": "vault code"})])
+    async with gateway:
+        fake_llm.queue(Reply("noted"))
+        await channel.say(f"remember: my locker number is {LOCKER}", chat_id="h", sender_id="boss")
+        await channel.wait_replies(1, timeout=FIRST_REPLY_TIMEOUT)
+        fake_llm.queue(ToolCalls([("memory_search", {"query": "vault code"}),
+                                  ("memory_search", {"query": "locker number"})]), Reply("owner done"))
+        await channel.say("search", chat_id="w", sender_id="boss")
+        await channel.wait_replies(2, timeout=FIRST_REPLY_TIMEOUT)
+        fake_llm.queue(search, Reply("guest done"))
+        await channel.say("search too", chat_id="g", sender_id="visitor", chat_type="group")
+        await channel.wait_replies(3, timeout=FIRST_REPLY_TIMEOUT)
+    owner = [message_text(m) for m in fake_llm.requests[2]["messages"] if m.get("role") == "tool"]
+    assert SECRET in owner[0] and "Shared read-only by agent 'home'" in owner[0], owner[0]
+    assert LOCKER not in owner[1]  # home's transcripts are not shared, only its memory files and notes
+    guest = [message_text(m) for m in fake_llm.requests[4]["messages"] if m.get("role") == "tool"]
+    assert SECRET not in guest[0] and "Shared" not in guest[0], guest[0]

@@ -11,12 +11,17 @@ Results are quoted material: every snippet line starts with ``> ``, and a hit th
 owner's own words says whose they are ("from a guest chat, telegram:42"). When a search hands
 the owner's turn such words, ``on_untrusted`` is told (the memory committer names them in
 the turn's commit).
+
+Several agents (``shareWith``): in the owner's private chat a search also reads the memory
+files and notes of each agent this one shares with, read-only, owner-written only, each hit
+under a heading naming that agent. They are another agent's words, so the turn treats them
+as outside material (an owner-power action after it is held for approval).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -65,9 +70,11 @@ class MemorySearch:
         max_results: int | None = Field(None, ge=1, le=20)
         sources: list[Literal["memory", "notes", "history", "session"]] | None = None
 
-    def __init__(self, service: RecallService, *, on_untrusted: UntrustedRead | None = None) -> None:
+    def __init__(self, service: RecallService, *, on_untrusted: UntrustedRead | None = None,
+                 shared: Mapping[str, RecallService] | None = None) -> None:
         self.service = service
         self.on_untrusted = on_untrusted
+        self.shared = dict(shared or {})  # agent id -> its recall, read-only (``shareWith``)
 
     async def run(self, ctx: TurnContext, params: MemorySearch.Params) -> str:
         try:
@@ -79,9 +86,31 @@ class MemorySearch:
         if others and self.on_untrusted is not None:
             self.on_untrusted(ctx.session_key, others)
         untrusted = sorted({h.provenance() for h in hits if not h.trusted})
+        text = format_hits(hits)
+        if self.shared and ctx.is_owner_private:
+            shared, agents = await self._shared(params)
+            if agents:
+                text += shared
+                untrusted.append("the memory of agent " + ", ".join(agents))
         if untrusted:  # someone else's words: the turn's authority drops to theirs
-            return OutsideText.of(format_hits(hits), "memory_search hits " + "; ".join(untrusted))
-        return format_hits(hits)
+            return OutsideText.of(text, "memory_search hits " + "; ".join(untrusted))
+        return text
+
+    async def _shared(self, params: MemorySearch.Params) -> tuple[str, list[str]]:
+        """The shared agents' hits, one block each, and the agents that had any."""
+        sources = [s for s in (params.sources or ("memory", "notes")) if s in ("memory", "notes")]
+        if not sources:
+            return "", []
+        blocks: list[str] = []
+        agents: list[str] = []
+        for agent, service in self.shared.items():
+            hits = [h for h in await service.search(params.query, scope=Scope.owner_trusted(),
+                                                     k=params.max_results, sources=sources) if h.trusted]
+            if hits:
+                agents.append(agent)
+                blocks.append(f"\n\nShared read-only by agent {agent!r} (its memory, not this agent's; "
+                              f"memory_get cannot open these):\n" + format_hits(hits).removeprefix(RESULTS_HEADER))
+        return "".join(blocks), agents
 
 
 class MemoryGet:
