@@ -75,7 +75,8 @@ class WorkspaceParts:
         so they can run beside a daemon (which replays only its own journal at start)."""
         from lucidgate.channels.inbox import InboxJournal
 
-        return InboxJournal(self.workspace / ("inbox.jsonl" if daemon else "inbox.cli.jsonl"))
+        return InboxJournal(self.workspace / ("inbox.jsonl" if daemon else "inbox.cli.jsonl"),
+                            forgotten_version=self.tombstones.version)
 
     @cached_property
     def sessions(self) -> SessionStore:
