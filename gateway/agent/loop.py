@@ -275,7 +275,7 @@ class AgentLoop:
             kind = await settled_kind(self.sessions, self.owner_sessions, session, msg.chat_type)
             if kind != ctx.chat_type:  # once shared, shared for good
                 ctx = replace(ctx, chat_type=kind)
-            if delivery.replayed and already_persisted(session, delivery.receipt):
+            if delivery.replayed and already_persisted(await self.sessions.transcript(session), delivery.receipt):
                 # The crash came after the user line was written: answer it only if that
                 # turn never finished (the journal's "done" mark may simply have been lost).
                 await self.bus.ack(delivery)
