@@ -190,6 +190,11 @@ def _vectors(index: MemoryIndex, conn: sqlite3.Connection) -> VectorCache | None
 def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
                        sources: Collection[str] | None, wanted: int,
                        cands: dict[int, Candidate]) -> None:
+    """The ``wanted`` nearest chunks in scope, and the cosine of every keyword candidate.
+
+    One product over the whole (contiguous) matrix, then the scope and the deleted rows
+    are masked out of the scores: cheaper than gathering the allowed rows into a copy
+    first, which costs a full pass over the matrix plus an allocation of its size."""
     import numpy as np
 
     with index._lock:
@@ -197,31 +202,37 @@ def _vector_candidates(index: MemoryIndex, qvec: np.ndarray, scope: Scope,
         cache = _vectors(index, conn)
         if cache is None or not len(cache):
             return
-        ids, keys, srcs, matrix = cache.rows()
-        origins = cache.origins() if scope.trusted_only else None
-    mask = np.ones(len(ids), dtype=bool)
+        ids, keys, srcs, origins, allowed, matrix = cache.columns()
+        found_rows = [r for cid in cands if (r := cache.row_of(cid)) is not None]
     if scope.session_key is not None:
-        mask &= keys == scope.session_key
-    if origins is not None:
-        mask &= origins == TRUSTED
+        allowed &= keys == scope.session_key
+    if scope.trusted_only:
+        allowed &= origins == TRUSTED
     if sources is not None:
-        mask &= np.isin(srcs, list(sources))
-    rows = np.flatnonzero(mask)
-    if not len(rows):
+        allowed &= np.isin(srcs, list(sources))
+    live = int(np.count_nonzero(allowed))
+    if not live:
         return
-    sims = matrix[rows] @ qvec if len(rows) < len(ids) else matrix @ qvec
-    top = np.argsort(-sims)[:wanted] if len(sims) <= wanted else \
-        np.argpartition(-sims, wanted)[:wanted]
+    if live * 4 < len(ids):  # a chat's own scope: a few rows, gathered
+        rows = np.flatnonzero(allowed)
+        sims = matrix[rows] @ qvec
+        order = np.argsort(-sims)[:wanted] if len(sims) <= wanted else np.argpartition(-sims, wanted)[:wanted]
+        top = rows[order]
+    else:
+        sims_all = matrix @ qvec
+        sims_all[~allowed] = -np.inf
+        top = np.argpartition(-sims_all, wanted)[:wanted] if len(sims_all) > wanted else np.arange(len(sims_all))
+        top = top[allowed[top]]
     # Keyword candidates get their cosine too: both signals for every candidate.
-    found = np.flatnonzero(np.isin(ids[rows], np.fromiter(cands, dtype=np.int64, count=len(cands)))) \
-        if cands else np.zeros(0, dtype=np.int64)
-    for i in (*top, *found):
-        row = rows[i]
+    extra = [r for r in found_rows if allowed[r]]
+    picked = np.unique(np.concatenate([top, np.asarray(extra, dtype=np.int64)])) if extra else top
+    cosines = matrix[picked] @ qvec
+    for row, cosine in zip(picked.tolist(), cosines.tolist(), strict=True):
         cid = int(ids[row])
         cand = cands.get(cid)
         if cand is None:
             cand = cands[cid] = Candidate(cid, "", None)
-        cand.cosine = float(sims[i])
+        cand.cosine = float(cosine)
         cand.vector = matrix[row]
 
 
