@@ -37,7 +37,7 @@ from lucidgate.memory.search.fts_text import query_terms
 __all__ = ["COMMON_SHARE", "SCORED_ROWS", "selective_query"]
 
 COMMON_SHARE = 0.1
-SCORED_ROWS = 4_000
+SCORED_ROWS = 6_000
 KEEP_RAREST = 2
 MIN_CHUNKS = 5_000
 _MAX_TERMS = 32
