@@ -91,9 +91,11 @@ CHECK: Literal["check"] = "check"  # the queue item of a background check
 
 @dataclass(slots=True)
 class _Queue:
-    """A session's state while it has consolidation work: whether a check waits unstarted."""
+    """A session's state while it has consolidation work: whether a check waits unstarted,
+    and whether the summary call of the round in hand failed."""
 
     check_waiting: bool = False
+    summary_failed: bool = False
 
 
 def origin_provenance(session: Session, chunk: list[dict[str, Any]]) -> Provenance:
@@ -141,7 +143,6 @@ class Consolidator:
         self.working_set = working_set
         self.working_set_low = working_set * 3 // 4 if working_set is not None else None
         self._provenance = provenance or origin_provenance
-        self._failed: set[str] = set()  # sessions whose last summary call failed
         # One worker per session with work, gone as soon as its queue is empty (idle_s=0).
         self._work: KeyedWorkers[_Turn | Literal["check"], _Queue] = KeyedWorkers(
             "consolidate", self._handle, idle_s=0, new_state=lambda _key: _Queue())
@@ -266,7 +267,7 @@ class Consolidator:
         return self._over_working_set(session, bound)
 
     async def _run(self, session: Session, *, fail_fast: bool = False, working_set: bool = False) -> int:
-        """Rounds while over budget (call with the session's lock held); chunks archived.
+        """Rounds while over budget (call in the session's turn of its queue); chunks archived.
 
         ``fail_fast`` (before a turn, while the user waits): the model is called without
         retries, and after a failed summary the round stops — with the provider down the
@@ -276,15 +277,17 @@ class Consolidator:
         estimate = await self._estimate(session)
         trim = working_set and await self._trim_due(session, self.working_set)
         if estimate >= self.budget or trim:
+            queue = self._work.state(session.key)  # ours while we consolidate the session
             for _ in range(self.max_rounds):
-                self._failed.discard(session.key)
+                if queue is not None:
+                    queue.summary_failed = False
                 if not await self._archive_next(session, fail_fast=fail_fast):
                     if archived == 0:
                         logger.warning("%s is over budget but only the current turn is left "
                                        "to keep; nothing to archive", session.key)
                     break
                 archived += 1
-                if fail_fast and session.key in self._failed:
+                if fail_fast and queue is not None and queue.summary_failed:
                     logger.warning("%s: the summariser failed; the rest waits for the check after "
                                    "the turn", session.key)
                     break
@@ -364,7 +367,9 @@ class Consolidator:
         except (asyncio.CancelledError, PromptTooLong):
             raise
         except Exception as exc:
-            self._failed.add(key)
+            queue = self._work.state(key)
+            if queue is not None:
+                queue.summary_failed = True
             # The type only: provider error texts may echo request details.
             logger.warning("summary of %s messages %d-%d failed (%s); archiving raw", key,
                            first, last, type(exc).__name__)
