@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal
 
-from lucidgate.channels.base import Channel, CommandSpec
+from lucidgate.channels.base import Channel
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.cli import CliChannel
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.registry import build_channels, channel_hints, streaming_channels
 from lucidgate.channels.messages import OutboundProgress, SessionRef
 from lucidgate.gateway.agent.memory_flush import MemoryFlush
@@ -81,13 +82,6 @@ logger = logging.getLogger(__name__)
 Mode = Literal["daemon", "embedded", "agent"]
 
 CHANNELS = "channels"  # the components group the channels start in, between the bus and the flush
-
-
-@runtime_checkable
-class ReadsTranscripts(Protocol):
-    """A channel that shows transcripts (the webhook's sessions API, the web chat's tool calls)."""
-
-    def bind_sessions(self, view: SessionsOnDisk) -> None: ...
 
 
 def build_model(config: Config, stores: WorkspaceParts, metrics: Metrics | None = None, *,
@@ -213,15 +207,16 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
                          mcp=mcp, approvals=approvals)
     _register_commands(parts, flush=flush, chain=chain)
     serves_http = http or mode == "daemon"
-    channels = _channels_for(mode, config, bus, commands.specs(), http=serves_http,
+    # What every channel is built with, complete: nothing is handed to a channel afterwards.
+    # The command specs fill platform menus (Telegram's); every gate shares the one pairing store.
+    deps = ChannelDeps(bus, workspace, stores.pairing, commands=tuple(commands.specs()),
+                       sessions=SessionsOnDisk(sessions))
+    channels = _channels_for(mode, config, deps, http=serves_http,
                              terminal=partial(CliChannel, bus, on_unsolicited=on_unsolicited, on_progress=on_progress))
-    view = SessionsOnDisk(sessions)
-    for channel in channels.values():
-        if isinstance(channel, ReadsTranscripts):
-            channel.bind_sessions(view)
     grace = Grace(config.gateway.shutdown_grace_s)
     components = _components(parts, channels, grace, short_lived=mode == "agent")
-    return Gateway(parts, components, grace, http=_http_parts(parts, channels) if serves_http else None)
+    return Gateway(parts, components, grace, http=_http_parts(parts, channels) if serves_http else None,
+                   channel_deps=deps)
 
 
 def _components(p: GatewayParts, channels: Mapping[str, Channel], grace: Grace, *,
@@ -307,12 +302,11 @@ def _register_commands(p: GatewayParts, *, flush: MemoryFlush, chain: ModelChain
         add(Deny(p.approvals))
 
 
-def _channels_for(mode: Mode, config: Config, bus: MessageBus, commands: Sequence[CommandSpec], *,
+def _channels_for(mode: Mode, config: Config, deps: ChannelDeps, *,
                   http: bool, terminal: Callable[[], CliChannel]) -> dict[str, Channel]:
     channels: dict[str, Channel] = {}
     if mode == "daemon":
-        # The command specs fill platform menus (Telegram's), generated from the registry.
-        channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
+        channels = build_channels(config, deps)
     elif mode == "agent":
         return {"cli": terminal()}
     if http:
@@ -321,6 +315,6 @@ def _channels_for(mode: Mode, config: Config, bus: MessageBus, commands: Sequenc
         if config.console.enabled and config.channels.web.enabled and "web" not in channels:
             from lucidgate.channels.web import WebChannel
 
-            channels["web"] = WebChannel(bus, workspace=config.workspace)
-        channels["cli"] = CliChannel(bus)
+            channels["web"] = WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions)
+        channels["cli"] = CliChannel(deps.bus)
     return channels

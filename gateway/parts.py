@@ -10,7 +10,7 @@ CLI command pays only for what it touches (none of them import litellm).
     sessions/                    SessionStore          the transcripts
     memory/, SOUL.md, USER.md …  MemoryStore, GitStore the memory files and their history
     usage/                       UsageLedger           the token journal
-    state/pairing.json           PairingStore          approved strangers (path: channels.pairing)
+    state/pairing.json           PairingStore          approved strangers, one store for every gate
     state/owner_sessions.json    OwnerSessions         chats that are the owner's own
     state/models.json            SessionModels         per-session model presets
     state/token_calibration.json TokenCalibration      measured token scale per model

@@ -9,7 +9,7 @@ shutdown cut off are resumed from the transcript's tail and answered on their ch
 (``gateway.agent.resume``). A turn runs in the role the message's gate stamped on it
 (``InboundMessage.role``); the loop never asks the config who the sender is.
 
-Session workers are ``channels.keyed`` workers: spawned by the first message, draining the
+Session workers are ``config.keyed`` workers: spawned by the first message, draining the
 session's queue (messages, resumed turns, reminder lines), and retiring after
 ``gateway.workerIdleS`` without work; each session's state lives in its worker's slot. The
 long-lived consumer and resumer tasks are watched (``TaskWatch``): a death is logged with its
@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from lucidgate.channels.bus import Delivery, MessageBus
-from lucidgate.channels.keyed import KeyedWorkers
+from lucidgate.config.keyed import KeyedWorkers
 from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
