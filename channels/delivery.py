@@ -17,7 +17,7 @@ restart), and messages published meanwhile wait behind them, keeping per-chat or
 Typing and streaming previews go through the same lane (so they stay in order) but are
 tried once: they are best-effort.
 
-Lanes are ``channels.keyed`` workers: a lane idle for ``lane_idle_s`` retires, and an outbox
+Lanes are ``config.keyed`` workers: a lane idle for ``lane_idle_s`` retires, and an outbox
 item's id is remembered (to drop a replayed duplicate) only while the item is on a lane, so a
 stream of distinct chats leaves nothing behind once it stops.
 """
@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry
-from lucidgate.channels.keyed import KeyedWorkers
+from lucidgate.config.keyed import KeyedWorkers
 from lucidgate.channels.messages import OutboundMessage
 from lucidgate.channels.outbox import Item, Outbox, chat_key
 from lucidgate.config.backoff import backoff_delay

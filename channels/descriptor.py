@@ -32,7 +32,7 @@ REFUSAL_INTERVAL_S = 600.0
 class ChannelDescriptor:
     """One channel, as the core sees it.
 
-    ``factory`` is the import string of ``build(config, bus, *, workspace, commands)``, imported
+    ``factory`` is the import string of ``build(config, deps: ChannelDeps)``, imported
     only when the channel is enabled; ``None`` for the channels a surface builds around itself
     (``cli`` behind the local API or ``lucid agent``). ``section`` is its config section's type:
     a ``DeliverySection`` (every channel's replies go through the outbox, retried until the

@@ -134,16 +134,29 @@ class AccessGate:
         self._refused: OrderedDict[str, float] = OrderedDict()
 
     @classmethod
-    def for_section(cls, channel: str, section: GatedSection, bus: MessageBus, *, workspace: Path) -> AccessGate:
+    def for_section(cls, channel: str, section: GatedSection, bus: MessageBus, store: PairingStore, *,
+                    roster: Roster | None = None) -> AccessGate:
         """The gate for a ``channels.<name>`` section with ``allowFrom``, ``owners``, ``refusal``
-        and ``pairing``; approvals live in the workspace's pairing store. How often a stranger
-        is refused comes from the channel's descriptor (``channels.registry``)."""
+        and ``pairing``; approvals live in ``store`` (the root's, shared by every gate).
+        ``roster`` replaces the section's when a channel matches ids its own way (email
+        addresses). How often a stranger is refused comes from the channel's descriptor."""
         known = descriptor(channel)
         if known is None:
             raise ValueError(f"no channel {channel!r} in channels.registry: add its descriptor")
-        return cls(channel, bus, Roster.of(section), PairingStore(default_path(Path(workspace))),
+        return cls(channel, bus, roster or Roster.of(section), store,
                    refusal=section.refusal, pairing=section.pairing,
                    refusal_interval_s=known.refusal_interval_s)
+
+    @classmethod
+    def of_channel(cls, channel: str, section: GatedSection, bus: MessageBus, *, gate: AccessGate | None,
+                   pairing: PairingStore | None, workspace: Path, roster: Roster | None = None) -> AccessGate:
+        """The gate a channel's constructor keeps: ``gate`` when one is given (a test's), else
+        one over ``pairing`` — the root's store, which every registry factory passes. Only a
+        channel built alone, outside any gateway (a test), opens the workspace's file itself."""
+        if gate is not None:
+            return gate
+        store = pairing if pairing is not None else PairingStore(default_path(Path(workspace)))
+        return cls.for_section(channel, section, bus, store, roster=roster)
 
     @property
     def refusal_interval_s(self) -> float:

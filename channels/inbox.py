@@ -5,6 +5,11 @@ Append-only JSONL in the workspace (``inbox.jsonl``):
 the agent has appended it to its session. On start, entries without a ``done`` are replayed;
 the journal is then compacted to those entries plus the recent dedupe ids, so a platform
 redelivery after a restart is still recognised.
+
+A handled message's text stays in the file until the next compaction. When the owner makes
+the assistant forget something (``forgotten_version`` changes: the tombstone file's stat),
+the journal compacts at the next handled message, and once more when the messages pending
+then are handled, so a forgotten text does not linger here for thousands of messages.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import asdict
 from pathlib import Path
+from collections.abc import Callable
 from typing import TextIO
 
 from lucidgate.channels.messages import InboundMessage, ScheduledTask
@@ -49,13 +55,16 @@ def _msg_to_json(msg: InboundMessage) -> dict:
 class InboxJournal:
     """Thread-safe journal; call its methods through ``asyncio.to_thread`` from async code."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, forgotten_version: Callable[[], object] | None = None) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._pending: dict[str, InboundMessage] = {}
         self._fh: TextIO | None = None
         self._lines_since_compact = 0
+        self._forgotten_version = forgotten_version
+        self._forgotten_at: object = None
+        self._compact_when_drained = False
 
     def open(self) -> list[tuple[str, InboundMessage]]:
         """Load, compact and open for appending. Returns the entries to replay, in order."""
@@ -66,6 +75,7 @@ class InboxJournal:
                 for lineno, line in enumerate(fh, 1):
                     self._load_line(line, lineno, pending)
         self._pending = pending
+        self._forgotten_at = self._forgotten_version() if self._forgotten_version else None
         self._compact()
         self._fh = self.path.open("a", encoding="utf-8")
         return list(pending.items())
@@ -123,8 +133,22 @@ class InboxJournal:
         with self._lock:
             if self._pending.pop(entry_id, None) is not None:
                 self._write({"done": entry_id}, sync=False)
-            if self._lines_since_compact >= COMPACT_EVERY:
+            if self._lines_since_compact >= COMPACT_EVERY or self._forget_asks_compaction():
                 self._compact_online()
+
+    def _forget_asks_compaction(self) -> bool:
+        """Something was forgotten since the last look: compact now; if messages were
+        pending then (their text stays until handled), compact again once they are."""
+        if self._forgotten_version is not None:
+            version = self._forgotten_version()
+            if version != self._forgotten_at:
+                self._forgotten_at = version
+                self._compact_when_drained = bool(self._pending)
+                return True
+        if self._compact_when_drained and not self._pending:
+            self._compact_when_drained = False
+            return True
+        return False
 
     def _compact_online(self) -> None:
         if self._fh is not None:

@@ -9,6 +9,8 @@ failed approvals are counted: after too many wrong codes in an hour approval is 
 
 The store is one small JSON file shared by the gateway and the CLI, so every operation
 re-reads it under a thread lock *and* a cross-process file lock, then writes it atomically.
+In the gateway one instance serves every channel's gate (``ChannelDeps.pairing``): gates on
+different channels call it from worker threads at once, and the thread lock orders them.
 Methods are synchronous (the CLI uses them directly); async code calls them through
 ``asyncio.to_thread``.
 """

@@ -34,6 +34,7 @@ from lucidgate.channels._ratelimit import DeliveryRetry
 from lucidgate.channels._stopping import cancel_tasks, flush_replies
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.gate import AccessGate
+from lucidgate.channels.pairing import PairingStore
 from lucidgate.channels.messages import (OutboundError, OutboundMessage, OutboundProgress, OutboundText,
                                          OutboundTyping, Target)
 from lucidgate.channels.typing_indicator import TypingIndicator
@@ -82,11 +83,13 @@ class ChannelCore:
 
     name: str
 
-    def __init__(self, settings: Any, bus: MessageBus, *, workspace: Path, gate: AccessGate | None) -> None:
+    def __init__(self, settings: Any, bus: MessageBus, *, workspace: Path, gate: AccessGate | None,
+                 pairing: PairingStore | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.workspace = Path(workspace)
-        self.gate = gate or AccessGate.for_section(self.name, settings.access, bus, workspace=self.workspace)
+        self.gate = AccessGate.of_channel(self.name, settings.access, bus, gate=gate, pairing=pairing,
+                                          workspace=self.workspace)
 
     def is_owner(self, sender_id: str) -> bool:
         return self.gate.is_owner(sender_id)
@@ -100,10 +103,10 @@ class PlatformChannel(ChannelCore):
     sender: Sender
 
     def __init__(self, settings: Any, bus: MessageBus, *, workspace: Path, gate: AccessGate | None,
-                 secrets: Sequence[str] = ()) -> None:
+                 pairing: PairingStore | None = None, secrets: Sequence[str] = ()) -> None:
         """``secrets``: the credentials that must never reach a log line (``_redactor``; a
         channel also installs it on the SDK's loggers while it runs)."""
-        super().__init__(settings, bus, workspace=workspace, gate=gate)
+        super().__init__(settings, bus, workspace=workspace, gate=gate, pairing=pairing)
         self._redactor = RedactingFilter(Redactor(secrets))
         self._ready = asyncio.Event()  # the platform answers: replies can go out
         self._stopping = False

@@ -2,8 +2,9 @@
 
 A registry of descriptors rather than an ``if`` chain per platform: a channel's package
 (and its SDK) is imported only when the channel is enabled, through the ``build(config,
-bus, *, workspace, commands) -> Channel`` factory its descriptor names; a factory that
-cannot work with its section (no token…) raises ``ChannelUnavailable`` saying what to set.
+deps) -> Channel`` factory its descriptor names (``deps``: the ``ChannelDeps`` the root built,
+``channels/deps.py``); a factory that cannot work with its section (no token…) raises
+``ChannelUnavailable`` saying what to set.
 The rest of the core (the outbox deadlines, the streaming set, the prompt's format hints,
 the gate's refusal interval) reads the same descriptors. Adding a channel is one package,
 its config section and one line in ``CHANNELS``.
@@ -17,11 +18,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable, Mapping
 
-from lucidgate.channels.base import Channel, ChannelUnavailable, CommandSpec, SharesIntakeLimits
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.base import Channel, ChannelUnavailable, SharesIntakeLimits
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.descriptor import ChannelDescriptor, sections
 from lucidgate.config.channel_schema import SwitchedSection
 from lucidgate.config.errors import LucidError
@@ -101,27 +101,18 @@ def load_factory(target: str) -> Callable[..., Channel]:
     return factory
 
 
-def build_channels(
-    config: Config,
-    bus: MessageBus,
-    *,
-    workspace: Path | None = None,
-    commands: Sequence[CommandSpec] = (),
-    registry: Mapping[str, ChannelDescriptor] | None = None,
-) -> dict[str, Channel]:
-    """Build every enabled channel; log one line per enabled channel saying what happened.
-
-    ``commands`` (the gateway's slash commands) go to every factory, for platform menus.
-    """
+def build_channels(config: Config, deps: ChannelDeps, *,
+                   registry: Mapping[str, ChannelDescriptor] | None = None) -> dict[str, Channel]:
+    """Build every enabled channel, each factory given the same ``deps``; log one line per
+    enabled channel saying what happened."""
     registry = CHANNELS if registry is None else registry
-    workspace = config.workspace if workspace is None else workspace
     built: dict[str, Channel] = {}
     for name in enabled_channels(config, registry):
         try:
             target = registry[name].factory
             assert target is not None  # enabled_channels keeps only buildable ones
             factory = load_factory(target)
-            channel = factory(config, bus, workspace=workspace, commands=tuple(commands))
+            channel = factory(config, deps)
         except (LucidError, ValueError) as exc:
             logger.warning("%s: %s — disabled", name, exc)
             continue

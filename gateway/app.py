@@ -30,11 +30,11 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
-from typing import Protocol, runtime_checkable
 
-from lucidgate.channels.base import Channel, CommandSpec
+from lucidgate.channels.base import Channel
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.cli import CliChannel
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.registry import build_channels
 from lucidgate.channels.routing import Router
 from lucidgate.config.schema import Config
@@ -55,11 +55,6 @@ logger = logging.getLogger(__name__)
 CHANNELS = "channels"  # the components group the channels start in, between the bus and the flush
 
 
-@runtime_checkable
-class ReadsTranscripts(Protocol):
-    """A channel that shows transcripts (the webhook's sessions API, the web chat's tool calls)."""
-
-    def bind_sessions(self, view: SessionsOnDisk) -> None: ...
 
 
 def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False,
@@ -85,16 +80,17 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     metrics.track_workers(lambda: sum(loop.session_workers for loop in loops), lambda: bus.delivery_lanes)
     bus.observe(metrics.outbound)
     serves_http = http or mode == "daemon"
-    channels = _channels_for(mode, config, bus, parts.commands.specs(), http=serves_http,
+    # What every channel is built with, complete: nothing is handed to a channel afterwards.
+    # The command specs fill platform menus (Telegram's); every gate shares the one pairing store.
+    # Channels are the daemon's: built with the default agent's workspace, commands and sessions.
+    deps = ChannelDeps(bus, base.workspace, daemon_stores.pairing, commands=tuple(parts.commands.specs()),
+                       sessions=SessionsOnDisk(parts.sessions))
+    channels = _channels_for(mode, config, deps, http=serves_http,
                              terminal=partial(CliChannel, bus, on_unsolicited=on_unsolicited, on_progress=on_progress))
-    view = SessionsOnDisk(parts.sessions)  # the default agent's
-    for channel in channels.values():
-        if isinstance(channel, ReadsTranscripts):
-            channel.bind_sessions(view)
     grace = Grace(config.gateway.shutdown_grace_s)
     components = _components(stacks, channels, grace, short_lived=mode == "agent")
     return Gateway(parts, components, grace, http=_http_parts(parts, channels) if serves_http else None,
-                   agents={stack.id: stack.parts for stack in stacks})
+                   channel_deps=deps, agents={stack.id: stack.parts for stack in stacks})
 
 
 def _agent_stacks(config: Config, shared: Shared) -> list[AgentStack]:
@@ -194,12 +190,11 @@ def _http_parts(p: GatewayParts, channels: Mapping[str, Channel]) -> HttpParts:
     return HttpParts(config=p.config, metrics=p.metrics, model=p.model, recall=p.recall, cli=cli, console=console)
 
 
-def _channels_for(mode: Mode, config: Config, bus: MessageBus, commands: Sequence[CommandSpec], *,
+def _channels_for(mode: Mode, config: Config, deps: ChannelDeps, *,
                   http: bool, terminal: Callable[[], CliChannel]) -> dict[str, Channel]:
     channels: dict[str, Channel] = {}
     if mode == "daemon":
-        # The command specs fill platform menus (Telegram's), generated from the registry.
-        channels = build_channels(config, bus, workspace=config.workspace, commands=commands)
+        channels = build_channels(config, deps)
     elif mode == "agent":
         return {"cli": terminal()}
     if http:
@@ -208,6 +203,6 @@ def _channels_for(mode: Mode, config: Config, bus: MessageBus, commands: Sequenc
         if config.console.enabled and config.channels.web.enabled and "web" not in channels:
             from lucidgate.channels.web import WebChannel
 
-            channels["web"] = WebChannel(bus, workspace=config.workspace)
-        channels["cli"] = CliChannel(bus)
+            channels["web"] = WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions)
+        channels["cli"] = CliChannel(deps.bus)
     return channels

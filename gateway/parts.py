@@ -10,7 +10,7 @@ CLI command pays only for what it touches (none of them import litellm).
     sessions/                    SessionStore          the transcripts
     memory/, SOUL.md, USER.md …  MemoryStore, GitStore the memory files and their history
     usage/                       UsageLedger           the token journal
-    state/pairing.json           PairingStore          approved strangers (path: channels.pairing)
+    state/pairing.json           PairingStore          approved strangers, one store for every gate
     state/owner_sessions.json    OwnerSessions         chats that are the owner's own
     state/models.json            SessionModels         per-session model presets
     state/token_calibration.json TokenCalibration      measured token scale per model
@@ -75,7 +75,8 @@ class WorkspaceParts:
         so they can run beside a daemon (which replays only its own journal at start)."""
         from lucidgate.channels.inbox import InboxJournal
 
-        return InboxJournal(self.workspace / ("inbox.jsonl" if daemon else "inbox.cli.jsonl"))
+        return InboxJournal(self.workspace / ("inbox.jsonl" if daemon else "inbox.cli.jsonl"),
+                            forgotten_version=self.tombstones.version)
 
     @cached_property
     def sessions(self) -> SessionStore:

@@ -48,6 +48,7 @@ from lucidgate.memory.store import MemoryStore
 if TYPE_CHECKING:
     from fastapi import APIRouter
     from lucidgate.channels.cli import CliChannel
+    from lucidgate.channels.deps import ChannelDeps
     from lucidgate.gateway.approvals import Approvals
     from lucidgate.gateway.mcp import McpManager
     from lucidgate.gateway.agent.memory_commits import MemoryCommitter
@@ -136,12 +137,16 @@ class Gateway:
     in reverse."""
 
     def __init__(self, parts: GatewayParts, components: Lifecycle, grace: Grace, *,
-                 http: HttpParts | None = None, agents: Mapping[str, GatewayParts] | None = None) -> None:
+                 http: HttpParts | None = None, channel_deps: ChannelDeps,
+                 agents: Mapping[str, GatewayParts] | None = None) -> None:
         self.parts = parts  # the default agent's
         # Every agent's parts by id, the default first (one entry without ``agents.list``).
         self.agents: Mapping[str, GatewayParts] = MappingProxyType(dict(agents or {"default": parts}))
         self._loops = [p.agent for p in self.agents.values()]
         self.http = http  # None for a gateway built without the HTTP surfaces
+        # What the root built its channels with; a channel added before start (a test's, a
+        # benchmark's) is built with the same, so it shares the bus and the pairing store.
+        self.channel_deps = channel_deps
         self._bus, self._config = parts.bus, parts.config
         self._mcp, self._metrics = parts.mcp, parts.metrics
         self._components = components

@@ -8,12 +8,16 @@ in up to ``max_rounds`` chunks until the estimate is back under ``target = budge
 Ordering is what makes this crash-safe: the history entry is appended *before* the session
 header moves. A crash in between can at worst archive a chunk twice, never lose it.
 
-Concurrency: one consolidation per session at a time (a per-key lock of our own — the
-SessionStore's lock guards single writes and is taken inside ``set_last_consolidated``).
-``schedule()`` runs the check in a background task after a turn; a ``schedule()`` while
-one runs only marks "check again". Turns keep appending while a background round runs:
-a round works on a snapshot that ends before the newest user message, so indices it
-archives never move.
+Concurrency: one consolidation per session at a time, in arrival order — each session has a
+queue of consolidation work on the keyed-worker primitive (``config/keyed.py``), whose state
+lives and dies with that queue. A background check (``schedule()``, after a turn) is an item
+of it; a ``schedule()`` while a check waits in the queue adds nothing, and while one runs
+queues exactly one re-check. A caller that consolidates in place (before a turn, ``/new``,
+an overflow) queues a ``_Turn`` and works in its own task once the worker grants it, so the
+work keeps the caller's context (the turn's role and budget) and is cancelled with it. The
+SessionStore's lock guards single writes and is taken inside ``set_last_consolidated``.
+Turns keep appending while a background round runs: a round works on a snapshot that ends
+before the newest user message, so indices it archives never move.
 
 Provenance: every history entry records where its chunk came from (channel, chat type,
 and whether it is the owner's), computed by ``provenance`` — the composition root knows
@@ -32,13 +36,15 @@ Events for metrics (``on_event``): ``"archived"`` per chunk summarised by the LL
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from lucidgate.config.errors import LucidError
+from lucidgate.config.keyed import KeyedWorkers
 from lucidgate.memory._boundaries import find_cut, protected_start
 from lucidgate.memory.consolidation_prompt import (
     build_request,
@@ -69,6 +75,27 @@ def default_chunk_tokens(budget: int, requested: int | None = None) -> int:
     ceiling = max(budget - prompt_overhead_tokens(), 1)
     wanted = budget // 2 if requested is None else requested
     return max(min(wanted, ceiling), 1)
+
+
+@dataclass(slots=True)
+class _Turn:
+    """A caller's place in a session's consolidation queue: ``granted`` when its turn comes,
+    ``released`` when it is done (or gave up waiting)."""
+
+    granted: asyncio.Event = field(default_factory=asyncio.Event)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+CHECK: Literal["check"] = "check"  # the queue item of a background check
+
+
+@dataclass(slots=True)
+class _Queue:
+    """A session's state while it has consolidation work: whether a check waits unstarted,
+    and whether the summary call of the round in hand failed."""
+
+    check_waiting: bool = False
+    summary_failed: bool = False
 
 
 def origin_provenance(session: Session, chunk: list[dict[str, Any]]) -> Provenance:
@@ -116,10 +143,9 @@ class Consolidator:
         self.working_set = working_set
         self.working_set_low = working_set * 3 // 4 if working_set is not None else None
         self._provenance = provenance or origin_provenance
-        self._failed: set[str] = set()  # sessions whose last summary call failed
-        self._locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._again: set[str] = set()
+        # One worker per session with work, gone as soon as its queue is empty (idle_s=0).
+        self._work: KeyedWorkers[_Turn | Literal["check"], _Queue] = KeyedWorkers(
+            "consolidate", self._handle, idle_s=0, new_state=lambda _key: _Queue())
 
     # -- public entry points ---------------------------------------------------------------
     @property
@@ -147,14 +173,13 @@ class Consolidator:
 
     def schedule(self, session_key: str) -> None:
         """Check ``session_key`` in the background (call after every turn)."""
-        task = self._tasks.get(session_key)
-        if task is not None and not task.done():
-            self._again.add(session_key)
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._background(session_key), name=f"consolidate:{session_key}")
-        self._tasks[session_key] = task
-        task.add_done_callback(partial(self._forget, session_key))
+        queue = self._work.state(session_key)
+        if queue is not None and queue.check_waiting:
+            return  # the check already waiting will see this turn too
+        self._work.put(session_key, CHECK)
+        queue = self._work.state(session_key)
+        assert queue is not None  # put made the slot
+        queue.check_waiting = True
 
     async def archive_all(self, session: Session) -> None:
         """``/new``: archive every active message, in token-bounded chunks.
@@ -185,42 +210,44 @@ class Consolidator:
         return moved
 
     async def drain(self) -> None:
-        """Wait for every background check, including re-checks requested meanwhile."""
-        while pending := [t for t in self._tasks.values() if not t.done()]:
-            await asyncio.gather(*pending, return_exceptions=True)
+        """Wait until no session has consolidation queued or running, re-checks requested
+        meanwhile included."""
+        await self._work.wait_idle()
 
     # -- internals -------------------------------------------------------------------------
     @asynccontextmanager
     async def _hold(self, key: str) -> AsyncIterator[None]:
-        """The per-session consolidation lock; dropped once nobody holds or awaits it."""
-        lock, users = self._locks.setdefault(key, (asyncio.Lock(), [0]))
-        users[0] += 1
+        """Consolidate ``key`` in the caller's task once its earlier work is done."""
+        turn = _Turn()
+        self._work.put(key, turn)
         try:
-            async with lock:
-                yield
+            await turn.granted.wait()
+            yield
         finally:
-            users[0] -= 1
-            entry = self._locks.get(key)
-            if users[0] == 0 and entry is not None and entry[0] is lock:
-                del self._locks[key]
+            turn.released.set()
 
-    def _forget(self, key: str, task: asyncio.Task[None]) -> None:
-        if self._tasks.get(key) is task:
-            del self._tasks[key]
+    async def _handle(self, key: str, item: _Turn | Literal["check"]) -> None:
+        """The session worker's step: grant a caller its turn and wait for it, or run a check."""
+        if isinstance(item, _Turn):
+            if not item.released.is_set():  # not cancelled while it waited
+                item.granted.set()
+                await item.released.wait()
+            return
+        queue = self._work.state(key)
+        if queue is not None:
+            queue.check_waiting = False  # a schedule() from now on queues a re-check
+        # A check belongs to no turn: it runs in a fresh context, never in the one of whoever
+        # started this worker (a turn's role and token budget stay with that turn).
+        await asyncio.create_task(self._check(key), name=f"consolidate:{key}", context=contextvars.Context())
 
-    async def _background(self, key: str) -> None:
-        while True:
-            self._again.discard(key)
-            try:
-                session = await self._sessions.get(key)
-                async with self._hold(key):
-                    await self._run(session, working_set=True)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("background consolidation of %s failed", key)
-            if key not in self._again:
-                return
+    async def _check(self, key: str) -> None:
+        try:
+            session = await self._sessions.get(key)
+            await self._run(session, working_set=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("background consolidation of %s failed", key)
 
     def conversation_tokens(self, session: Session) -> int:
         """Tokens of the messages still in context; each message counted once and cached."""
@@ -240,7 +267,7 @@ class Consolidator:
         return self._over_working_set(session, bound)
 
     async def _run(self, session: Session, *, fail_fast: bool = False, working_set: bool = False) -> int:
-        """Rounds while over budget (call with the session's lock held); chunks archived.
+        """Rounds while over budget (call in the session's turn of its queue); chunks archived.
 
         ``fail_fast`` (before a turn, while the user waits): the model is called without
         retries, and after a failed summary the round stops — with the provider down the
@@ -250,15 +277,17 @@ class Consolidator:
         estimate = await self._estimate(session)
         trim = working_set and await self._trim_due(session, self.working_set)
         if estimate >= self.budget or trim:
+            queue = self._work.state(session.key)  # ours while we consolidate the session
             for _ in range(self.max_rounds):
-                self._failed.discard(session.key)
+                if queue is not None:
+                    queue.summary_failed = False
                 if not await self._archive_next(session, fail_fast=fail_fast):
                     if archived == 0:
                         logger.warning("%s is over budget but only the current turn is left "
                                        "to keep; nothing to archive", session.key)
                     break
                 archived += 1
-                if fail_fast and session.key in self._failed:
+                if fail_fast and queue is not None and queue.summary_failed:
                     logger.warning("%s: the summariser failed; the rest waits for the check after "
                                    "the turn", session.key)
                     break
@@ -338,7 +367,9 @@ class Consolidator:
         except (asyncio.CancelledError, PromptTooLong):
             raise
         except Exception as exc:
-            self._failed.add(key)
+            queue = self._work.state(key)
+            if queue is not None:
+                queue.summary_failed = True
             # The type only: provider error texts may echo request details.
             logger.warning("summary of %s messages %d-%d failed (%s); archiving raw", key,
                            first, last, type(exc).__name__)

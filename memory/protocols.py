@@ -3,7 +3,7 @@
 Memory knows nothing about litellm, channels or the gateway: the composition root hands
 the Consolidator and Dream an object satisfying ``ChatModel``, Dream a ``ToolLoop`` (the
 gateway's one tool loop, shared with turns) and the Consolidator a ``PromptSizer`` (the
-turn's own prompt estimate). Tests satisfy them with the real gateway parts pointed at the
+turn's own prompt estimate). Tests satisfy them with the gateway's real model client pointed at the
 fake OpenAI server.
 """
 

@@ -2,8 +2,8 @@
 
 The webhook's sessions API lists chats and what the assistant said in them; the web chat
 shows the tool calls of a turn beside its reply. Both get this one view from the composition
-root (``build_gateway`` binds it as it builds the channels), so no channel reaches into the
-agent's session store.
+root (``build_gateway`` puts it in the ``ChannelDeps`` every channel is built with), so no
+channel reaches into the agent's session store.
 """
 
 from __future__ import annotations

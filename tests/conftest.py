@@ -160,6 +160,34 @@ def network_guard() -> Iterator[NetworkGuard]:
         yield guard
 
 
+# ----------------------------------------------------------------------------- bytecode
+
+_LAYERS = ("config", "memory", "channels", "scheduler", "gateway")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the project's modules to bytecode once, before the xdist workers start.
+
+    With ``PYTHONDONTWRITEBYTECODE=1`` in the environment (common in containers and CI
+    images) no process writes ``__pycache__``, so every ``lucid`` subprocess the suite starts
+    (a few hundred: the CLI, gateway and chaos tests) compiled all ~330 lucidgate modules
+    from source again: about a second of CPU each. ``compileall`` writes the files whatever
+    that variable says and skips those already up to date; the variable only stops
+    writing, so every later process reads them. Where bytecode is written anyway this just
+    does the first process's work up front."""
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller has done it
+        return
+    import compileall
+    from importlib.util import find_spec
+
+    folders = [Path(__file__).resolve().parent]
+    for layer in _LAYERS:
+        spec = find_spec(f"lucidgate.{layer}")
+        folders.extend(Path(p) for p in (spec.submodule_search_locations or []) if spec)
+    for folder in folders:
+        compileall.compile_dir(folder, quiet=2)  # an unwritable checkout: nothing changes
+
+
 # ----------------------------------------------------------------------------- real programs
 
 

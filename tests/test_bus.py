@@ -154,3 +154,38 @@ async def test_the_recorded_hook_sees_durable_messages_and_a_failing_hook_loses_
     finally:
         await bus.stop()
         outbox.close()
+
+
+def test_a_forget_compacts_the_journal_so_the_forgotten_text_does_not_linger(tmp_path: Path) -> None:
+    """Handled lines stay until a compaction; a forget brings one on at the next handled
+    message, and another once the messages pending at the forget are handled."""
+    from lucidgate.memory.tombstones import Tombstones
+
+    def run(*, aware: bool) -> list[str]:
+        ws = tmp_path / ("aware" if aware else "plain")
+        stones = Tombstones(ws)
+        journal = InboxJournal(ws / "inbox.jsonl", forgotten_version=stones.version if aware else None)
+        journal.open()
+        def said(n: int, text: str) -> InboundMessage:
+            return InboundMessage(channel="t", chat_id="1", sender_id="u", text=text, message_id=str(n))
+
+        first = journal.append(said(1, "my door code is 8812"))
+        assert first is not None
+        journal.done(first)
+        waiting = journal.append(said(2, "and the garage is 8812 too"))
+        stones.add("8812")
+        third = journal.append(said(3, "thanks"))
+        assert waiting is not None and third is not None
+        journal.done(third)
+        after_forget = (ws / "inbox.jsonl").read_text()
+        journal.done(waiting)
+        drained = (ws / "inbox.jsonl").read_text()
+        journal.close()
+        return [after_forget, drained]
+
+    after_forget, drained = run(aware=True)
+    assert "door code" not in after_forget and "garage is 8812" in after_forget  # still pending
+    assert "8812" not in drained
+    assert [] == [m.text for _, m in InboxJournal(tmp_path / "aware" / "inbox.jsonl").open()]
+    plain_after, plain_drained = run(aware=False)  # the control: without the hook both stay
+    assert "door code is 8812" in plain_drained and "garage is 8812" in plain_drained

@@ -11,12 +11,14 @@ from pydantic import Field
 
 import lucidgate.channels.registry as registry
 from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.descriptor import REFUSAL_INTERVAL_S, ChannelDescriptor
 from lucidgate.channels.gate import AccessGate
 from lucidgate.channels.messages import OutboundMessage
 from lucidgate.config.channel_schema import DeliverySection, GatedSection, StreamingSection, SwitchedSection
 from lucidgate.config.schema import ChannelsConfig, Config
 from lucidgate.gateway.app import build_gateway
+from tests.channel_kit import deps_at
 
 
 class PigeonConfig(SwitchedSection, GatedSection, DeliverySection, StreamingSection):
@@ -42,10 +44,10 @@ class PigeonChannel:
     async def send(self, msg: OutboundMessage) -> None: ...
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path, commands: Any = ()) -> PigeonChannel:
+def build(config: Config, deps: ChannelDeps) -> PigeonChannel:
     section = registry.CHANNELS["pigeon"].of(config.channels)
     assert isinstance(section, PigeonConfig)
-    return PigeonChannel(AccessGate.for_section("pigeon", section, bus, workspace=workspace))
+    return PigeonChannel(AccessGate.for_section("pigeon", section, deps.bus, deps.pairing))
 
 
 PIGEON = ChannelDescriptor("pigeon", PigeonConfig, "Replies are tied to a bird's leg: be brief.",
@@ -74,7 +76,7 @@ def test_a_channel_added_by_one_descriptor_gets_its_deadline_hint_streaming_and_
     assert parts.bus.outbox.deadline_s("pigeon") == 2 * 3600.0  # the app's outbox
     assert parts.builder.channel_hints["pigeon"] == pigeon.hint  # the prompt
     assert "pigeon" in parts.agent.runner.streaming_channels  # the streaming set
-    built = registry.build_channels(config, MessageBus(), workspace=workspace,
+    built = registry.build_channels(config, deps_at(MessageBus(), workspace),
                                     registry={"pigeon": pigeon})  # the registry
     channel = built["pigeon"]
     assert isinstance(channel, PigeonChannel)
@@ -102,7 +104,7 @@ def test_every_channel_has_a_hint_a_deadline_and_one_refusal_interval(make_confi
 
 def test_a_gate_for_a_channel_without_a_descriptor_is_refused(make_config: Any, workspace: Path) -> None:
     with pytest.raises(ValueError, match="no channel 'pigeon'"):
-        AccessGate.for_section("pigeon", PigeonConfig(), MessageBus(), workspace=workspace)
+        AccessGate.for_section("pigeon", PigeonConfig(), MessageBus(), deps_at(MessageBus(), workspace).pairing)
 
 
 def test_a_descriptor_needs_a_delivery_section() -> None:

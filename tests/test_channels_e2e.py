@@ -76,8 +76,7 @@ async def telegram_gateway(make_config: Callable[..., Config], workspace: Path,
                                "pollTimeoutS": 1, "watchdogS": 60}},
     )
     gw = build_gateway(config)
-    gw.add_channel("telegram", telegram_channel.build(config, gw.parts.bus, workspace=config.workspace,
-                                                      commands=gw.parts.commands.specs()))
+    gw.add_channel("telegram", telegram_channel.build(config, gw.channel_deps))
     async with gw:
         await tg.wait_for("deleteWebhook")  # connected; polling from here on
         yield gw
@@ -232,8 +231,7 @@ async def slack_api() -> AsyncIterator[FakeSlackAPI]:
 @asynccontextmanager
 async def slack_gateway(config: Config) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
     gw = build_gateway(config, http=True)
-    gw.add_channel("slack", slack_channel.build(config, gw.parts.bus, workspace=config.workspace,
-                                                commands=gw.parts.commands.specs()))
+    gw.add_channel("slack", slack_channel.build(config, gw.channel_deps))
     app = create_app(config, gateway=gw)  # mounts the channel's /slack/events route
     async with served_client(app, lifespan="on") as client:
         yield gw, client

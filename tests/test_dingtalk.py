@@ -24,6 +24,7 @@ from lucidgate.channels.dingtalk.format import MAX_MESSAGE_CHARS, parse_turn, to
 from lucidgate.channels.inbox import InboxJournal
 from lucidgate.channels.messages import InboundMessage, OutboundText, Target
 from lucidgate.config.errors import ConfigError
+from tests.channel_kit import deps_at
 from tests.fakes.dingtalk_server import CLIENT_ID, CLIENT_SECRET, FakeDingTalk
 from tests.waiting import until
 
@@ -290,10 +291,10 @@ async def test_bad_credentials_keep_retrying_without_failing_the_start(make_conf
 def test_build_refuses_without_credentials(make_config: Callable[..., Any], workspace: Path) -> None:
     config = make_config(channels={"dingtalk": {"enabled": True, "clientId": CLIENT_ID}})
     with pytest.raises(ConfigError, match="clientSecret"):
-        build(config, MessageBus(), workspace=workspace)
+        build(config, deps_at(MessageBus(), workspace))
     config = make_config(channels={"dingtalk": {"enabled": True}})
     with pytest.raises(ConfigError, match="clientId"):
-        build(config, MessageBus(), workspace=workspace)
+        build(config, deps_at(MessageBus(), workspace))
 
 
 def test_a_turn_names_the_sender_by_staff_id_and_reads_rich_text() -> None:

@@ -42,7 +42,7 @@ async def gateway(make_config: Callable[..., Config], dt: FakeDingTalk,
     config = make_config(agents={"defaults": {"llmRetries": 0, "dream": {"enabled": False}}},
                          channels={"dingtalk": dingtalk_section(dt)})
     gw = build_gateway(config)
-    gw.add_channel("dingtalk", dingtalk_channel.build(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("dingtalk", dingtalk_channel.build(config, gw.channel_deps))
     async with gw:
         await dt.wait_connected()
         yield gw

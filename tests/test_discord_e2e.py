@@ -45,7 +45,7 @@ async def gateway(make_config: Callable[..., Config], dc: FakeDiscordAPI,
     config = make_config(agents={"defaults": {"llmRetries": 0, "dream": {"enabled": False}}},
                          channels={"discord": discord_section(dc, streaming=True, previewIntervalS=0.2)})
     gw = build_gateway(config)
-    gw.add_channel("discord", discord_channel.build(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("discord", discord_channel.build(config, gw.channel_deps))
     async with gw:
         await until(lambda: dc.gateway.current is not None, what="identified")
         yield gw

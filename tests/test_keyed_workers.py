@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from lucidgate.channels.bus import Delivery, MessageBus
-from lucidgate.channels.keyed import KeyedWorkers
+from lucidgate.config.keyed import KeyedWorkers
 from lucidgate.channels.messages import InboundMessage, OutboundText, Target
 from lucidgate.channels.outbox import Outbox
 from lucidgate.gateway.app import build_gateway

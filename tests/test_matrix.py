@@ -63,7 +63,7 @@ async def start_gateway(make_config: Callable[..., Config], homeserver: Homeserv
         config = make_config(agents={"defaults": AGENT}, channels={"matrix": matrix},
                              providers={"openai": {"streamToolCalls": True}})  # the fake streams them
         gw = build_gateway(config)
-        gw.add_channel("matrix", build_matrix(config, gw.parts.bus, workspace=config.workspace))
+        gw.add_channel("matrix", build_matrix(config, gw.channel_deps))
         await gw.__aenter__()
         running.append(gw)
         channel = matrix_of(gw)
@@ -311,7 +311,7 @@ async def test_a_rate_limited_reply_waits_retry_after_ms_and_arrives_once(
             "enabled": True, "homeserver": proxy.url, "accessToken": bot.token,
             "allowFrom": [owner.user_id], "syncTimeoutS": 5}})
         gw = build_gateway(config)
-        gw.add_channel("matrix", build_matrix(config, gw.parts.bus, workspace=config.workspace))
+        gw.add_channel("matrix", build_matrix(config, gw.channel_deps))
         async with gw:
             channel = matrix_of(gw)
             room = await dm_with_bot(owner, bot)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lucidgate.channels.bus import MessageBus
-from lucidgate.channels.gate import AccessGate
 from lucidgate.config.schema import Config
 from lucidgate.gateway.app import build_gateway
 from lucidgate.gateway.parts import WorkspaceParts
@@ -13,7 +11,8 @@ from lucidgate.gateway.parts import WorkspaceParts
 
 def test_the_gateway_and_the_cli_open_the_same_stores(make_config: Callable[..., Config]) -> None:
     config = make_config(agents={"defaults": {"memory": {"maxHistoryEntries": 77}}})
-    wired = build_gateway(config).parts
+    gateway = build_gateway(config)
+    wired = gateway.parts
     cli = WorkspaceParts(config)
     assert cli.sessions.dir == wired.sessions.dir
     assert cli.memory.history_path == wired.store.history_path
@@ -21,8 +20,7 @@ def test_the_gateway_and_the_cli_open_the_same_stores(make_config: Callable[...,
     assert cli.usage.folder == wired.usage.folder
     assert cli.reminders.path == wired.scheduler.reminders.store.path
     assert cli.job_state.path == wired.scheduler.state.path
-    gate = AccessGate.for_section("telegram", config.channels.telegram, MessageBus(), workspace=config.workspace)
-    assert cli.pairing.path == gate.store.path  # what `lucid pairing approve` approves, the gate reads
+    assert cli.pairing.path == gateway.channel_deps.pairing.path  # what `lucid pairing approve` approves, the gates read
 
 
 def test_a_store_is_built_once_and_only_when_asked_for(make_config: Callable[..., Config]) -> None:

@@ -186,6 +186,30 @@ async def test_a_replayed_message_already_answered_is_not_answered_again(
     assert [m["content"] for m in session.messages] == ["hi", "hello!"]
 
 
+async def test_a_replayed_message_answered_and_since_archived_is_not_answered_again(
+    fake_llm: FakeLLMServer, make_config: Callable, workspace: Path
+) -> None:
+    """A power loss can drop the journal's unsynced "done" mark after the turn finished and
+    its lines were archived (the session then holds them as markers, not dicts): the
+    replay still finds the user line, in the file."""
+    journal = InboxJournal(workspace / "inbox.jsonl")
+    journal.open()
+    receipt = journal.append(InboundMessage(channel="cli", chat_id="1", sender_id="local", text="hi",
+                                            message_id="x-1"))
+    journal.close()
+    path = write_session(workspace, [
+        {"role": "user", "content": "hi", "sender_id": "local", "inbox": receipt},
+        {"role": "assistant", "content": "hello!"},
+        {"role": "user", "content": "later", "sender_id": "local", "inbox": "other"},
+        {"role": "assistant", "content": "sure"},
+    ])
+    path.with_name("cli_1.state.json").write_text(json.dumps({"last_consolidated": 2}))  # archived
+    channel = await start_and_collect(make_config(), 0)
+    assert channel.replies() == [] and fake_llm.requests == []
+    session = load_session_file(workspace / "sessions" / "cli_1.jsonl")
+    assert [m["content"] for m in session.messages] == ["hi", "hello!", "later", "sure"]
+
+
 async def test_a_channel_that_fails_to_start_does_not_stop_the_others(
     fake_llm: FakeLLMServer, make_config: Callable
 ) -> None:

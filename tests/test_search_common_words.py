@@ -55,3 +55,27 @@ def test_a_small_memory_keeps_every_word(tmp_path: Path) -> None:
     expr = selective_query(index, index.conn(), "what was I doing for the marathon")
     assert expr == '"doing" OR "marathon"'
     index.close()
+
+
+def test_words_share_a_budget_of_scored_matches_spent_rarest_first(
+        tmp_path: Path, large: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 100k windows four words each in a few percent of memory still made FTS5 score 20,000
+    rows: the words kept are the rarest whose matches fit ``SCORED_ROWS`` together."""
+    notes = tmp_path / "memory"
+    notes.mkdir(parents=True)
+    for n in range(40):
+        text = "walked the dog" + (" to the harbour" if n % 10 == 0 else "") + \
+            (" and saw the lighthouse" if n == 5 else "")
+        (notes / f"2026-02-{n % 28 + 1:02d}-{n}.md").write_text(f"# Walk {n}\n\n{text}.\n", encoding="utf-8")
+    index = MemoryIndex(tmp_path, embedder=None)
+    index.sync()
+    # "harbour" is in 4 of 40 notes, "lighthouse" in 1; "walked" and "dog" in all (left out by share).
+    monkeypatch.setattr(common_words, "SCORED_ROWS", 5)
+    assert selective_query(index, index.conn(), "harbour lighthouse") == '"harbour" OR "lighthouse"'
+    monkeypatch.setattr(common_words, "SCORED_ROWS", 4)
+    assert selective_query(index, index.conn(), "harbour lighthouse") == '"lighthouse"'
+    monkeypatch.setattr(common_words, "SCORED_ROWS", 0)  # the rarest word always stays
+    assert selective_query(index, index.conn(), "walked to the harbour") == '"harbour"'
+    hits = search(index, "harbour lighthouse", k=1, today=TODAY)
+    assert "lighthouse" in hits[0].text
+    index.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lucidgate.memory.search import MemoryIndex, search
+from lucidgate.memory.search import MemoryIndex, Scope, search
 from lucidgate.memory.search import _rows
 from lucidgate.memory.search.query import _vectors
 from lucidgate.memory.search.rebuild import rebuild
@@ -137,3 +137,31 @@ def test_rows_stay_right_through_growth_and_compaction() -> None:
         cache.refresh(conn)
         assert {i: v[2] for i, v in content(cache).items()} == alive
     assert cache.full_loads == 1
+
+
+def test_searches_over_deleted_rows_rank_as_a_fresh_load_does(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """Issue 42, scale: the whole matrix is scored and deleted rows masked (no copy of the
+    live rows); with rows deleted by turns, every scope ranks exactly as a fresh index."""
+    (tmp_path / "sessions").mkdir()
+    chat = tmp_path / "sessions" / "telegram_42.jsonl"
+    chat.write_bytes(json.dumps(HEADER).encode() + b"\n" + turn(0, "the lighthouse keeper"))
+    (tmp_path / "sessions" / "other.jsonl").write_bytes(
+        json.dumps({**HEADER, "key": "slack:C1"}).encode() + b"\n" + turn(1, "the lighthouse lamp"))
+    index = MemoryIndex(tmp_path, embedder=embedder)
+    index.sync()
+    current(index)
+    for i in range(1, 5):  # each turn replaces the chat's open window: a deleted row
+        with chat.open("ab") as fh:
+            fh.write(turn(i, "the lighthouse"))
+        index.sync()
+    cache = current(index)
+    _, _, _, _, live, _ = cache.columns()
+    assert cache.full_loads == 1 and not live.all()  # deleted rows are still in the matrix
+    fresh = MemoryIndex(tmp_path, embedder=embedder)
+    for scope in (Scope(), Scope("telegram:42"), Scope("slack:C1"), Scope.owner_trusted()):
+        got = [(h.path, h.start_line, round(h.score, 6)) for h in search(index, "lighthouse", k=8, scope=scope)]
+        want = [(h.path, h.start_line, round(h.score, 6)) for h in search(fresh, "lighthouse", k=8, scope=scope)]
+        assert got == want
+    assert all(h.session_key == "slack:C1" for h in search(index, "lighthouse", k=8, scope=Scope("slack:C1")))
+    index.close()
+    fresh.close()

@@ -28,6 +28,7 @@ from lucidgate.gateway.app import build_gateway
 from lucidgate.gateway.logs import secrets_from_config, setup_logging
 from lucidgate.gateway.daemon.serve import GatewayLocked, GatewayServer, ListenError, WorkspaceLock, bind_socket
 from lucidgate.gateway.daemon.server import create_app
+from tests.channel_kit import deps_at
 from tests.fakes.llm import Fail
 from tests.test_webhook import AUTH, TOKEN, body, serving
 
@@ -195,7 +196,7 @@ async def test_every_documented_response_of_post_messages_is_real(wh_config, fak
 # ----------------------------------------------------------------------------- channel registry
 
 
-def exploding_factory(config: Config, bus: MessageBus, *, workspace: Any, commands: Any = ()) -> Any:
+def exploding_factory(config: Config, deps: Any) -> Any:
     raise RuntimeError("kaboom")
 
 
@@ -204,7 +205,7 @@ def _registry(factories: dict[str, str]) -> dict[str, ChannelDescriptor]:
     return {name: dataclasses.replace(CHANNELS[name], factory=target) for name, target in factories.items()}
 
 
-def refusing_factory(config: Config, bus: MessageBus, *, workspace: Any, commands: Any = ()) -> Any:
+def refusing_factory(config: Config, deps: Any) -> Any:
     raise ChannelUnavailable("the platform said no")
 
 
@@ -216,7 +217,7 @@ def test_a_channel_that_fails_to_build_never_stops_the_others(make_config, caplo
     factories = {"telegram": "tests.test_server:exploding_factory",
                  "slack": "tests.test_server:refusing_factory",
                  "webhook": "lucidgate.channels.webhook:build"}
-    built = build_channels(config, MessageBus(), registry=_registry(factories))
+    built = build_channels(config, deps_at(MessageBus(), config.workspace), registry=_registry(factories))
     assert list(built) == ["webhook"]
     lines = [r.getMessage() for r in caplog.records]
     assert "telegram: failed to build — disabled" in lines
@@ -230,7 +231,7 @@ def test_missing_tokens_and_modules_are_reported_per_channel(make_config, caplog
                                    "webhook": {"enabled": True, "token": TOKEN}})
     factories = {"telegram": "lucidgate.channels.telegram:build", "slack": "lucidgate.channels.slack:build",
                  "webhook": "no_such_module_for_lucid:build"}
-    assert build_channels(config, MessageBus(), registry=_registry(factories)) == {}
+    assert build_channels(config, deps_at(MessageBus(), config.workspace), registry=_registry(factories)) == {}
     lines = [r.getMessage() for r in caplog.records]
     assert "telegram: no token (set channels.telegram.token) — disabled" in lines
     assert "slack: socket mode needs an appToken (channels.slack.appToken) — disabled" in lines
@@ -244,9 +245,12 @@ def test_disabled_platforms_are_never_imported(tmp_path):
         "from lucidgate.config import Config\n"
         "from lucidgate.channels.bus import MessageBus\n"
         "from lucidgate.channels.registry import build_channels\n"
+        "from lucidgate.channels.deps import ChannelDeps\n"
+        "from lucidgate.channels.pairing import PairingStore, default_path\n"
         f"cfg = Config.model_validate({{'agents': {{'defaults': {{'workspace': {str(tmp_path)!r}}}}},"
         f" 'channels': {{'webhook': {{'token': 'abcdefgh'}}}}}})\n"
-        "built = build_channels(cfg, MessageBus())\n"
+        "deps = ChannelDeps(MessageBus(), cfg.workspace, PairingStore(default_path(cfg.workspace)))\n"
+        "built = build_channels(cfg, deps)\n"
         "loaded = [m for m in sys.modules if m.split('.')[0] in ('telegram', 'slack_bolt', 'slack_sdk')"
         " or m in ('lucidgate.channels.telegram', 'lucidgate.channels.slack')]\n"
         "print(json.dumps({'built': sorted(built), 'loaded': loaded}))\n"

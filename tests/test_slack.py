@@ -31,6 +31,7 @@ from lucidgate.channels.pairing import PairingStore, default_path
 from lucidgate.channels.slack import SlackChannel, SlackSettings, build
 from lucidgate.channels.slack.format import as_command, parse_event, payload, to_chunks
 from lucidgate.config.errors import ConfigError
+from tests.channel_kit import deps_at
 from tests.fakes.slack_api import FakeSlackAPI, event_callback
 from tests.served import served_client
 
@@ -204,13 +205,13 @@ def test_parse_thread_mention_and_file_share() -> None:
 def test_config_errors_name_the_missing_keys(slack_config: Callable[..., Any], workspace: Path) -> None:
     cfg = slack_config(botToken="", mode="http")
     with pytest.raises(ConfigError, match="botToken"):
-        build(cfg, MessageBus(), workspace=workspace)
+        build(cfg, deps_at(MessageBus(), workspace))
     cfg = slack_config(appToken="", mode="socket")
     with pytest.raises(ConfigError, match="appToken"):
-        build(cfg, MessageBus(), workspace=workspace)
+        build(cfg, deps_at(MessageBus(), workspace))
     cfg = slack_config(signingSecret="", mode="http")
     with pytest.raises(ConfigError, match="signingSecret"):
-        build(cfg, MessageBus(), workspace=workspace)
+        build(cfg, deps_at(MessageBus(), workspace))
 
 
 @pytest.mark.parametrize("name", ["lucidgate.channels.slack", "lucidgate.channels.slack.sdk", "slack_sdk.socket_mode.aiohttp",
@@ -218,7 +219,7 @@ def test_config_errors_name_the_missing_keys(slack_config: Callable[..., Any], w
 def test_tokens_are_redacted_from_slack_logs(
     name: str, slack_config: Callable[..., Any], workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    build(slack_config(), MessageBus(), workspace=workspace)  # installs the filters
+    build(slack_config(), deps_at(MessageBus(), workspace))  # installs the filters
     log = logging.getLogger(name)
     with caplog.at_level(logging.DEBUG, logger=name):
         log.info("calling with %s and %s", "xoxb-123-456-abcDEF", "xapp-1-A1-xyz")
@@ -738,7 +739,7 @@ def test_registry_builds_the_slack_channel(slack_config: Callable[..., Any], wor
     from lucidgate.channels.base import Channel, HasOwners, HasRouter
     from lucidgate.channels.registry import build_channels
 
-    built = build_channels(slack_config(), MessageBus(), workspace=workspace)
+    built = build_channels(slack_config(), deps_at(MessageBus(), workspace))
     channel = built["slack"]
     assert isinstance(channel, Channel) and isinstance(channel, HasRouter) and isinstance(channel, HasOwners)
     assert channel.is_owner("U_OWNER") and not channel.is_owner("U_ALICE")

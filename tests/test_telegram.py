@@ -32,6 +32,7 @@ from lucidgate.channels.telegram.format import menu_commands
 from lucidgate.channels.telegram.markdown import html_to_plain, markdown_to_html, render, split_plain
 from lucidgate.channels.telegram.send import classify
 from lucidgate.config.errors import ConfigError
+from tests.channel_kit import deps_at
 from tests.fakes.telegram_api import BOT_USERNAME, TOKEN, FakeTelegramAPI, html_error
 from tests.served import served_client
 from tests.waiting import until
@@ -668,14 +669,14 @@ def test_menu_uses_telegram_spelling_and_limits() -> None:
 
 async def test_build_uses_the_config_section(make_config: Any, workspace: Path, bus: MessageBus) -> None:
     cfg = make_config(channels={"telegram": {"enabled": True, "token": TOKEN, "apiBase": "http://127.0.0.1:9/"}})
-    channel = build(cfg, bus, workspace=workspace)
+    channel = build(cfg, deps_at(bus, workspace))
     assert channel.name == "telegram" and channel.api_base == "http://127.0.0.1:9"
     assert channel.describe() == "long polling via http://127.0.0.1:9, 0 allowed, pairing False"
     assert TOKEN not in channel.describe()
-    default = build(make_config(channels={"telegram": {"token": TOKEN}}), bus, workspace=workspace)
+    default = build(make_config(channels={"telegram": {"token": TOKEN}}), deps_at(bus, workspace))
     assert default.api_base == "https://api.telegram.org"
     with pytest.raises(ChannelUnavailable, match=r"no token \(set channels.telegram.token\)"):
-        build(make_config(), bus, workspace=workspace)
+        build(make_config(), deps_at(bus, workspace))
 
 
 # ----------------------------------------------------------------------------- formatting

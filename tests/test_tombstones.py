@@ -139,3 +139,26 @@ def test_matching_folds_case_beyond_ascii_and_finds_a_text_deep_in_a_long_one(tm
     assert matcher.redact("Wohnt in der STRASSE AM\u00a0see, Haus 3") == "Wohnt in der [forgotten], Haus 3"
     long = "nothing to see here. " * 50_000 + "die Straße\tam See"
     assert matcher.spans(long) == [(len(long) - len("Straße\tam See"), len(long))]
+
+
+async def test_the_daemons_inbox_journal_lets_go_of_a_forgotten_text(fake_llm: Any, make_config: Any,
+                                                                     workspace: Path) -> None:
+    """The inbox journal (every accepted text, until compacted) is compacted once the owner
+    forgets something — here from another process, as ``lucid memory forget`` does."""
+    from lucidgate.gateway.app import build_gateway
+    from tests.fakes.channel import FakeChannel
+    from tests.fakes.llm import Reply
+
+    gw = build_gateway(make_config(agents={"defaults": {"dream": {"enabled": False}}}))
+    ch = FakeChannel(gw.parts.bus, name="fake", owners=("boss",))
+    gw.add_channel("fake", ch)
+    fake_llm.queue(Reply("ok"), Reply("ok"))
+    inbox = workspace / "inbox.jsonl"
+    async with gw:
+        await ch.say("my door code is 8812", chat_id="1", sender_id="boss")
+        await ch.wait_replies(1, timeout=60)
+        assert "8812" in inbox.read_text()  # handled, but kept until a compaction
+        Tombstones(workspace).add("8812", by="lucid memory forget")
+        await ch.say("thanks", chat_id="1", sender_id="boss")
+        await ch.wait_replies(2, timeout=60)
+        assert "8812" not in inbox.read_text()

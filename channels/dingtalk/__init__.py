@@ -11,12 +11,10 @@ sends), ``routes`` (each chat's way back, kept across restarts), ``sdk`` (loggin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import ChannelUnavailable, CommandSpec
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.base import ChannelUnavailable
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.dingtalk.channel import DingTalkChannel
 from lucidgate.channels.dingtalk.settings import DingTalkSettings
 
@@ -35,11 +33,11 @@ def preflight(section: DingTalkConfig) -> str | None:
     return None
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> DingTalkChannel:
+def build(config: Config, deps: ChannelDeps) -> DingTalkChannel:
     """The registry's factory. Commands are typed as text (``/status``), so there is no menu."""
     section = config.channels.dingtalk
     reason = preflight(section)
     if reason is not None:
         raise ChannelUnavailable(reason)
-    return DingTalkChannel(DingTalkSettings.from_section(section), bus, workspace=workspace)
+    return DingTalkChannel(DingTalkSettings.from_section(section), deps.bus, workspace=deps.workspace,
+                           pairing=deps.pairing)

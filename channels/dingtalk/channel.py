@@ -33,6 +33,7 @@ from lucidgate.channels.dingtalk.send import DingTalkSender, classify
 from lucidgate.channels.dingtalk.settings import DingTalkSettings
 from lucidgate.channels.dingtalk.stream import StreamClient, StreamSupervisor
 from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.pairing import PairingStore
 from lucidgate.channels.messages import InboundMessage, OutboundMessage, Target
 
 logger = logging.getLogger(__name__)
@@ -56,11 +57,13 @@ class DingTalkChannel:
     name = NAME
 
     def __init__(self, settings: DingTalkSettings, bus: MessageBus, *, workspace: Path,
-                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None,
+                 pairing: PairingStore | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.workspace = Path(workspace)
-        self.gate = gate or AccessGate.for_section(NAME, settings.access, bus, workspace=self.workspace)
+        self.gate = AccessGate.of_channel(NAME, settings.access, bus, gate=gate, pairing=pairing,
+                                          workspace=self.workspace)
         # The session webhook allows 20 messages a minute per chat; bursts of a split reply pass.
         self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10,
                                                   per_key_rate_per_s=0.33, per_key_burst=6)

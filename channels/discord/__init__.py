@@ -10,12 +10,10 @@ setup: intents, REST root and Gateway URL), ``check`` (``lucid doctor``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import CommandSpec, refuse_if
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.base import refuse_if
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.discord.channel import DiscordChannel
 from lucidgate.channels.discord.settings import DiscordSettings
 
@@ -30,9 +28,9 @@ def preflight(section: DiscordConfig) -> str | None:
     return None if section.token.get_secret_value().strip() else "no token (set channels.discord.token)"
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> DiscordChannel:
+def build(config: Config, deps: ChannelDeps) -> DiscordChannel:
     """The registry's factory. Commands are typed as text (``/status``), so there is no menu."""
     section = config.channels.discord
     refuse_if(preflight(section))
-    return DiscordChannel(DiscordSettings.from_section(section), bus, workspace=workspace)
+    return DiscordChannel(DiscordSettings.from_section(section), deps.bus, workspace=deps.workspace,
+                          pairing=deps.pairing)

@@ -38,6 +38,7 @@ from lucidgate.channels.discord.sdk import Endpoints, log_targets, make_client
 from lucidgate.channels.discord.settings import DiscordSettings
 from lucidgate.channels.discord.send import DiscordSender, classify
 from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.pairing import PairingStore
 from lucidgate.channels.messages import ChatType, InboundMessage, Target
 from lucidgate.channels.platform import PlatformChannel
 from lucidgate.config.errors import ConfigError
@@ -57,8 +58,9 @@ class DiscordChannel(PlatformChannel):
     sender: DiscordSender
 
     def __init__(self, settings: DiscordSettings, bus: MessageBus, *, workspace: Path,
-                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
-        super().__init__(settings, bus, workspace=workspace, gate=gate, secrets=[settings.token])
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None,
+                 pairing: PairingStore | None = None) -> None:
+        super().__init__(settings, bus, workspace=workspace, gate=gate, pairing=pairing, secrets=[settings.token])
         self._token = settings.token
         self.api_base = settings.api_base
         self.limiter = limiter or OutboundLimiter(NAME, classify, per_key_rate_per_s=1.0, per_key_burst=5)

@@ -16,12 +16,10 @@ or polling, the watchdog, mailbox care), ``state`` (UIDVALIDITY and the last han
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import ChannelUnavailable, CommandSpec
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.base import ChannelUnavailable
+from lucidgate.channels.deps import ChannelDeps
 
 if TYPE_CHECKING:
     from lucidgate.channels.email.channel import EmailChannel
@@ -44,9 +42,8 @@ def preflight(section: EmailConfig) -> str | None:
     return None
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> EmailChannel:
-    """The registry's factory (mail has no command menu, so ``commands`` is unused)."""
+def build(config: Config, deps: ChannelDeps) -> EmailChannel:
+    """The registry's factory (mail has no command menu, so ``deps.commands`` is unused)."""
     section = config.channels.email
     reason = preflight(section)
     if reason is not None:
@@ -54,4 +51,5 @@ def build(config: Config, bus: MessageBus, *, workspace: Path,
     from lucidgate.channels.email.channel import EmailChannel
     from lucidgate.channels.email.settings import EmailSettings
 
-    return EmailChannel(EmailSettings.from_section(section), bus, workspace=workspace)
+    return EmailChannel(EmailSettings.from_section(section), deps.bus, workspace=deps.workspace,
+                        pairing=deps.pairing)

@@ -49,8 +49,7 @@ from lucidgate.channels.email.threads import MailRecord, ThreadStore, thread_key
 from lucidgate.channels.gate import AccessGate, AccessRequest, Roster
 from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
 from lucidgate.channels.outfiles import OutFile, ready, with_problems
-from lucidgate.channels.pairing import PairingStore, default_path
-from lucidgate.channels.registry import descriptor
+from lucidgate.channels.pairing import PairingStore
 from lucidgate.config.channel_schema import EmailConfig
 from lucidgate.config.fileio import atomic_write_bytes
 
@@ -89,16 +88,13 @@ class EmailChannel:
     name = NAME
 
     def __init__(self, settings: EmailSettings, bus: MessageBus, *, workspace: Path,
-                 gate: AccessGate | None = None) -> None:
+                 gate: AccessGate | None = None, pairing: PairingStore | None = None) -> None:
         self.settings = settings
         self.bus = bus
         self.workspace = Path(workspace)
-        known = descriptor(NAME)
-        assert known is not None
         section = settings.access
-        self.gate = gate or AccessGate(NAME, bus, roster_of(section), PairingStore(default_path(self.workspace)),
-                                       refusal=section.refusal, pairing=section.pairing,
-                                       refusal_interval_s=known.refusal_interval_s)
+        self.gate = AccessGate.of_channel(NAME, section, bus, gate=gate, pairing=pairing,
+                                          workspace=self.workspace, roster=roster_of(section))
         account = f"{settings.imap_user}@{settings.imap_host}:{settings.imap_port}/{settings.folder}"
         self.state = load_state(state_path(self.workspace), account)
         self.threads = ThreadStore(threads_path(self.workspace))

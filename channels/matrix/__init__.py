@@ -13,13 +13,11 @@ persisted token), ``settings`` (the frozen settings the channel runs with), ``lo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from lucidgate.channels.base import CommandSpec, refuse_if
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.base import refuse_if
+from lucidgate.channels.deps import ChannelDeps
 
 if TYPE_CHECKING:
     from lucidgate.channels.matrix.channel import MatrixChannel
@@ -42,12 +40,12 @@ def preflight(section: MatrixConfig) -> str | None:
     return None
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> MatrixChannel:
-    """The registry's factory (Matrix has no command menu, so ``commands`` is unused)."""
+def build(config: Config, deps: ChannelDeps) -> MatrixChannel:
+    """The registry's factory (Matrix has no command menu, so ``deps.commands`` is unused)."""
     section = config.channels.matrix
     refuse_if(preflight(section))
     from lucidgate.channels.matrix.channel import MatrixChannel
     from lucidgate.channels.matrix.settings import MatrixSettings
 
-    return MatrixChannel(MatrixSettings.from_section(section), bus, workspace=workspace)
+    return MatrixChannel(MatrixSettings.from_section(section), deps.bus, workspace=deps.workspace,
+                         pairing=deps.pairing)

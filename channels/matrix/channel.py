@@ -29,6 +29,7 @@ from nio import AsyncClient, AsyncClientConfig, MatrixRoom, SyncResponse
 from lucidgate.channels._ratelimit import OutboundLimiter
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.pairing import PairingStore
 from lucidgate.channels.matrix.calls import MatrixCallError, checked, classify
 from lucidgate.channels.matrix.events import Parsed, file_name, parse_message, safe_component
 from lucidgate.channels.matrix.login import sign_in
@@ -57,8 +58,9 @@ class MatrixChannel(PlatformChannel):
     sender: MatrixSender
 
     def __init__(self, settings: MatrixSettings, bus: MessageBus, *, workspace: Path,
-                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
-        super().__init__(settings, bus, workspace=workspace, gate=gate,
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None,
+                 pairing: PairingStore | None = None) -> None:
+        super().__init__(settings, bus, workspace=workspace, gate=gate, pairing=pairing,
                          secrets=[settings.access_token, settings.password])
         self.homeserver = settings.homeserver
         self.limiter = limiter or OutboundLimiter(NAME, classify, rate_per_s=10.0, burst=10)

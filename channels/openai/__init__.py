@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lucidgate.channels._ratelimit import DeliveryFailed
 from lucidgate.channels.bus import BusClosed, BusFull, MessageBus
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.messages import InboundMessage, OutboundMessage, TurnUsage
 from lucidgate.channels.webhook.api import WebhookRateLimits, guarded_route
 from lucidgate.channels.waiters import AnsweringChannel
@@ -288,9 +289,9 @@ def create_openai_channel(config: Config, bus: MessageBus) -> OpenAIChannel | No
                          token_setting=setting)
 
 
-def build(config: Config, bus: MessageBus, *, workspace: object = None, commands: object = ()) -> OpenAIChannel:
+def build(config: Config, deps: ChannelDeps) -> OpenAIChannel:
     """The registry's factory (``channels/registry.py``): the channel is built only when enabled."""
-    channel = create_openai_channel(config, bus)
+    channel = create_openai_channel(config, deps.bus)
     if channel is None:
         raise ValueError("channels.openai is disabled")
     return channel

@@ -11,12 +11,9 @@ presser's commands), ``sdk`` (token redaction, failure classification).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import CommandSpec
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.slack.channel import SlackChannel, preflight
 from lucidgate.channels.slack.settings import SlackSettings
 
@@ -26,8 +23,8 @@ if TYPE_CHECKING:
 __all__ = ["SlackChannel", "SlackSettings", "build", "preflight"]
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> SlackChannel:
+def build(config: Config, deps: ChannelDeps) -> SlackChannel:
     """The registry's factory. Slack's ``/lucid`` command is declared in the Slack app, so
-    ``commands`` has no menu to fill here."""
-    return SlackChannel(SlackSettings.from_section(config.channels.slack), bus, workspace=workspace)
+    ``deps.commands`` has no menu to fill here."""
+    return SlackChannel(SlackSettings.from_section(config.channels.slack), deps.bus, workspace=deps.workspace,
+                        pairing=deps.pairing)

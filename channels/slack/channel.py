@@ -40,6 +40,7 @@ from lucidgate.channels._ratelimit import DeliveryFailed, DeliveryRetry, Outboun
 from lucidgate.channels.base import ChannelUnavailable
 from lucidgate.channels.bus import BusFull, MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.pairing import PairingStore
 from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
@@ -100,11 +101,12 @@ class SlackChannel(ChannelCore):
     name = "slack"
 
     def __init__(self, settings: SlackSettings, bus: MessageBus, *, workspace: Path,
-                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None) -> None:
+                 limiter: OutboundLimiter | None = None, gate: AccessGate | None = None,
+                 pairing: PairingStore | None = None) -> None:
         reason = preflight(settings.access)
         if reason is not None:
             raise ChannelUnavailable(reason)
-        super().__init__(settings, bus, workspace=workspace, gate=gate)
+        super().__init__(settings, bus, workspace=workspace, gate=gate, pairing=pairing)
         self.cfg = cfg = settings.access
         self._bot_token = settings.bot_token
         self._api_base = settings.api_base

@@ -10,12 +10,10 @@ limits), ``markdown`` (replies as Telegram HTML, written from markdown-it tokens
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import CommandSpec, refuse_if
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.base import refuse_if
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.telegram.channel import TelegramChannel
 from lucidgate.channels.telegram.settings import TelegramSettings
 
@@ -30,9 +28,9 @@ def preflight(section: TelegramConfig) -> str | None:
     return None if section.token.get_secret_value() else "no token (set channels.telegram.token)"
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> TelegramChannel:
-    """The registry's factory; ``commands`` become the bot's command menu."""
+def build(config: Config, deps: ChannelDeps) -> TelegramChannel:
+    """The registry's factory; ``deps.commands`` become the bot's command menu."""
     section = config.channels.telegram
     refuse_if(preflight(section))
-    return TelegramChannel(TelegramSettings.from_section(section), bus, workspace=workspace, commands=commands)
+    return TelegramChannel(TelegramSettings.from_section(section), deps.bus, workspace=deps.workspace,
+                           commands=deps.commands, pairing=deps.pairing)

@@ -31,6 +31,7 @@ from lucidgate.channels._ratelimit import OutboundLimiter
 from lucidgate.channels.base import CommandSpec
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.gate import AccessGate, AccessRequest
+from lucidgate.channels.pairing import PairingStore
 from lucidgate.channels.messages import InboundMessage, Target
 from lucidgate.channels.platform import PlatformChannel
 from lucidgate.channels.telegram.format import clean_text, is_addressed, media_items, menu_commands, safe_name
@@ -64,8 +65,8 @@ class TelegramChannel(PlatformChannel):
 
     def __init__(self, settings: TelegramSettings, bus: MessageBus, *, workspace: Path,
                  commands: Sequence[CommandSpec] = (), limiter: OutboundLimiter | None = None,
-                 gate: AccessGate | None = None) -> None:
-        super().__init__(settings, bus, workspace=workspace, gate=gate,
+                 gate: AccessGate | None = None, pairing: PairingStore | None = None) -> None:
+        super().__init__(settings, bus, workspace=workspace, gate=gate, pairing=pairing,
                          secrets=[settings.token, settings.webhook_secret])
         self._token = settings.token
         self.api_base = settings.api_base

@@ -11,12 +11,10 @@ without the console there is no web channel.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import ChannelUnavailable, CommandSpec
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.base import ChannelUnavailable
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.web.channel import TurnTools, WebChannel
 from lucidgate.channels.web.log import ChatEvent, ChatLog
 
@@ -26,8 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["ChatEvent", "ChatLog", "TurnTools", "WebChannel", "build"]
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> WebChannel:
+def build(config: Config, deps: ChannelDeps) -> WebChannel:
     if not config.console.enabled:
         raise ChannelUnavailable("the web console is off (console.enabled)")
-    return WebChannel(bus, workspace=workspace)
+    return WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions)

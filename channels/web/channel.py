@@ -7,7 +7,7 @@ previews go only to the tabs listening right now. A tab subscribes with the last
 id it saw and gets the missed events, then live ones — never one twice.
 
 The channel knows nothing about HTTP or authentication (``gateway/console`` does that) and
-nothing about the agent: tool calls of a turn come from a bound ``TurnTools`` view.
+nothing about the agent: tool calls of a turn come from the ``TurnTools`` view it is built with.
 """
 
 from __future__ import annotations
@@ -79,19 +79,17 @@ class Subscription:
 class WebChannel:
     name = NAME
 
-    def __init__(self, bus: MessageBus, *, workspace: Path) -> None:
+    def __init__(self, bus: MessageBus, *, workspace: Path, turns: TurnTools | None = None) -> None:
+        """``turns``: the root's read-only transcript view, so each reply shows its turn's tool
+        calls (without one, as in a channel built alone, replies come without them)."""
         self.bus = bus
         self.log = ChatLog(workspace / "state" / "web")
-        self._turns: TurnTools | None = None
+        self._turns = turns
         self._subs: dict[str, set[Subscription]] = {}
         self._running = False
 
     def describe(self) -> str:
         return "the web console's chat"
-
-    def bind_sessions(self, view: TurnTools) -> None:
-        """The daemon's read-only view of transcripts: each reply shows its turn's tool calls."""
-        self._turns = view
 
     def is_owner(self, sender_id: str) -> bool:
         return sender_id == SENDER

@@ -9,12 +9,9 @@ callback POST per attempt; the gateway's outbox retries it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lucidgate.channels.base import CommandSpec
-from lucidgate.channels.bus import MessageBus
+from lucidgate.channels.deps import ChannelDeps
 from lucidgate.channels.webhook.channel import WebhookChannel
 
 if TYPE_CHECKING:
@@ -23,9 +20,8 @@ if TYPE_CHECKING:
 __all__ = ["WebhookChannel", "build"]
 
 
-def build(config: Config, bus: MessageBus, *, workspace: Path,
-          commands: Sequence[CommandSpec] = ()) -> WebhookChannel:
+def build(config: Config, deps: ChannelDeps) -> WebhookChannel:
     """The registry's factory. An empty token still builds: the endpoint answers 503 saying
     what to set, which is easier to find than a channel that is silently absent."""
-    return WebhookChannel(config.channels.webhook, bus, workspace=workspace,
-                          max_text_chars=config.agent.max_message_chars)
+    return WebhookChannel(config.channels.webhook, deps.bus, workspace=deps.workspace,
+                          max_text_chars=config.agent.max_message_chars, sessions=deps.sessions)

@@ -82,7 +82,9 @@ class WebhookChannel:
 
     def __init__(self, cfg: WebhookConfig, bus: MessageBus, *, workspace: Path,
                  store: WebhookStore | None = None, purge_interval_s: float = 3600.0,
-                 max_text_chars: int | None = None) -> None:
+                 max_text_chars: int | None = None, sessions: SessionsView | None = None) -> None:
+        """``sessions``: the root's read-only transcript view, for the sessions API and a chat's
+        messages (without one, as in a channel built alone, those routes answer 503)."""
         self.cfg = cfg
         # agents.defaults.maxMessageChars: a longer text is refused with 413 before it is
         # queued, rather than accepted and answered by a failed turn (502).
@@ -102,7 +104,7 @@ class WebhookChannel:
         self.ledger = ChatLedger(workspace / "state" / "webhook_chats.sqlite")
         self.previews = PreviewFeeds(bus.live_readers)  # `stream: true` requests, by message id
         self.intake = MessageIntake(bus, self.store, self.previews, wait_timeout_s=cfg.wait_timeout_s)
-        self._sessions: SessionsView | None = None
+        self._sessions = sessions
 
     # -- lifecycle ---------------------------------------------------------------------------
     def describe(self) -> str:
@@ -115,9 +117,6 @@ class WebhookChannel:
     def share_intake_limits(self, limits: WebhookRateLimits) -> None:
         """Count against ``limits`` (shared with the OpenAI endpoint) instead of our own."""
         self.intake_limits = limits
-
-    def bind_sessions(self, view: SessionsView) -> None:
-        self._sessions = view
 
     @property
     def sessions_view(self) -> SessionsView | None:
@@ -244,7 +243,7 @@ class WebhookChannel:
         SessionsApi(self).register(router)
         router.add_api_route(
             "/chats/{chat_id}/messages", chat_messages_route(
-                sessions=lambda: self._sessions, ledger=self.ledger, caller=self.caller_of,
+                sessions=self._sessions, ledger=self.ledger, caller=self.caller_of,
                 admin_configured=lambda: bool(self.cfg.admin_token.get_secret_value())),
             methods=["GET"], response_model=ChatMessages, responses=CHAT_RESPONSES,
             summary="What the assistant said in a chat after a position (reminders without a callback)")

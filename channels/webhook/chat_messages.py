@@ -38,12 +38,12 @@ class ChatMessages(BaseModel):
     next_after: int
 
 
-def chat_messages_route(*, sessions: Callable[[], SessionsView | None], ledger: ChatLedger,
+def chat_messages_route(*, sessions: SessionsView | None, ledger: ChatLedger,
                         caller: Callable[[Request], tuple[Credential, str]],
                         admin_configured: Callable[[], bool]) -> Callable[..., object]:
     async def read(chat_id: str, request: Request, after: Annotated[int, Query(ge=0)] = 0,
                    limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response:
-        view = sessions()
+        view = sessions
         if view is None:
             return error_response(503, "chat messages are not available in this process")
         key = f"webhook:{chat_id}"

@@ -9,7 +9,7 @@ shutdown cut off are resumed from the transcript's tail and answered on their ch
 (``gateway.agent.resume``). A turn runs in the role the message's gate stamped on it
 (``InboundMessage.role``); the loop never asks the config who the sender is.
 
-Session workers are ``channels.keyed`` workers: spawned by the first message, draining the
+Session workers are ``config.keyed`` workers: spawned by the first message, draining the
 session's queue (messages, resumed turns, reminder lines), and retiring after
 ``gateway.workerIdleS`` without work; each session's state lives in its worker's slot. The
 long-lived consumer and resumer tasks are watched (``TaskWatch``): a death is logged with its
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lucidgate.channels.bus import Delivery, MessageBus
-from lucidgate.channels.keyed import KeyedWorkers
+from lucidgate.config.keyed import KeyedWorkers
 from lucidgate.channels.messages import (
     InboundMessage,
     OutboundError,
@@ -280,7 +280,7 @@ class AgentLoop:
             kind = await settled_kind(self.sessions, self.owner_sessions, session, msg.chat_type)
             if kind != ctx.chat_type:  # once shared, shared for good
                 ctx = replace(ctx, chat_type=kind)
-            if delivery.replayed and already_persisted(session, delivery.receipt):
+            if delivery.replayed and already_persisted(await self.sessions.transcript(session), delivery.receipt):
                 # The crash came after the user line was written: answer it only if that
                 # turn never finished (the journal's "done" mark may simply have been lost).
                 await self.bus.ack(delivery)

@@ -55,14 +55,16 @@ def content(msg: InboundMessage) -> str:
     return "\n".join([msg.text, *(f"[attachment: {m}]" for m in missing)]).strip()
 
 
-def already_persisted(session: Session, receipt: str | None) -> bool:
+def already_persisted(transcript: list[dict[str, Any]], receipt: str | None) -> bool:
     """A replayed inbox entry whose user line made it to the transcript before the crash.
 
-    Scans the whole transcript, newest first; this runs only for replayed entries.
+    ``transcript`` is the whole record (``SessionStore.transcript``: archived lines read back
+    from the file — a lost "done" mark may belong to a line archived since), scanned newest
+    first; this runs only for replayed entries.
     """
     if receipt is None:
         return False
-    return any(m.get("role") == "user" and m.get("inbox") == receipt for m in reversed(session.messages))
+    return any(m.get("role") == "user" and m.get("inbox") == receipt for m in reversed(transcript))
 
 
 def still_pending(session: Session, receipt: str | None) -> bool:

@@ -1,6 +1,6 @@
 """What the console's routes share: the auth book, the web chat, the version and start time.
 
-Each route module's ``router(...)`` takes the owner dependency and only the gateway parts it
+Each route module's ``router(...)`` takes the owner dependency and only the parts of the gateway it
 uses, handed in by ``mount_console``; none reaches into the gateway for more.
 """
 

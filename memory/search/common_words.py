@@ -10,6 +10,16 @@ while rarer words remain to rank by; a query made only of common words keeps its
 ``KEEP_RAREST`` rarest. The vector side still reads the whole query. Small memories (below
 ``MIN_CHUNKS``) are untouched: there every match is cheap.
 
+A share alone does not bound the work: at 100k windows a word in 9% of them still matches
+9,000 chunks, and a question of four such words made FTS5 score 20,000 rows (about 5 µs
+each, 100 ms on a busy core) for a top 50. So the words also share a budget of
+``SCORED_ROWS`` matches, spent rarest first: a word joins the query only while the
+matches of the words kept so far plus its own stay within it (the rarest word always
+joins). What is left out is the weakest evidence the query has: the words memory holds
+most often, whose IDF is the lowest of the query's, and whose matches the rarer words'
+matches outrank anyway (a top 50 out of thousands is made of chunks that hold the rare
+words). Ranking by BM25 stays exact within what is kept.
+
 How many chunks hold a word is counted once per word (one doclist read) and remembered per
 index until the chunk count moves by a tenth, which costs a few milliseconds per new
 common word and nothing afterwards.
@@ -24,9 +34,10 @@ from typing import Any
 
 from lucidgate.memory.search.fts_text import query_terms
 
-__all__ = ["COMMON_SHARE", "selective_query"]
+__all__ = ["COMMON_SHARE", "SCORED_ROWS", "selective_query"]
 
 COMMON_SHARE = 0.1
+SCORED_ROWS = 6_000
 KEEP_RAREST = 2
 MIN_CHUNKS = 5_000
 _MAX_TERMS = 32
@@ -70,4 +81,17 @@ def selective_query(owner: Any, conn: sqlite3.Connection, query: str) -> str | N
         return " OR ".join(map(_quoted, terms))  # matches nothing either way
     kept = [t for t in found if df[t] <= COMMON_SHARE * total] or \
         sorted(found, key=lambda t: df[t])[:KEEP_RAREST]
-    return " OR ".join(map(_quoted, kept))
+    return " OR ".join(map(_quoted, _within_budget(kept, df)))
+
+
+def _within_budget(terms: list[str], df: dict[str, int]) -> list[str]:
+    """``terms`` (in query order) whose matches, counted rarest first, fit ``SCORED_ROWS``;
+    the rarest always stays."""
+    chosen: set[str] = set()
+    spent = 0
+    for t in sorted(terms, key=lambda t: df[t]):
+        if chosen and spent + df[t] > SCORED_ROWS:
+            break
+        chosen.add(t)
+        spent += df[t]
+    return [t for t in terms if t in chosen]

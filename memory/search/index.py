@@ -35,6 +35,7 @@ from lucidgate.memory.search.chunking import CHUNKS_VERSION, Chunk, Resume
 from lucidgate.memory.search._rows import apply_diff, chunk_hash, delete_chunks, insert_chunk, log_added, log_reset, trim_log
 from lucidgate.memory.search.embed import Embedder, EmbedderError
 from lucidgate.memory.search.sources import APPEND_ONLY, chunk_appended, chunk_file, discover
+from lucidgate.memory.search.unembedded import Unembedded
 from lucidgate.memory.tombstones import TOMBSTONES_FILE, Matcher, Tombstones
 
 logger = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class MemoryIndex:
         self._conn: sqlite3.Connection | None = None
         self._inode: tuple[int, int] | None = None
         self.vector_cache: Any = None  # a memory.search.vector_cache.VectorCache, once searched
+        self._unembedded = Unembedded()
         self.tombstones = Tombstones(self.workspace)
 
     # ------------------------------------------------------------------ connection
@@ -93,6 +95,7 @@ class MemoryIndex:
                 st = os.stat(self.path)
                 self._inode = (st.st_dev, st.st_ino)
                 self.vector_cache = None
+                self._unembedded = Unembedded()
             return self._conn
 
     def close(self) -> None:
@@ -295,10 +298,7 @@ class MemoryIndex:
             return 0
         with self._lock:
             conn = self.conn()
-            missing = conn.execute(
-                "SELECT c.id, c.hash, c.text FROM chunks c LEFT JOIN vectors v ON v.hash = c.hash "
-                "AND v.provider = ? AND v.model = ? WHERE v.hash IS NULL",
-                (emb.provider, emb.model)).fetchall()
+            missing = self._unembedded.missing(conn, emb.provider, emb.model)
             waiting = self._settling_ids(conn, self.now_ns() - int(settle_s * 1e9)) \
                 if settle_s > 0 else set()
         texts: dict[str, str] = {}

@@ -255,9 +255,8 @@ def mmr(candidates: Sequence[Candidate], k: int, lam: float, *, baseline: float 
             if lam * pool[i].score - 1e-12 <= best_value:
                 break
             for j in range(checked[i], len(picked)):
-                sim = _similarity(pool[i], word_set(i), picked[j], word_set(pick_index[j]), baseline)
-                sim = max(0.0, sim - DUPLICATE_SIMILARITY) / (1.0 - DUPLICATE_SIMILARITY)
-                redundancy[i] = max(redundancy[i], sim)
+                redundancy[i] = max(redundancy[i], _redundancy(
+                    pool[i], word_set(i), picked[j], word_set(pick_index[j]), baseline))
             checked[i] = len(picked)
             value = lam * pool[i].score - (1.0 - lam) * redundancy[i]
             if value > best_value:
@@ -266,6 +265,17 @@ def mmr(candidates: Sequence[Candidate], k: int, lam: float, *, baseline: float 
         picked.append(pool[chosen])
         pick_index.append(chosen)
     return picked
+
+
+def _redundancy(a: Candidate, wa: frozenset[str], b: Candidate, wb: frozenset[str], baseline: float) -> float:
+    """Similarity above ``DUPLICATE_SIMILARITY``, rescaled to 0..1. Word sets whose sizes
+    alone rule out a near-copy (Jaccard is at most the smaller size over the larger) are
+    not intersected: in a keyword-only search that was most of MMR's time."""
+    if (a.vector is None or b.vector is None) and wa and wb \
+            and min(len(wa), len(wb)) <= DUPLICATE_SIMILARITY * max(len(wa), len(wb)):
+        return 0.0
+    sim = _similarity(a, wa, b, wb, baseline)
+    return max(0.0, sim - DUPLICATE_SIMILARITY) / (1.0 - DUPLICATE_SIMILARITY)
 
 
 def _similarity(a: Candidate, wa: frozenset[str], b: Candidate, wb: frozenset[str], baseline: float) -> float:

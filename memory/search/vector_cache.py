@@ -58,6 +58,24 @@ class VectorCache:
                 self._matrix[:self._n]
         return self._ids[live], self._keys[live], self._sources[live], self._matrix[live]
 
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk ids, session keys, sources, origins, live, matrix) of every row, deleted ones
+        included (``live`` says which are not): views, not copies, and ``live`` a snapshot.
+
+        A search scores the whole matrix and masks the deleted rows rather than copying the
+        live ones out: every turn replaces its chat's open window, so a memory in use always
+        has a few deleted rows, and copying a 100k × 384 matrix (150 MB) to skip them cost
+        more than the product itself. The views stay valid after the caller lets go of the
+        index's lock: rows below ``len`` are never written again (appends go after them;
+        growing, compacting and reloading make new arrays)."""
+        n = self._n
+        return (self._ids[:n], self._keys[:n], self._sources[:n], self._origins[:n],
+                self._alive[:n].copy(), self._matrix[:n])
+
+    def row_of(self, chunk_id: int) -> int | None:
+        """The row (in ``columns()``) holding ``chunk_id``'s vector, if it has one."""
+        return self._row.get(chunk_id)
+
     def origins(self) -> np.ndarray:
         """The origins of the live rows, in ``rows()`` order."""
         live = np.flatnonzero(self._alive[:self._n])

@@ -37,7 +37,7 @@ async def discord(make_config: Callable[..., Config], dc: FakeDiscordAPI) -> Asy
                               "allowFrom": [str(OWNER), str(GUEST)], "owners": [str(OWNER)]}},
         tools={"exec": {"sandbox": "off"}})
     gw = build_gateway(config)
-    gw.add_channel("discord", discord_channel.build(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("discord", discord_channel.build(config, gw.channel_deps))
     async with gw:
         await until(lambda: dc.gateway.current is not None, what="identified")
         yield

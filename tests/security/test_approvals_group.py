@@ -41,8 +41,7 @@ async def telegram(make_config: Callable[..., Config], tg: FakeTelegramAPI,
                                "pollTimeoutS": 1, "watchdogS": 60}},
         tools={"exec": {"sandbox": "off"}, **tools})
     gw = build_gateway(config)
-    gw.add_channel("telegram", telegram_channel.build(config, gw.parts.bus, workspace=config.workspace,
-                                                      commands=gw.parts.commands.specs()))
+    gw.add_channel("telegram", telegram_channel.build(config, gw.channel_deps))
     async with gw:
         await tg.wait_for("deleteWebhook")
         yield gw

@@ -50,7 +50,7 @@ async def slack(make_config: Callable[..., Config], api: FakeSlackAPI) -> AsyncI
                             "allowFrom": [OWNER, GUEST], "owners": [OWNER]}},
         tools={"exec": {"sandbox": "off"}})
     gw: Gateway = build_gateway(config, http=True)
-    gw.add_channel("slack", slack_channel.build(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("slack", slack_channel.build(config, gw.channel_deps))
     async with served_client(create_app(config, gateway=gw), lifespan="on") as client:
         yield client
 

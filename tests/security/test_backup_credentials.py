@@ -47,7 +47,7 @@ def _matrix(homeserver: Homeserver, user_id: str, owner: str) -> dict[str, Any]:
 async def _login_and_sync(config: Config) -> str:
     """Start a gateway with the Matrix channel until its first sync; the token it logged in with."""
     gw = build_gateway(config)
-    gw.add_channel("matrix", build_matrix(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("matrix", build_matrix(config, gw.channel_deps))
     async with gw:
         channel = gw.channel("matrix")
         assert isinstance(channel, MatrixChannel)

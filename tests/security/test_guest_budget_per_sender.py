@@ -37,7 +37,7 @@ async def gateway(make_config: Callable[..., Config], tg: FakeTelegramAPI,
                                "pollTimeoutS": 1, "watchdogS": 60}},
         usage={"guestDailyTokenBudget": 10_000})
     gw = build_gateway(config)
-    gw.add_channel("telegram", telegram_channel.build(config, gw.parts.bus, workspace=config.workspace))
+    gw.add_channel("telegram", telegram_channel.build(config, gw.channel_deps))
     async with gw:
         await tg.wait_for("deleteWebhook")
         yield gw

@@ -54,7 +54,7 @@ async def start(make_config: Callable[..., Config], homeserver: Homeserver, peop
         config = make_config(agents={"defaults": AGENT}, channels={"matrix": matrix},
                              providers={"openai": {"streamToolCalls": True}})
         gw = build_gateway(config)
-        gw.add_channel("matrix", build_matrix(config, gw.parts.bus, workspace=config.workspace))
+        gw.add_channel("matrix", build_matrix(config, gw.channel_deps))
         await gw.__aenter__()
         running.append(gw)
         channel = matrix_of(gw)

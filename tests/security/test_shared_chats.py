@@ -45,8 +45,7 @@ def telegram_config(make_config: Callable[..., Config], tg: FakeTelegramAPI, **d
 
 def with_telegram(config: Config) -> Gateway:
     gw = build_gateway(config)
-    gw.add_channel("telegram", telegram_channel.build(config, gw.parts.bus, workspace=config.workspace,
-                                                      commands=gw.parts.commands.specs()))
+    gw.add_channel("telegram", telegram_channel.build(config, gw.channel_deps))
     return gw
 
 

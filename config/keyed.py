@@ -1,7 +1,8 @@
 """Keyed workers: one task per key draining that key's queue in order, retired when idle.
 
-The agent runs one worker per session and the bus one delivery lane per chat; both need the
-same four things, so they share this primitive:
+The agent runs one worker per session, the bus one delivery lane per chat and the
+consolidator one queue of consolidation work per session; all need the same four things, so
+they share this primitive:
 
 * **spawn on demand** — ``put`` never waits; the first item for a key starts its worker;
 * **no stranded item** — a worker checks its queue again after every await (the item it
@@ -20,7 +21,9 @@ and dies with that key's queue instead of in a dict beside it.
 ``wait_idle`` waits until no key has queued or running work, except keys that declared they
 are ``resting`` (e.g. waiting out a retry delay: what queues behind them cannot go either).
 An exception from ``handle`` is logged and the worker goes on with the next item.
-Lives in ``channels`` because both the bus (delivery lanes) and the agent loop use it.
+Lives in ``config``, the bottom layer with no dependencies of ours, because layers that may
+not import each other use it: ``channels`` (delivery lanes), ``memory`` (the consolidator)
+and ``gateway`` (session workers).
 """
 
 from __future__ import annotations
