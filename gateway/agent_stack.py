@@ -45,7 +45,7 @@ from lucidgate.gateway.metrics import Metrics
 from lucidgate.gateway.model.client import LiteLLMChatModel
 from lucidgate.gateway.model.fallback import ModelChain
 from lucidgate.gateway.model.task_budget import BudgetedModel
-from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.stores import WorkspaceParts
 from lucidgate.gateway.runtime import GatewayParts
 from lucidgate.gateway.skills.catalog import SkillsLoader, builtin_skills_dir, config_checker
 from lucidgate.gateway.tools.base import ToolRegistry

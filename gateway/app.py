@@ -40,7 +40,7 @@ from lucidgate.channels.routing import Router
 from lucidgate.config.schema import Config
 from lucidgate.gateway.agent_stack import AgentStack, Mode, Shared, build_agent, build_dream, build_model
 from lucidgate.gateway.metrics import Metrics
-from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.stores import WorkspaceParts
 from lucidgate.gateway.components import AgentRun, Grace, History, Intake, ModelClient, WorkspaceFiles
 from lucidgate.gateway.lifecycle import Lifecycle, Step
 from lucidgate.gateway.runtime import ConsoleParts, Gateway, GatewayParts, HttpParts

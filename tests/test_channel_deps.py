@@ -17,7 +17,7 @@ from lucidgate.channels.messages import OutboundMessage, OutboundText, Target
 from lucidgate.channels.pairing import PairingStore, default_path
 from lucidgate.config.schema import Config
 from lucidgate.gateway.app import build_gateway
-from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.stores import WorkspaceParts
 from lucidgate.memory.sessions import SessionStore
 from lucidgate.memory.sessions_view import SessionsOnDisk
 

@@ -1,6 +1,6 @@
 """`lucid dream`, `lucid memory forget` and `lucid memory log` work on the workspace's stores
 and, for Dream, the model client alone: none of them builds a gateway, a bus, a channel or an
-agent loop (gateway/app.py ``build_dream``; gateway/parts.py ``WorkspaceParts``).
+agent loop (gateway/app.py ``build_dream``; gateway/stores.py ``WorkspaceParts``).
 
 Run in-process (typer's runner) so the constructors can be refused; the model is the suite's
 fake OpenAI server on loopback, reached through litellm's real HTTP path.

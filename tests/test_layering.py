@@ -41,7 +41,7 @@ GATEWAY_TIERS: tuple[frozenset[str], ...] = tuple(frozenset(tier) for tier in (
     {"agent"},
     {"runtime", "lifecycle", "components"},
     {"commands", "console", "migrate"},
-    {"app", "parts", "agent_stack"},
+    {"app", "stores", "agent_stack"},
     {"daemon"},
     {"ops"},
     {"cli"},

@@ -162,7 +162,7 @@ def test_a_missing_homeserver_skips_or_fails_when_a_real_one_is_required(
 
 
 def test_every_channel_sections_delivery_deadline_reaches_the_outbox(tmp_path: Path) -> None:
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     config = Config.model_validate({
         "agents": {"defaults": {"workspace": str(tmp_path)}},

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from lucidgate.config.schema import Config
 from lucidgate.gateway.app import build_gateway
-from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.stores import WorkspaceParts
 
 
 def test_the_gateway_and_the_cli_open_the_same_stores(make_config: Callable[..., Config]) -> None:

@@ -87,7 +87,7 @@ def test_an_export_carries_transcripts_redacted(make_config: Any, workspace: Pat
     import tarfile
 
     from lucidgate.gateway.migrate.archive import export_archive
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     (workspace / "sessions").mkdir(exist_ok=True)
     head = {"_type": "metadata", "v": 1, "key": "cli:1"}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from lucidgate.config import Config
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
 
 class LazyConsole:
@@ -87,7 +87,7 @@ def load_or_exit(config_path: Path | None) -> Config:
 
 def workspace_parts(config_path: Path | None) -> WorkspaceParts:
     """The workspace's stores for a one-off command (each built when first used)."""
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     return WorkspaceParts(load_or_exit(config_path))
 

@@ -71,7 +71,7 @@ async def _agent_main(config: Config, message: str | None, session: str) -> int:
     from lucidgate.gateway.cli._terminal import LiveAnswer, converse, one_shot
     from lucidgate.gateway.app import build_gateway
     from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     try:
         lock = WorkspaceLock(config.workspace)
@@ -142,7 +142,7 @@ async def _agent_via_gateway(config: Config, endpoint: tuple[str, str], session:
 
     from lucidgate.gateway.cli._switch import TerminalSessions
     from lucidgate.gateway.cli._terminal import converse
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     url = endpoint[0]
     timeout = _gateway_timeout_s(config)

@@ -46,7 +46,7 @@ def memory_forget(
 
     async def run() -> int:
         from lucidgate.gateway.app import build_dream, build_model
-        from lucidgate.gateway.parts import WorkspaceParts
+        from lucidgate.gateway.stores import WorkspaceParts
 
         # Dream's lock and the stores, not a gateway: no bus, no channel, no agent loop.
         stores = WorkspaceParts(config)

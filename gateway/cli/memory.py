@@ -63,7 +63,7 @@ def dream(
 
         from lucidgate.gateway.app import build_dream, build_model
         from lucidgate.gateway.components import ModelClient
-        from lucidgate.gateway.parts import WorkspaceParts
+        from lucidgate.gateway.stores import WorkspaceParts
 
         # The few parts Dream needs, not a gateway: no bus, no channel, no agent loop.
         stores = WorkspaceParts(config)

@@ -55,7 +55,7 @@ def import_lucid(file: Annotated[Path, typer.Argument(help="An archive written b
     """Restore a `lucid export` archive (exactly, into a fresh workspace; merged otherwise)."""
     from lucidgate.gateway.migrate.archive import ExtractedArchive, is_fresh, read_lucid, restore_fresh
 
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     config = ensure_onboarded(config_path)
     git = WorkspaceParts(config).git
@@ -84,7 +84,7 @@ def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to wri
            config_path: ConfigOption = None) -> None:
     """Write a portable archive: memory, history, sessions, skills, git history, config without secrets."""
     from lucidgate.gateway.migrate.archive import export_archive
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     config = load_or_exit(config_path)
     stores = WorkspaceParts(config)
@@ -111,7 +111,7 @@ def _run_import(read: Callable[[], Source], dry_run: bool, channels: bool, confi
 async def _apply(source: Source, config: Config, dry_run: bool, config_file: Path | None,
                  channels: bool) -> ImportReport:
     from lucidgate.gateway.migrate.apply import import_source
-    from lucidgate.gateway.parts import WorkspaceParts
+    from lucidgate.gateway.stores import WorkspaceParts
 
     stores = WorkspaceParts(config)  # configured as the gateway's: timezone, history limit
     return await import_source(source, stores.memory, stores.git, dry_run=dry_run, config_path=config_file,

@@ -53,7 +53,7 @@ from pydantic import BaseModel, SecretStr
 from lucidgate.config.errors import LucidError
 from lucidgate.config.fileio import atomic_write_text
 from lucidgate.config.schema import Config
-from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.stores import WorkspaceParts
 from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.tombstones import TOMBSTONES_FILE, Tombstones
 

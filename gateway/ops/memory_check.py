@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lucidgate.config.schema import Config
 from lucidgate.gateway.ops.checks import Result, fail, ok, warn
-from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.stores import WorkspaceParts
 from lucidgate.memory.commit_health import CommitHealth
 
 NAME = "memory commits"

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lucidgate.config import Config
-from lucidgate.gateway.parts import WorkspaceParts
+from lucidgate.gateway.stores import WorkspaceParts
 from lucidgate.memory.naming import session_file_stem
 from lucidgate.memory.protocols import Usage
 
