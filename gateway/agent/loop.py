@@ -52,7 +52,7 @@ from lucidgate.gateway.agent.session_work import InHand, Note, SessionWork, deci
 from lucidgate.gateway.agent.task_watch import TaskWatch
 from lucidgate.gateway.model.task_budget import turn_budget
 from lucidgate.gateway.model.usage import turn_role
-from lucidgate.gateway.agent.transcript_lines import already_persisted, still_pending, user_line
+from lucidgate.gateway.agent.transcript_lines import replayed_state, user_line
 from lucidgate.gateway.tools.turn import TurnContext
 from lucidgate.memory.sessions import REMINDER_KIND, Session, SessionStore
 
@@ -280,17 +280,16 @@ class AgentLoop:
             kind = await settled_kind(self.sessions, self.owner_sessions, session, msg.chat_type)
             if kind != ctx.chat_type:  # once shared, shared for good
                 ctx = replace(ctx, chat_type=kind)
-            if delivery.replayed and already_persisted(await self.sessions.transcript(session), delivery.receipt):
-                # The crash came after the user line was written: answer it only if that
-                # turn never finished (the journal's "done" mark may simply have been lost).
-                await self.bus.ack(delivery)
-                if not still_pending(session, delivery.receipt):
-                    return
-            else:
+            # A replayed message whose user line was written before the crash is answered only
+            # if its turn never finished (the journal's "done" mark may simply have been lost).
+            state = await replayed_state(self.sessions, session, delivery.receipt) if delivery.replayed else "new"
+            if state == "new":
                 if msg.media and self.media_from is not None:  # into this agent's workspace first
                     await asyncio.to_thread(move_media, self.media_from, self.config.workspace, msg.media)
                 await self.sessions.append(session, user_line(msg, delivery.receipt), sync=True)
-                await self.bus.ack(delivery)
+            await self.bus.ack(delivery)
+            if state == "finished":
+                return
             if ctx.is_owner_private and msg.task is None:
                 await asyncio.to_thread(self.owner_sessions.add_persist, msg.session_key)
             budget = msg.task.token_budget if msg.task is not None else None

@@ -8,11 +8,13 @@ a resumed heartbeat still runs as the owner and a resumed task keeps its token b
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from lucidgate.channels.messages import InboundMessage, ScheduledTask
 from lucidgate.gateway.agent.wire_messages import INTERRUPTED_RESULT
-from lucidgate.memory.sessions import Session
+from lucidgate.memory.sessions import Session, SessionStore
+
+ReplayState = Literal["new", "pending", "finished"]
 
 
 def user_line(msg: InboundMessage, receipt: str | None) -> dict[str, Any]:
@@ -65,6 +67,16 @@ def already_persisted(transcript: list[dict[str, Any]], receipt: str | None) -> 
     if receipt is None:
         return False
     return any(m.get("role") == "user" and m.get("inbox") == receipt for m in reversed(transcript))
+
+
+async def replayed_state(sessions: SessionStore, session: Session, receipt: str | None) -> ReplayState:
+    """What became of a message replayed from the inbox: ``new`` (its user line never reached
+    the transcript), ``pending`` (written, its turn never finished) or ``finished``. Lines
+    archived since are read back from the file: the journal's unsynced "done" mark may have
+    been lost after the turn ended and its lines were archived."""
+    if not already_persisted(await sessions.transcript(session), receipt):
+        return "new"
+    return "pending" if still_pending(session, receipt) else "finished"
 
 
 def still_pending(session: Session, receipt: str | None) -> bool:
