@@ -144,6 +144,19 @@ class MessageBus:
     def inbound_depth(self) -> int:
         return sum(q.qsize() for q in self._queues.values()) + sum(len(r) for r in self._replays.values())
 
+    def inbound_depth_of(self, agent: str) -> int:
+        """Messages waiting for ``agent`` ("": the default agent) on the bus."""
+        queue, replay = self._queues.get(agent), self._replays.get(agent)
+        return (queue.qsize() if queue is not None else 0) + (len(replay) if replay is not None else 0)
+
+    def routed(self, msg: InboundMessage, agent: str | None = None) -> InboundMessage:
+        """``msg`` as ``publish_inbound`` will accept it: stamped with its agent and the sender's
+        role there, by the bindings or, given ``agent`` (an id), for that agent. A caller that
+        must name the session before publishing (the webhook's reply) asks here first."""
+        if self._router is None:
+            return msg
+        return self._router.route(msg) if agent is None else self._router.route_to(msg, agent)
+
     def _queue(self, agent: str) -> asyncio.Queue[Delivery]:
         queue = self._queues.get(agent)
         if queue is None:

@@ -34,6 +34,15 @@ class TranscriptReader(Protocol):
 
     async def turn_tools(self, key: str) -> builtins.list[dict[str, Any]]: ...
 
+    def for_agent(self, agent: str) -> TranscriptReader | None:
+        """Another agent's transcripts by its id ("": these); None for an unknown id."""
+        ...
+
+    @property
+    def agents(self) -> builtins.list[str]:
+        """The other agents' ids (empty with one agent)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ChannelDeps:

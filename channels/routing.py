@@ -92,7 +92,13 @@ class Router:
         A message that carries an agent already, or a gateway's own turn, is left as it is."""
         if msg.agent or msg.task is not None or not self.several:
             return msg
-        agent = self.agent_for(msg)
+        return self.route_to(msg, self.agent_for(msg))
+
+    def route_to(self, msg: InboundMessage, agent: str) -> InboundMessage:
+        """``msg`` stamped for the agent with id ``agent`` (the caller chose it: a session of
+        that agent is named), with the sender's role there. An unknown id is refused."""
+        if agent not in self.agents:
+            raise ValueError(f"no agent {agent!r}")
         role = self.role_for(agent, msg)
         stamped = "" if agent == self.default else agent
         if stamped == msg.agent and role == msg.role:

@@ -114,7 +114,8 @@ def build_agent(agent_id: str, config: Config, shared: Shared, *, stamp: str = "
     the id its messages carry ("" for the default agent), ``other_workspaces`` those of the
     daemon's other agents, which its tools must not reach; ``media_from`` the workspace the
     channels save attachments in, when it is not this agent's."""
-    workspace, agent, bus, metrics = config.workspace, config.agent, shared.bus, shared.metrics
+    workspace, agent, bus = config.workspace, config.agent, shared.bus
+    metrics = shared.metrics.for_agent(agent_id)  # counts under the agent's id (a label with several)
     background_jobs = shared.mode in ("daemon", "embedded")
     stores = WorkspaceParts(config)
     sessions, store, git, usage = stores.sessions, stores.memory, stores.git, stores.usage

@@ -43,7 +43,7 @@ from lucidgate.gateway.metrics import Metrics
 from lucidgate.gateway.stores import WorkspaceParts
 from lucidgate.gateway.components import AgentRun, Grace, History, Intake, ModelClient, WorkspaceFiles
 from lucidgate.gateway.lifecycle import Lifecycle, Step
-from lucidgate.gateway.runtime import ConsoleParts, Gateway, GatewayParts, HttpParts
+from lucidgate.gateway.runtime import ConsoleAgents, ConsoleParts, Gateway, GatewayParts, HttpParts
 from lucidgate.gateway.tools.memory_search import MemorySearch
 from lucidgate.memory import tokens
 from lucidgate.memory.sessions_view import SessionsOnDisk
@@ -63,7 +63,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     """Wire a gateway for ``mode``. For ``lucid agent``'s terminal: ``on_unsolicited`` prints what
     reaches it unasked, ``on_progress`` shows an answer as it is written."""
     background_jobs = mode in ("daemon", "embedded")
-    metrics = Metrics()
+    metrics = Metrics(config.agent_ids())  # labelled by agent when there are several
     base = config.for_agent(config.default_agent_id)  # the default agent; the daemon's stores are its
     daemon_stores = WorkspaceParts(base)
     router = Router(config)
@@ -74,23 +74,36 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     bus.delivery.on_dead.append(metrics.dead_letter)
     stacks = _agent_stacks(config, Shared(bus, metrics, mode))
     parts = stacks[0].parts
-    loops = [stack.parts.agent for stack in stacks]
-    metrics.track_queue_depth(lambda: bus.inbound_depth + sum(loop.queued for loop in loops))
-    metrics.track_active_turns(lambda: sum(loop.active_turns for loop in loops))
-    metrics.track_workers(lambda: sum(loop.session_workers for loop in loops), lambda: bus.delivery_lanes)
+    _track_turns(metrics, bus, stacks)
     bus.observe(metrics.outbound)
     serves_http = http or mode == "daemon"
     # What every channel is built with, complete: nothing is handed to a channel afterwards.
     # The command specs fill platform menus (Telegram's); every gate shares the one pairing store.
     # Channels are the daemon's: built with the default agent's workspace, commands and sessions.
     deps = ChannelDeps(bus, base.workspace, daemon_stores.pairing, commands=tuple(parts.commands.specs()),
-                       sessions=SessionsOnDisk(parts.sessions))
+                       sessions=SessionsOnDisk(parts.sessions, {s.stamp: s.parts.sessions for s in stacks[1:]}))
     channels = _channels_for(mode, config, deps, http=serves_http,
                              terminal=partial(CliChannel, bus, on_unsolicited=on_unsolicited, on_progress=on_progress))
     grace = Grace(config.gateway.shutdown_grace_s)
     components = _components(stacks, channels, grace, short_lived=mode == "agent")
-    return Gateway(parts, components, grace, http=_http_parts(parts, channels) if serves_http else None,
+    return Gateway(parts, components, grace, http=_http_parts(stacks, channels) if serves_http else None,
                    channel_deps=deps, agents={stack.id: stack.parts for stack in stacks})
+
+
+def _track_turns(metrics: Metrics, bus: MessageBus, stacks: Sequence[AgentStack]) -> None:
+    """The turn gauges: the whole gateway's with one agent, each agent's with several."""
+    if not metrics.by_agent:
+        loop = stacks[0].parts.agent
+        metrics.track_queue_depth(lambda: bus.inbound_depth + loop.queued)
+        metrics.track_active_turns(lambda: loop.active_turns)
+        metrics.track_workers(lambda: loop.session_workers, lambda: bus.delivery_lanes)
+        return
+    metrics.track_lanes(lambda: bus.delivery_lanes)
+    for stack in stacks:
+        view, stamp, agent_loop = metrics.for_agent(stack.id), stack.stamp, stack.parts.agent
+        view.track_queue_depth(partial(lambda s, a: bus.inbound_depth_of(s) + a.queued, stamp, agent_loop))
+        view.track_active_turns(partial(lambda a: a.active_turns, agent_loop))
+        view.track_workers(partial(lambda a: a.session_workers, agent_loop))
 
 
 def _agent_stacks(config: Config, shared: Shared) -> list[AgentStack]:
@@ -181,13 +194,21 @@ def _ignore_result(call: Callable[[], Awaitable[object]]) -> Callable[[], Awaita
     return run
 
 
-def _http_parts(p: GatewayParts, channels: Mapping[str, Channel]) -> HttpParts:
+def _http_parts(stacks: Sequence[AgentStack], channels: Mapping[str, Channel]) -> HttpParts:
+    """What the HTTP app serves: the default agent's parts for its own routes, and every
+    agent's console parts (the default first) for the console."""
     cli = channels["cli"]
     assert isinstance(cli, CliChannel)
-    console = ConsoleParts(config=p.config, commands=p.commands, sessions=p.sessions, store=p.store, git=p.git,
-                           dream=p.dream, usage=p.usage, bus=p.bus, model=p.model, agent=p.agent,
-                           scheduler=p.scheduler, recall=p.recall, approvals=p.approvals)
+    console = ConsoleAgents({stack.id: _console_parts(stack) for stack in stacks})
+    p = stacks[0].parts
     return HttpParts(config=p.config, metrics=p.metrics, model=p.model, recall=p.recall, cli=cli, console=console)
+
+
+def _console_parts(stack: AgentStack) -> ConsoleParts:
+    p = stack.parts
+    return ConsoleParts(config=p.config, commands=p.commands, sessions=p.sessions, store=p.store, git=p.git,
+                        dream=p.dream, usage=p.usage, bus=p.bus, model=p.model, agent=p.agent,
+                        scheduler=p.scheduler, recall=p.recall, approvals=p.approvals, stamp=stack.stamp)
 
 
 def _channels_for(mode: Mode, config: Config, deps: ChannelDeps, *,
@@ -201,8 +222,8 @@ def _channels_for(mode: Mode, config: Config, deps: ChannelDeps, *,
         # The terminal channel behind the local API (`lucid agent` beside a running daemon),
         # and the console's chat when both are on and the registry did not build it already.
         if config.console.enabled and config.channels.web.enabled and "web" not in channels:
-            from lucidgate.channels.web import WebChannel
+            from lucidgate.channels.web import build as build_web
 
-            channels["web"] = WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions)
+            channels["web"] = build_web(config, deps)
         channels["cli"] = CliChannel(deps.bus)
     return channels

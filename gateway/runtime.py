@@ -110,6 +110,25 @@ class ConsoleParts:
     scheduler: SchedulerService
     recall: RecallService | None
     approvals: Approvals | None
+    stamp: str = ""  # the agent's id as its messages and session keys carry it ("": the default agent)
+
+
+class ConsoleAgents:
+    """Every agent's ``ConsoleParts`` by id, the default agent first: the console serves each
+    agent from its own parts (``?agent=<id>``), and only from those."""
+
+    def __init__(self, by_id: Mapping[str, ConsoleParts]) -> None:
+        if not by_id:
+            raise ValueError("the console needs at least the default agent's parts")
+        self.by_id: Mapping[str, ConsoleParts] = MappingProxyType(dict(by_id))
+
+    @property
+    def default(self) -> ConsoleParts:
+        return next(iter(self.by_id.values()))
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self.by_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +142,7 @@ class HttpParts:
     model: LiteLLMChatModel
     recall: RecallService | None
     cli: CliChannel
-    console: ConsoleParts
+    console: ConsoleAgents
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,10 +21,22 @@ __all__ = ["SessionsOnDisk", "last_turn_tools"]
 
 
 class SessionsOnDisk:
-    """The read-only view of transcripts the webhook's sessions API uses."""
+    """The read-only view of transcripts the webhook's sessions API uses: the default agent's,
+    and through ``for_agent`` each other agent's (``agents``: their session stores by id)."""
 
-    def __init__(self, sessions: SessionStore) -> None:
+    def __init__(self, sessions: SessionStore, agents: Mapping[str, SessionStore] | None = None) -> None:
         self.sessions = sessions
+        self._agents = {agent: SessionsOnDisk(store) for agent, store in (agents or {}).items() if agent}
+
+    def for_agent(self, agent: str) -> SessionsOnDisk | None:
+        """The view of agent ``agent``'s transcripts ("": the default agent's); None for an id
+        that is not another agent of this gateway."""
+        return self if not agent else self._agents.get(agent)
+
+    @property
+    def agents(self) -> builtins.list[str]:
+        """The other agents' ids this view reaches."""
+        return builtins.list(self._agents)
 
     async def list(self, prefix: str, limit: int) -> list[dict[str, Any]]:
         def scan() -> list[dict[str, Any]]:

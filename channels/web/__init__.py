@@ -11,6 +11,7 @@ without the console there is no web channel.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lucidgate.channels.base import ChannelUnavailable
@@ -21,10 +22,17 @@ from lucidgate.channels.web.log import ChatEvent, ChatLog
 if TYPE_CHECKING:
     from lucidgate.config.schema import Config
 
-__all__ = ["ChatEvent", "ChatLog", "TurnTools", "WebChannel", "build"]
+__all__ = ["ChatEvent", "ChatLog", "TurnTools", "WebChannel", "agent_workspaces", "build"]
 
 
 def build(config: Config, deps: ChannelDeps) -> WebChannel:
     if not config.console.enabled:
         raise ChannelUnavailable("the web console is off (console.enabled)")
-    return WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions)
+    return WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions, workspaces=agent_workspaces(config))
+
+
+def agent_workspaces(config: Config) -> dict[str, Path]:
+    """Each non-default agent's workspace by id (empty without ``agents.list``): where its
+    web chats are kept."""
+    return {agent: config.for_agent(agent).workspace for agent in config.agent_ids()
+            if agent != config.default_agent_id}

@@ -8,6 +8,12 @@ id it saw and gets the missed events, then live ones — never one twice.
 
 The channel knows nothing about HTTP or authentication (``gateway/console`` does that) and
 nothing about the agent: tool calls of a turn come from the ``TurnTools`` view it is built with.
+
+Several agents: a chat belongs to one agent (``agent``: its id as messages carry it, "" for
+the default agent). Its messages are stamped with that agent, so they reach it whatever the
+bindings say, and its log lives in that agent's workspace (``workspaces``). Replies carry
+no agent, so on the bus a non-default agent's chat is named ``<agent>.<chat id>`` (a dot is
+in neither an agent id nor a chat id): its session key is ``work:web:work.<chat id>``.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from lucidgate.channels._ratelimit import DeliveryRetry
@@ -39,6 +46,19 @@ class TurnTools(Protocol):
     """Where the tool calls of a session's latest turn are read, for the reply event."""
 
     async def turn_tools(self, key: str) -> list[dict[str, Any]]: ...
+
+    def for_agent(self, agent: str) -> TurnTools | None: ...
+
+
+def wire_id(chat_id: str, agent: str) -> str:
+    """The chat id on the bus: the console's for the default agent, ``<agent>.<chat>`` else."""
+    return f"{agent}.{chat_id}" if agent else chat_id
+
+
+def split_wire(wire: str) -> tuple[str, str]:
+    """(agent, chat id) of a chat id on the bus."""
+    agent, dot, chat_id = wire.partition(".")
+    return (agent, chat_id) if dot else ("", wire)
 
 
 class ChatIdInvalid(ValueError):
@@ -79,11 +99,15 @@ class Subscription:
 class WebChannel:
     name = NAME
 
-    def __init__(self, bus: MessageBus, *, workspace: Path, turns: TurnTools | None = None) -> None:
+    def __init__(self, bus: MessageBus, *, workspace: Path, turns: TurnTools | None = None,
+                 workspaces: Mapping[str, Path] | None = None) -> None:
         """``turns``: the root's read-only transcript view, so each reply shows its turn's tool
-        calls (without one, as in a channel built alone, replies come without them)."""
+        calls (without one, as in a channel built alone, replies come without them).
+        ``workspaces``: the other agents' workspaces by id, where their chats are kept."""
         self.bus = bus
         self.log = ChatLog(workspace / "state" / "web")
+        self._logs = {"": self.log} | {agent: ChatLog(ws / "state" / "web")
+                                       for agent, ws in (workspaces or {}).items() if agent}
         self._turns = turns
         self._subs: dict[str, set[Subscription]] = {}
         self._running = False
@@ -121,63 +145,85 @@ class WebChannel:
         return chat_id
 
     @staticmethod
-    def session_key(chat_id: str) -> str:
-        return f"{NAME}:{chat_id}"
+    def session_key(chat_id: str, agent: str = "") -> str:
+        key = f"{NAME}:{wire_id(chat_id, agent)}"
+        return f"{agent}:{key}" if agent else key
 
-    async def post(self, chat_id: str, text: str) -> ChatEvent:
+    def _log(self, agent: str) -> ChatLog:
+        log = self._logs.get(agent)
+        if log is None:
+            raise ChatIdInvalid(f"no agent {agent!r} has web chats here")
+        return log
+
+    async def post(self, chat_id: str, text: str, *, agent: str = "") -> ChatEvent:
         """Hand the console user's message to the agent; raises BusFull/BusClosed if refused."""
         self.check_chat_id(chat_id)
-        await self.log.load(chat_id)
+        log = self._log(agent)
+        await log.load(chat_id)
         message_id = uuid.uuid4().hex
-        msg = InboundMessage(channel=NAME, chat_id=chat_id, sender_id=SENDER, text=text,
+        wire = wire_id(chat_id, agent)
+        msg = InboundMessage(channel=NAME, chat_id=wire, sender_id=SENDER, text=text,
                              chat_type="private", message_id=message_id, sender_name="console",
-                             role="owner")  # the console's login is the owner's
+                             role="owner", agent=agent)  # the console's login is the owner's
         await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
         # Numbered right after acceptance with no await in between: the reply, however
         # quick, always gets a later id than the message it answers.
-        event = self.log.add(chat_id, "user", text, message_id=message_id)
-        self._fan_out(chat_id, Live("event", event))
-        await self.log.persist(chat_id, event)
+        event = log.add(chat_id, "user", text, message_id=message_id)
+        self._fan_out(wire, Live("event", event))
+        await log.persist(chat_id, event)
         return event
+
+    async def post_wire(self, wire: str, text: str) -> ChatEvent:
+        """``post`` to a chat named as on the bus (a session's origin)."""
+        agent, chat_id = split_wire(wire)
+        return await self.post(chat_id, text, agent=agent)
 
     # -- outbound ----------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:
-        chat_id = msg.target.chat_id
+        wire = msg.target.chat_id
         if msg.kind == "typing":
-            self._fan_out(chat_id, Live("typing"))
+            self._fan_out(wire, Live("typing"))
             return
         if msg.kind == "progress":
             if msg.activity:  # "running grep…": the progress line, not the preview
-                self._fan_out(chat_id, Live("activity", text=msg.activity))
+                self._fan_out(wire, Live("activity", text=msg.activity))
             if msg.text:
-                self._fan_out(chat_id, Live("progress", text=msg.text))
+                self._fan_out(wire, Live("progress", text=msg.text))
             return
-        await self.log.load(chat_id)
+        agent, chat_id = split_wire(wire)
+        log = self._logs.get(agent)
+        if log is None:  # an agent no longer configured: nowhere of its own to keep it
+            logger.warning("web: dropped a reply for chat %s of agent %r, which is not configured", chat_id, agent)
+            return
+        await log.load(chat_id)
         tools: list[dict[str, Any]] = []
-        if msg.kind == "text" and self._turns is not None:
+        turns = self._turns if not agent or self._turns is None else self._turns.for_agent(agent)
+        if msg.kind == "text" and turns is not None:
             try:
-                tools = await self._turns.turn_tools(self.session_key(chat_id))
+                tools = await turns.turn_tools(self.session_key(chat_id, agent))
             except Exception:  # the reply matters more than its tool details
-                logger.exception("could not read the tool calls of web:%s", chat_id)
+                logger.exception("could not read the tool calls of web:%s", wire)
         kind: EventType = "reply" if msg.kind == "text" else "error"
-        retried = self.log.find(chat_id, kind, msg.in_reply_to) if msg.in_reply_to else None
+        retried = log.find(chat_id, kind, msg.in_reply_to) if msg.in_reply_to else None
         text = unsent_note(msg.text, msg.files, "web") if isinstance(msg, OutboundText) else msg.text
-        event = retried or self.log.add(chat_id, kind, text, message_id=msg.in_reply_to, tools=tools)
+        event = retried or log.add(chat_id, kind, text, message_id=msg.in_reply_to, tools=tools)
         if retried is None:
-            self._fan_out(chat_id, Live("event", event))
+            self._fan_out(wire, Live("event", event))
         try:
-            await self.log.persist(chat_id, event)
+            await log.persist(chat_id, event)
         except OSError as exc:  # the outbox retries; the tabs already show it, once
             raise DeliveryRetry(f"could not write the web chat log: {exc}") from exc
 
     # -- listening tabs ----------------------------------------------------------------
-    async def subscribe(self, chat_id: str, last_seen: int) -> Subscription:
+    async def subscribe(self, chat_id: str, last_seen: int, *, agent: str = "") -> Subscription:
         """The events after ``last_seen`` plus a queue of live ones (close it when done)."""
         self.check_chat_id(chat_id)
-        await self.log.load(chat_id)
-        sub = Subscription(self, chat_id, self.log.after(chat_id, last_seen))
+        log = self._log(agent)
+        await log.load(chat_id)
+        wire = wire_id(chat_id, agent)
+        sub = Subscription(self, wire, log.after(chat_id, last_seen))
         sub.last_id = max(sub.last_id, last_seen)
-        self._subs.setdefault(chat_id, set()).add(sub)
+        self._subs.setdefault(wire, set()).add(sub)
         return sub
 
     def _unsubscribe(self, sub: Subscription) -> None:
@@ -191,6 +237,6 @@ class WebChannel:
         for sub in list(self._subs.get(chat_id, ())):
             sub.queue.put_nowait(item)
 
-    async def chats(self) -> list[dict[str, Any]]:
-        ids = await asyncio.to_thread(self.log.chats)
-        return [{"chat_id": c, "session_key": self.session_key(c)} for c in ids if CHAT_ID.match(c)]
+    async def chats(self, *, agent: str = "") -> list[dict[str, Any]]:
+        ids = await asyncio.to_thread(self._log(agent).chats)
+        return [{"chat_id": c, "session_key": self.session_key(c, agent)} for c in ids if CHAT_ID.match(c)]

@@ -3,6 +3,10 @@
 The stream sends the durable events after ``after`` (or the ``Last-Event-ID`` the
 browser's EventSource resends on reconnect) as ``id:``-numbered SSE events, then live
 ones; typing and previews are sent without an id so they never move the resume point.
+
+Per agent (``?agent=<id>``): a chat belongs to one agent; its messages go to that agent (the
+web channel stamps them with it, so no binding sends them elsewhere) and its log is kept in
+that agent's workspace. The same chat id under two agents is two chats.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Header, HTTPException, Query
@@ -18,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from lucidgate.channels.bus import BusClosed, BusFull
 from lucidgate.channels.web.channel import CHAT_ID, Live, Subscription
-from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.context import REFUSALS, TAG, PerAgent, owner_dependency
 
 if TYPE_CHECKING:
     from lucidgate.channels.web import WebChannel
@@ -79,23 +84,37 @@ async def _stream(sub: Subscription) -> AsyncIterator[str]:
         sub.close()
 
 
-def router(auth: ConsoleAuth, web: WebChannel, registry: CommandRegistry) -> APIRouter:
+@dataclass(frozen=True)
+class ChatParts:
+    """One agent's commands and the stamp its messages carry ("": the default agent)."""
+
+    commands: CommandRegistry
+    stamp: str = ""
+
+
+def router(auth: ConsoleAuth, web: WebChannel, registry: CommandRegistry | None = None, *,
+           agents: PerAgent[ChatParts] | None = None) -> APIRouter:
+    """Over each agent's ``ChatParts``, or one agent's command ``registry``."""
+    if agents is None:
+        assert registry is not None, "a command registry, or agents"
+        agents = PerAgent.one(ChatParts(registry))
     api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(auth)], responses=REFUSALS)
+    agent = agents.dependency()
 
     @api.get("/chats", response_model=list[ChatInfo], summary="The web chats kept so far")
-    async def chats() -> list[ChatInfo]:
-        return [ChatInfo(**c) for c in await web.chats()]
+    async def chats(c: ChatParts = agent) -> list[ChatInfo]:
+        return [ChatInfo(**chat) for chat in await web.chats(agent=c.stamp)]
 
     @api.post("/chats/{chat_id}/messages", response_model=Posted, status_code=202,
               summary="Send a message (or a /command) to the assistant in this chat",
               responses={400: {"description": "Bad chat id."},
                          503: {"description": "The assistant is busy or shutting down; retry."}})
-    async def post(chat_id: str, body: PostMessage) -> Posted:
+    async def post(chat_id: str, body: PostMessage, c: ChatParts = agent) -> Posted:
         _check(chat_id)
         if not web.running:
             raise HTTPException(503, "the web chat is not running")
         try:
-            event = await web.post(chat_id, body.text)
+            event = await web.post(chat_id, body.text, agent=c.stamp)
         except (BusFull, BusClosed) as exc:
             raise HTTPException(503, str(exc)) from None
         return Posted(id=event.id, message_id=event.message_id or "")
@@ -107,18 +126,18 @@ def router(auth: ConsoleAuth, web: WebChannel, registry: CommandRegistry) -> API
                                              "`typing`, `activity` (the tool that runs: \"running grep…\") and "
                                              "`progress` (streamed text so far)."}})
     async def events(chat_id: str, after: int = Query(0, ge=0, description="last event id seen"),
-                     last_event_id: str | None = Header(None)) -> StreamingResponse:
+                     last_event_id: str | None = Header(None), c: ChatParts = agent) -> StreamingResponse:
         _check(chat_id)
         seen = after
         if last_event_id and last_event_id.isdigit():
             seen = max(seen, int(last_event_id))
-        sub = await web.subscribe(chat_id, seen)
+        sub = await web.subscribe(chat_id, seen, agent=c.stamp)
         return StreamingResponse(_stream(sub), media_type="text/event-stream",
                                  headers={"X-Accel-Buffering": "no"})
 
     @api.get("/commands", response_model=list[CommandInfo], summary="The slash commands the chat knows")
-    async def commands() -> list[CommandInfo]:
-        found = [registry.get(n) for n in registry.names()]
+    async def commands(c: ChatParts = agent) -> list[CommandInfo]:
+        found = [c.commands.get(n) for n in c.commands.names()]
         return [CommandInfo(name=c.name, summary=c.summary, usage=c.usage) for c in found if c is not None]
 
     return api

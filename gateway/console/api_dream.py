@@ -3,7 +3,8 @@
 A restore is ``GitStore.restore``: a NEW commit bringing the files back to their state
 before the chosen one (history is never rewritten), and only with ``confirm: true``. A
 console-started Dream runs as a task; its progress is the Dream's own log lines, and its
-result names the commit it made so the page can show that diff.
+result names the commit it made so the page can show that diff. Per agent
+(``?agent=<id>``): each agent's memory history, its own Dream and its own run in progress.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel, Field
 
-from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.context import REFUSALS, TAG, PerAgent, owner_dependency
 from lucidgate.gateway.console.diff import FileDiff, parse_patch
 from lucidgate.memory.errors import DreamBusy, GitStoreError
 
@@ -140,18 +141,32 @@ def _item(info: object) -> CommitItem:
                       when=info.when.isoformat(), files=list(info.files))
 
 
-def router(auth: ConsoleAuth, *, git: GitStore, dream: Dream, store: MemoryStore) -> APIRouter:
+class DreamParts:
+    """One agent's memory history and Dream, with the console's run of it."""
+
+    def __init__(self, git: GitStore, dream: Dream, store: MemoryStore) -> None:
+        self.git, self.dream = git, dream
+        self.runner = DreamRunner(dream, store)
+
+
+def router(auth: ConsoleAuth, *, git: GitStore | None = None, dream: Dream | None = None,
+           store: MemoryStore | None = None, agents: PerAgent[DreamParts] | None = None) -> APIRouter:
+    """Over each agent's ``DreamParts``, or one agent's ``git``, ``dream`` and ``store``."""
+    if agents is None:
+        assert git is not None and dream is not None and store is not None, "one agent's parts, or agents"
+        agents = PerAgent.one(DreamParts(git, dream, store))
     api = APIRouter(prefix="/api/console/dream", tags=[TAG], dependencies=[owner_dependency(auth)],
                     responses=REFUSALS)
-    runner = DreamRunner(dream, store)
+    agent = agents.dependency()
 
     @api.get("/commits", response_model=list[CommitItem], summary="Every memory commit, newest first")
-    async def commits(limit: int = Query(100, ge=1, le=1000)) -> list[CommitItem]:
-        return [_item(i) for i in await git.alog(limit)]
+    async def commits(limit: int = Query(100, ge=1, le=1000), d: DreamParts = agent) -> list[CommitItem]:
+        return [_item(i) for i in await d.git.alog(limit)]
 
     @api.get("/commits/{sha}", response_model=CommitDetail, summary="One commit with its per-file diff",
              responses={404: {"description": "No such commit in the memory history."}})
-    async def commit(sha: str) -> CommitDetail:
+    async def commit(sha: str, d: DreamParts = agent) -> CommitDetail:
+        git = d.git
         try:
             patch = await git.adiff(sha)
         except GitStoreError as exc:
@@ -165,7 +180,8 @@ def router(auth: ConsoleAuth, *, git: GitStore, dream: Dream, store: MemoryStore
               summary="Undo a commit: a new commit with the files as they were before it",
               responses={400: {"description": "Not confirmed, or nothing to restore."},
                          409: {"description": "A Dream is running; try when it is done."}})
-    async def restore(sha: str, body: RestoreRequest) -> Restored:
+    async def restore(sha: str, body: RestoreRequest, d: DreamParts = agent) -> Restored:
+        git, dream = d.git, d.dream
         if not body.confirm:
             raise HTTPException(400, "restoring needs confirm: true")
         try:
@@ -179,13 +195,13 @@ def router(auth: ConsoleAuth, *, git: GitStore, dream: Dream, store: MemoryStore
 
     @api.post("/run", response_model=DreamRun, status_code=202, summary="Run Dream now",
               responses={409: {"description": "A Dream is already running."}})
-    async def run() -> DreamRun:
-        return runner.start()
+    async def run(d: DreamParts = agent) -> DreamRun:
+        return d.runner.start()
 
     @api.get("/run", response_model=DreamRun, summary="The console-started Dream's progress and result")
-    async def run_state() -> DreamRun:
-        view = runner.view()
-        if not view.running and dream.running:
+    async def run_state(d: DreamParts = agent) -> DreamRun:
+        view = d.runner.view()
+        if not view.running and d.dream.running:
             view.running = True
             view.progress = [*view.progress, "a scheduled Dream is running"]
         return view

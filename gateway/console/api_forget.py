@@ -4,19 +4,21 @@
 tombstone; a short text or one matching a large share of memory answers 409 until sent
 again with ``confirm``. ``purge: true`` also rewrites the memory's git history (the page
 warns first: it cannot be undone, and backups made before still hold the text). Un-forget
-removes a tombstone; what was removed stays removed.
+removes a tombstone; what was removed stays removed. Per agent (``?agent=<id>``): a forget
+reaches that agent's memory, transcripts and index only.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, Field
 
-from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.context import REFUSALS, TAG, PerAgent, owner_dependency
 from lucidgate.memory.errors import DreamBusy, GitStoreError
 
 if TYPE_CHECKING:
@@ -54,24 +56,36 @@ class ForgetResult(BaseModel):
     purged: bool
 
 
-def router(auth: ConsoleAuth, *, dream: Dream, store: MemoryStore, git: GitStore, sessions: SessionStore,
-           recall: RecallService | None, backup_dirs: list[Path]) -> APIRouter:
+@dataclass(frozen=True)
+class ForgetParts:
+    """Everywhere one agent's memory holds a text, and where its backups are."""
+
+    dream: Dream
+    store: MemoryStore
+    git: GitStore
+    sessions: SessionStore
+    recall: RecallService | None
+    backup_dirs: list[Path]
+
+
+def router(auth: ConsoleAuth, *, agents: PerAgent[ForgetParts]) -> APIRouter:
     api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(auth)],
                     responses=REFUSALS)
+    agent = agents.dependency()
 
     @api.get("/forgotten", response_model=list[ForgottenItem], summary="What was forgotten")
-    async def forgotten() -> list[ForgottenItem]:
+    async def forgotten(f: ForgetParts = agent) -> list[ForgottenItem]:
         import asyncio
 
-        stones = await asyncio.to_thread(store.tombstones.items)
+        stones = await asyncio.to_thread(f.store.tombstones.items)
         return [ForgottenItem(id=t.id, created=t.created, by=t.by, shown=t.shown()) for t in stones]
 
     @api.delete("/forgotten/{ident}", response_model=ForgottenItem, summary="Un-forget: drop a tombstone",
                 responses={404: {"description": "No single tombstone has that id."}})
-    async def unforget(ident: str) -> ForgottenItem:
+    async def unforget(ident: str, f: ForgetParts = agent) -> ForgottenItem:
         import asyncio
 
-        removed = await asyncio.to_thread(store.tombstones.remove, ident)
+        removed = await asyncio.to_thread(f.store.tombstones.remove, ident)
         if removed is None:
             raise HTTPException(404, f"no single tombstone has the id {ident!r}")
         logger.info("un-forget [%s] (asked in the console)", removed.id)
@@ -80,14 +94,14 @@ def router(auth: ConsoleAuth, *, dream: Dream, store: MemoryStore, git: GitStore
     @api.post("/forget", response_model=ForgetResult, summary="Forget a text everywhere (and optionally purge)",
               responses={409: {"description": "Short text or a large share of memory: send confirm."},
                          503: {"description": "Dream is running, or the purge failed."}})
-    async def forget(body: ForgetRequest) -> ForgetResult:
+    async def forget(body: ForgetRequest, f: ForgetParts = agent) -> ForgetResult:
         from lucidgate.memory.forget import ForgetNeedsConfirmation, describe, forget_exclusive
 
         try:
             report = await forget_exclusive(
-                dream, store, git, body.text, index=recall.index if recall else None, sessions=sessions,
-                confirm=body.confirm, keep_text=body.keep_text, purge=body.purge,
-                by="the owner in the console", backup_dirs=backup_dirs)
+                f.dream, f.store, f.git, body.text, index=f.recall.index if f.recall else None,
+                sessions=f.sessions, confirm=body.confirm, keep_text=body.keep_text, purge=body.purge,
+                by="the owner in the console", backup_dirs=f.backup_dirs)
         except ForgetNeedsConfirmation as exc:
             raise HTTPException(409, f"{exc}; send it again with confirm") from None
         except DreamBusy:

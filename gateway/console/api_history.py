@@ -2,7 +2,8 @@
 
 Each entry says whether Dream has processed it yet (its cursor is at or below
 ``memory/.dream_cursor``); the page groups entries by day and links each to the session
-it came from. Filters: one session key, or one channel (the key's first part).
+it came from. Filters: one session key, or one channel (the channel part of the key: a
+non-default agent's keys start with its id). Per agent (``?agent=<id>``): that agent's history.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from lucidgate.gateway.console.auth import ConsoleAuth
-from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.context import REFUSALS, TAG, PerAgent, owner_dependency
 from lucidgate.config.fileio import read_int_file
 
 
@@ -56,7 +57,7 @@ def _lines(path: Path, archived: bool) -> list[tuple[dict, bool]]:
 
 
 def read_history(workspace: Path, *, session: str | None, channel: str | None,
-                 before: int | None, limit: int) -> HistoryPage:
+                 before: int | None, limit: int, agent_prefix: str = "") -> HistoryPage:
     """Blocking: run in a worker thread."""
     memory = workspace / "memory"
     dream_cursor = read_int_file(memory / ".dream_cursor") or 0
@@ -74,7 +75,7 @@ def read_history(workspace: Path, *, session: str | None, channel: str | None,
     for cursor in sorted(seen, reverse=True):
         entry, archived = seen[cursor]
         key = entry.get("session_key")
-        chan = str(key).split(":", 1)[0] if key else None
+        chan = str(key).removeprefix(agent_prefix).split(":", 1)[0] if key else None
         if cursor > dream_cursor:
             unprocessed += 1
         if session and key != session:
@@ -91,15 +92,23 @@ def read_history(workspace: Path, *, session: str | None, channel: str | None,
                        more=len(items) > limit, sessions=keys)
 
 
-def router(auth: ConsoleAuth, *, workspace: Path) -> APIRouter:
+def router(auth: ConsoleAuth, *, workspace: Path | None = None,
+           agents: PerAgent[tuple[Path, str]] | None = None) -> APIRouter:
+    """Over each agent's (workspace, session key prefix), or one ``workspace``."""
+    if agents is None:
+        assert workspace is not None, "a workspace, or agents"
+        agents = PerAgent.one((workspace, ""))
     api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(auth)], responses=REFUSALS)
+    agent = agents.dependency()
 
     @api.get("/history", response_model=HistoryPage, summary="The history timeline, newest first")
     async def history(session: str | None = Query(None, max_length=300),
                       channel: str | None = Query(None, max_length=50),
                       before: int | None = Query(None, ge=1, description="only entries below this cursor"),
-                      limit: int = Query(200, ge=1, le=1000)) -> HistoryPage:
+                      limit: int = Query(200, ge=1, le=1000),
+                      where: tuple[Path, str] = agent) -> HistoryPage:
+        workspace, prefix = where
         return await asyncio.to_thread(read_history, workspace, session=session, channel=channel,
-                                       before=before, limit=limit)
+                                       before=before, limit=limit, agent_prefix=prefix)
 
     return api

@@ -3,6 +3,9 @@
 Search uses the recall index (``memory_search``'s library) when the gateway has one, and a
 plain case-insensitive grep of the files and history otherwise.
 
+Per agent (``?agent=<id>``, see ``context``): each agent's files, its own git history and
+recall index; a path is always taken relative to that agent's workspace.
+
 Editable: SOUL.md, USER.md, memory/MEMORY.md and the daily notes ``memory/YYYY-MM-DD.md``
 — nothing else, whatever path is sent. The etag is the SHA-256 of the file's bytes
 ("absent" for a missing file); a save carries the etag it was based on and is refused
@@ -15,6 +18,7 @@ import asyncio
 import hashlib
 import logging
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +27,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from lucidgate.config.fileio import atomic_write_text
-from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.context import REFUSALS, TAG, PerAgent, owner_dependency
 from lucidgate.memory.errors import GitStoreError
 from lucidgate.memory.search.opening import OpenError, open_lines
 
@@ -134,10 +138,26 @@ def grep(workspace: Path, query: str, limit: int = 100) -> list[SearchHit]:
     return hits
 
 
-def router(auth: ConsoleAuth, *, workspace: Path, git: GitStore, recall: RecallService | None) -> APIRouter:
+@dataclass(frozen=True)
+class MemoryParts:
+    """One agent's memory as these routes reach it: its workspace, history and recall index."""
+
+    workspace: Path
+    git: GitStore
+    recall: RecallService | None
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock, compare=False)
+
+
+def router(auth: ConsoleAuth, *, workspace: Path | None = None, git: GitStore | None = None,
+           recall: RecallService | None = None, agents: PerAgent[MemoryParts] | None = None) -> APIRouter:
+    """The routes over ``agents`` (each agent's parts), or over one agent's ``workspace``,
+    ``git`` and ``recall``."""
+    if agents is None:
+        assert workspace is not None and git is not None, "one agent's workspace and git store, or agents"
+        agents = PerAgent.one(MemoryParts(workspace, git, recall))
     api = APIRouter(prefix="/api/console/memory", tags=[TAG], dependencies=[owner_dependency(auth)],
                     responses=REFUSALS)
-    write_lock = asyncio.Lock()
+    agent = agents.dependency()
 
     def check(path: str) -> str:
         if not allowed(path):
@@ -145,13 +165,13 @@ def router(auth: ConsoleAuth, *, workspace: Path, git: GitStore, recall: RecallS
         return path
 
     @api.get("/files", response_model=list[MemoryFileInfo], summary="The memory files and daily notes")
-    async def files() -> list[MemoryFileInfo]:
-        return await asyncio.to_thread(_list, workspace)
+    async def files(m: MemoryParts = agent) -> list[MemoryFileInfo]:
+        return await asyncio.to_thread(_list, m.workspace)
 
     @api.get("/file", response_model=MemoryFile, summary="One memory file with its etag",
              responses={400: {"description": "Not a memory file."}})
-    async def read(path: str = Query(..., max_length=200)) -> JSONResponse:
-        data = await asyncio.to_thread(_read, workspace, check(path))
+    async def read(path: str = Query(..., max_length=200), m: MemoryParts = agent) -> JSONResponse:
+        data = await asyncio.to_thread(_read, m.workspace, check(path))
         tag = etag_of(data)
         body = MemoryFile(path=path, text=(data or b"").decode("utf-8", errors="replace"), etag=tag,
                           exists=data is not None)
@@ -160,9 +180,10 @@ def router(auth: ConsoleAuth, *, workspace: Path, git: GitStore, recall: RecallS
     @api.put("/file", response_model=Saved, summary="Save a memory file (commits `manual: …`)",
              responses={400: {"description": "Not a memory file."},
                         409: {"description": "The file changed since it was read; reload and redo the edit."}})
-    async def save(body: SaveFile, path: str = Query(..., max_length=200)) -> Saved:
+    async def save(body: SaveFile, path: str = Query(..., max_length=200), m: MemoryParts = agent) -> Saved:
         check(path)
-        async with write_lock:
+        workspace, git = m.workspace, m.git
+        async with m.write_lock:
             current = await asyncio.to_thread(_read, workspace, path)
             if etag_of(current) != body.etag:
                 raise HTTPException(409, f"{path} changed since you opened it; reload it and redo your edit")
@@ -175,7 +196,8 @@ def router(auth: ConsoleAuth, *, workspace: Path, git: GitStore, recall: RecallS
             return Saved(path=path, etag=etag_of(text.encode("utf-8")), commit=commit)
 
     @api.get("/search", response_model=SearchResult, summary="Search memory and history")
-    async def search(q: str = Query(..., min_length=1, max_length=200)) -> SearchResult:
+    async def search(q: str = Query(..., min_length=1, max_length=200), m: MemoryParts = agent) -> SearchResult:
+        recall = m.recall
         if recall is not None:
             try:
                 found = await recall.search(q, k=50)
@@ -188,15 +210,15 @@ def router(auth: ConsoleAuth, *, workspace: Path, git: GitStore, recall: RecallS
                               start_line=h.start_line, end_line=h.end_line, cursor=h.cursor,
                               editable=allowed(str(h.path)))
                     for h in found])
-        hits = await asyncio.to_thread(grep, workspace, q)
+        hits = await asyncio.to_thread(grep, m.workspace, q)
         return SearchResult(query=q, engine="grep", hits=hits)
 
     @api.get("/open", response_model=Opened, summary="Open a search hit: its lines, a conversation with its turns",
              responses={400: {"description": "Not a memory source."}, 404: {"description": "No such file."}})
     async def open_hit(path: str = Query(..., max_length=300), start: int = Query(1, ge=1),
-                       lines: int = Query(20, ge=1, le=400)) -> Opened:
+                       lines: int = Query(20, ge=1, le=400), m: MemoryParts = agent) -> Opened:
         try:
-            text = await asyncio.to_thread(open_lines, workspace, path, start, lines)
+            text = await asyncio.to_thread(open_lines, m.workspace, path, start, lines)
         except OpenError as exc:
             raise HTTPException(404 if "does not exist" in str(exc) else 400, str(exc)) from None
         return Opened(path=path, text=text)

@@ -2,7 +2,9 @@
 
 Reminders come from the scheduler's SQLite store (the truth), Dream and heartbeat from
 the scheduler and its persisted job state. Usage reads the per-day ledger files into a
-day × job table the page draws as an SVG chart with the budget lines.
+day × job table the page draws as an SVG chart with the budget lines. Per agent
+(``?agent=<id>``): its reminders, Dream and heartbeat, its usage ledger and budgets, its model
+and turns; the channels and the outbox are the daemon's, the same for every agent.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import json
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from fastapi import APIRouter, HTTPException, Query
 from pydantic import BaseModel
 
-from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.context import REFUSALS, TAG, PerAgent, owner_dependency
 from lucidgate.scheduler.errors import ReminderError
 
 if TYPE_CHECKING:
@@ -137,14 +140,28 @@ class TurnCounts(Protocol):
     def active_turns(self) -> int: ...
 
 
-def router(auth: ConsoleAuth, *, agent: AgentDefaults, scheduler: SchedulerService | None, dream: Dream,
-           ledger: UsageLedger, bus: MessageBus, model: LiteLLMChatModel, store: MemoryStore, turns: TurnCounts,
-           gateway: ChannelView, version: str, started: float) -> APIRouter:
+@dataclass(frozen=True)
+class OpsParts:
+    """One agent's jobs, ledger, model and turns; ``stamp`` names its messages on the bus."""
+
+    agent: AgentDefaults
+    scheduler: SchedulerService | None
+    dream: Dream
+    ledger: UsageLedger
+    model: LiteLLMChatModel
+    store: MemoryStore
+    turns: TurnCounts
+    stamp: str = ""
+
+
+def router(auth: ConsoleAuth, *, agents: PerAgent[OpsParts], bus: MessageBus, gateway: ChannelView,
+           version: str, started: float) -> APIRouter:
     api = APIRouter(prefix="/api/console", tags=[TAG], dependencies=[owner_dependency(auth)], responses=REFUSALS)
+    chosen = agents.dependency()
 
     @api.get("/jobs", response_model=Jobs, summary="Reminders, Dream and heartbeat with their next runs")
-    async def jobs() -> Jobs:
-        sched = scheduler
+    async def jobs(o: OpsParts = chosen) -> Jobs:
+        sched, agent, dream = o.scheduler, o.agent, o.dream
         if sched is None:
             return Jobs(scheduler_running=False, reminders=[], jobs=[])
         active = await asyncio.to_thread(sched.reminders.store.active)
@@ -163,8 +180,8 @@ def router(auth: ConsoleAuth, *, agent: AgentDefaults, scheduler: SchedulerServi
 
     @api.delete("/jobs/reminders/{reminder_id}", status_code=204, summary="Cancel a reminder",
                 responses={404: {"description": "No active reminder with that id."}})
-    async def cancel(reminder_id: int) -> None:
-        sched = scheduler
+    async def cancel(reminder_id: int, o: OpsParts = chosen) -> None:
+        sched = o.scheduler
         if sched is None:
             raise HTTPException(404, "the scheduler is not running in this process")
         reminder = await asyncio.to_thread(sched.reminders.store.get, reminder_id)
@@ -176,7 +193,8 @@ def router(auth: ConsoleAuth, *, agent: AgentDefaults, scheduler: SchedulerServi
             raise HTTPException(404, str(exc)) from None
 
     @api.get("/usage", response_model=Usage, summary="Tokens per day and per job, with the budgets")
-    async def usage(days: int = Query(14, ge=1, le=90)) -> Usage:
+    async def usage(days: int = Query(14, ge=1, le=90), o: OpsParts = chosen) -> Usage:
+        ledger, agent = o.ledger, o.agent
         table = await asyncio.to_thread(read_usage, ledger.folder, days)
         totals: dict[str, int] = defaultdict(int)
         for day in table:
@@ -186,7 +204,8 @@ def router(auth: ConsoleAuth, *, agent: AgentDefaults, scheduler: SchedulerServi
                      dream_budget=agent.dream.token_budget, heartbeat_budget=agent.heartbeat.token_budget)
 
     @api.get("/status", response_model=Status, summary="Channels, outbox, model, version, uptime")
-    async def status() -> Status:
+    async def status(o: OpsParts = chosen) -> Status:
+        agent, model, store, turns, dream = o.agent, o.model, o.store, o.turns, o.dream
         channels = []
         try:
             outboxes: dict[str, dict[str, int]] | None = await bus.outbox_counts_by_channel()
@@ -202,7 +221,7 @@ def router(auth: ConsoleAuth, *, agent: AgentDefaults, scheduler: SchedulerServi
         await store.refresh()
         return Status(version=version, uptime_s=round(time.monotonic() - started, 1), model=agent.model,
                       model_ready=ok, model_detail="ready" if ok else why, channels=channels,
-                      queued_turns=turns.queued + bus.inbound_depth, active_turns=turns.active_turns,
+                      queued_turns=turns.queued + bus.inbound_depth_of(o.stamp), active_turns=turns.active_turns,
                       unprocessed_history=store.unprocessed_count(), dream_running=dream.running)
 
     return api

@@ -3,6 +3,10 @@
 ``/new`` goes through the bus like a typed command, so it is ordered with the session's
 turns (never racing one) and archives the conversation to memory exactly as typing it
 would; its confirmation is answered in the session's own chat.
+
+Per agent (``?agent=<id>``): the sessions of that agent's workspace only. A key is looked up
+in that agent's ``sessions/`` folder and nowhere else, so another agent's key (or a path
+written as a key) is simply not found there.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +25,7 @@ from pydantic import BaseModel
 from lucidgate.channels.bus import BusClosed, BusFull
 from lucidgate.channels.messages import InboundMessage, SessionRef
 from lucidgate.gateway.agent.roles import line_role
-from lucidgate.gateway.console.context import REFUSALS, TAG, owner_dependency
+from lucidgate.gateway.console.context import REFUSALS, TAG, PerAgent, owner_dependency
 from lucidgate.memory.sessions import load_session_file, read_header
 
 if TYPE_CHECKING:
@@ -69,7 +74,7 @@ class NewSession(BaseModel):
     sent: bool
 
 
-def _scan(folder: Path, tokens: dict[str, int]) -> list[SessionItem]:
+def _scan(folder: Path, tokens: dict[str, int], stamp: str = "") -> list[SessionItem]:
     items: list[SessionItem] = []
     if not folder.exists():
         return items
@@ -81,7 +86,7 @@ def _scan(folder: Path, tokens: dict[str, int]) -> list[SessionItem]:
         with path.open("rb") as fh:
             count = sum(1 for line in fh if line.strip()) - 1
         mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
-        channel, _, chat = key.partition(":")
+        channel, _, chat = key.removeprefix(f"{stamp}:" if stamp else "").partition(":")
         items.append(SessionItem(key=key, channel=channel, chat_id=chat, last_activity=mtime,
                                  messages=max(0, count), tokens=tokens.get(key, 0)))
     items.sort(key=lambda s: s.last_activity, reverse=True)
@@ -120,32 +125,42 @@ def line_view(msg: dict[str, Any]) -> TranscriptLine:
                           tool_calls=calls, attachments=names)
 
 
-def router(auth: ConsoleAuth, *, config: Config, web: WebChannel, store: SessionStore, usage: UsageLedger,
-           bus: MessageBus) -> APIRouter:
-    """``config`` answers the role of a chat's sender whose line predates stamped roles."""
+@dataclass(frozen=True)
+class SessionsParts:
+    """One agent's sessions and usage; ``config`` (the agent's) answers the role of a chat's
+    sender whose line predates stamped roles; ``stamp`` prefixes its keys ("": the default)."""
+
+    config: Config
+    store: SessionStore
+    usage: UsageLedger
+    stamp: str = ""
+
+
+def router(auth: ConsoleAuth, *, web: WebChannel, bus: MessageBus, agents: PerAgent[SessionsParts]) -> APIRouter:
     api = APIRouter(prefix="/api/console/sessions", tags=[TAG], dependencies=[owner_dependency(auth)],
                     responses=REFUSALS)
+    agent = agents.dependency()
 
-    async def transcript_path(key: str) -> Path:
+    async def transcript_path(store: SessionStore, key: str) -> Path:
         path = store.path_for(key)
         if not await asyncio.to_thread(path.exists):
             raise HTTPException(404, f"no session {key!r}")
         return path
 
     @api.get("", response_model=list[SessionItem], summary="Every session: channel, chat, activity, size")
-    async def sessions() -> list[SessionItem]:
+    async def sessions(s: SessionsParts = agent) -> list[SessionItem]:
         def scan() -> list[SessionItem]:
-            summary = usage.summarise(days=30)
-            return _scan(store.dir, {k: t.total for k, t in summary.by_session.items()})
+            summary = s.usage.summarise(days=30)
+            return _scan(s.store.dir, {k: t.total for k, t in summary.by_session.items()}, s.stamp)
 
         return await asyncio.to_thread(scan)
 
     @api.get("/transcript", response_model=Transcript, summary="One session's transcript",
              responses={404: {"description": "No such session."}})
     async def transcript(key: str = Query(..., max_length=300),
-                         limit: int = Query(500, ge=1, le=5000)) -> Transcript:
-        path = await transcript_path(key)
-        forgotten = store.tombstones
+                         limit: int = Query(500, ge=1, le=5000), s: SessionsParts = agent) -> Transcript:
+        path = await transcript_path(s.store, key)
+        forgotten = s.store.tombstones
         session = await asyncio.to_thread(  # what the owner asked to forget is not shown
             lambda: load_session_file(path, key, redact=forgotten.matcher() if forgotten else None))
         shown = session.messages[-limit:]
@@ -154,14 +169,14 @@ def router(auth: ConsoleAuth, *, config: Config, web: WebChannel, store: Session
     @api.post("/new", response_model=NewSession, status_code=202,
               summary="Send /new to a session: archive it to memory and start fresh",
               responses={404: {"description": "No such session."}, 503: {"description": "Busy; retry."}})
-    async def new(key: str = Query(..., max_length=300)) -> NewSession:
-        path = await transcript_path(key)
+    async def new(key: str = Query(..., max_length=300), s: SessionsParts = agent) -> NewSession:
+        path = await transcript_path(s.store, key)
         session = await asyncio.to_thread(load_session_file, path, key)
-        channel, _, chat_id = key.partition(":")
+        channel, _, chat_id = key.removeprefix(f"{s.stamp}:" if s.stamp else "").partition(":")
         origin = SessionRef.from_stored(session.metadata) or SessionRef(channel, chat_id)
         try:
             if origin.channel == web.name:
-                await web.post(origin.chat_id, "/new")
+                await web.post_wire(origin.chat_id, "/new")
             else:
                 # Sent as the chat's latest sender, in the role they were admitted in: the
                 # console acts on the chat, it does not make a guest's chat the owner's.
@@ -170,8 +185,8 @@ def router(auth: ConsoleAuth, *, config: Config, web: WebChannel, store: Session
                 await bus.publish_inbound(InboundMessage(
                     channel=origin.channel, chat_id=origin.chat_id, sender_id=str(last["sender_id"]),
                     text="/new", chat_type=origin.chat_type, thread_id=origin.thread_id,
-                    message_id=f"console-new-{uuid.uuid4().hex}",
-                    role=line_role(config, origin.channel, last)), timeout=10)
+                    message_id=f"console-new-{uuid.uuid4().hex}", agent=s.stamp,
+                    role=line_role(s.config, origin.channel, last)), timeout=10)
         except (BusFull, BusClosed) as exc:
             raise HTTPException(503, str(exc)) from None
         return NewSession(key=key, sent=True)
