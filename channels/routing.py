@@ -96,7 +96,9 @@ class Router:
 
     def route_to(self, msg: InboundMessage, agent: str) -> InboundMessage:
         """``msg`` stamped for the agent with id ``agent`` (the caller chose it: a session of
-        that agent is named), with the sender's role there. An unknown id is refused."""
+        that agent is named; "": the default agent), with the sender's role there. An unknown
+        id is refused."""
+        agent = agent or self.default
         if agent not in self.agents:
             raise ValueError(f"no agent {agent!r}")
         role = self.role_for(agent, msg)

@@ -81,7 +81,8 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     # The command specs fill platform menus (Telegram's); every gate shares the one pairing store.
     # Channels are the daemon's: built with the default agent's workspace, commands and sessions.
     deps = ChannelDeps(bus, base.workspace, daemon_stores.pairing, commands=tuple(parts.commands.specs()),
-                       sessions=SessionsOnDisk(parts.sessions, {s.stamp: s.parts.sessions for s in stacks[1:]}))
+                       sessions=SessionsOnDisk(parts.sessions, {s.stamp: s.parts.sessions for s in stacks[1:]},
+                                               default=stacks[0].id))
     channels = _channels_for(mode, config, deps, http=serves_http,
                              terminal=partial(CliChannel, bus, on_unsolicited=on_unsolicited, on_progress=on_progress))
     grace = Grace(config.gateway.shutdown_grace_s)

@@ -24,14 +24,17 @@ class SessionsOnDisk:
     """The read-only view of transcripts the webhook's sessions API uses: the default agent's,
     and through ``for_agent`` each other agent's (``agents``: their session stores by id)."""
 
-    def __init__(self, sessions: SessionStore, agents: Mapping[str, SessionStore] | None = None) -> None:
+    def __init__(self, sessions: SessionStore, agents: Mapping[str, SessionStore] | None = None, *,
+                 default: str = "default") -> None:
         self.sessions = sessions
-        self._agents = {agent: SessionsOnDisk(store) for agent, store in (agents or {}).items() if agent}
+        self.default = default  # the default agent's id, whose view this is
+        self._agents = {agent: SessionsOnDisk(store, default=agent) for agent, store in (agents or {}).items()
+                        if agent and agent != default}
 
     def for_agent(self, agent: str) -> SessionsOnDisk | None:
-        """The view of agent ``agent``'s transcripts ("": the default agent's); None for an id
-        that is not another agent of this gateway."""
-        return self if not agent else self._agents.get(agent)
+        """The view of agent ``agent``'s transcripts ("" or the default's id: this one); None
+        for an id that is no agent of this gateway."""
+        return self if not agent or agent == self.default else self._agents.get(agent)
 
     @property
     def agents(self) -> builtins.list[str]:

@@ -123,6 +123,20 @@ class SessionsView(Protocol):
 
     async def said(self, key: str, after: int, limit: int) -> builtins.list[dict[str, Any]] | None: ...
 
+    def for_agent(self, agent: str) -> SessionsView | None:
+        """Agent ``agent``'s transcripts ("" or the default's id: these); None for no such agent."""
+        ...
+
+    @property
+    def agents(self) -> builtins.list[str]:
+        """The ids of the other agents (not the default), whose keys start with ``<id>:``."""
+        ...
+
+    @property
+    def default(self) -> str:
+        """The default agent's id."""
+        ...
+
 
 def doc(description: str, model: type[BaseModel] = ErrorBody) -> dict[str, Any]:
     return {"model": model, "description": description}

@@ -7,6 +7,7 @@ transcript (as every answer is), and the integration polls this route: every ass
 after the position it last saw (``after``; the response's ``next_after`` is the one to send
 next), oldest first, each marked ``reply``, ``reminder`` or ``error``. The integration token
 reads only guest chats it wrote to; the owner token also owner chats; the admin token any.
+Several agents: ``?agent=<id>`` reads that agent's chat (absent: the default agent's).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 
 from lucidgate.channels.webhook.api import AUTH_ERRORS, SessionsView, doc, error_response
 from lucidgate.channels.webhook.auth import ChatLedger, Credential, may_read, unwritten_refusal
+from lucidgate.channels.webhook.sessions_api import AGENT_HELP, agent_view
 
 __all__ = ["ChatMessages", "SaidItem", "chat_messages_route"]
 
@@ -42,11 +44,15 @@ def chat_messages_route(*, sessions: SessionsView | None, ledger: ChatLedger,
                         caller: Callable[[Request], tuple[Credential, str]],
                         admin_configured: Callable[[], bool]) -> Callable[..., object]:
     async def read(chat_id: str, request: Request, after: Annotated[int, Query(ge=0)] = 0,
-                   limit: Annotated[int, Query(ge=1, le=500)] = 100) -> Response:
-        view = sessions
-        if view is None:
+                   limit: Annotated[int, Query(ge=1, le=500)] = 100,
+                   agent: Annotated[str | None, Query(max_length=64, description=AGENT_HELP)] = None) -> Response:
+        if sessions is None:
             return error_response(503, "chat messages are not available in this process")
-        key = f"webhook:{chat_id}"
+        chosen = agent_view(sessions, agent or "")
+        if isinstance(chosen, Response):
+            return chosen
+        view, prefix = chosen
+        key = f"{prefix}{chat_id}"
         kind, token_fp = caller(request)
         if kind != "admin" and not may_read(kind, wrote=await asyncio.to_thread(ledger.wrote, token_fp, chat_id),
                                             role=await asyncio.to_thread(ledger.role_of, chat_id)):

@@ -76,9 +76,14 @@ class MessageIntake:
 
     async def submit(self, request: Request, chat_id: str, sender_id: str, text: str, *, role: Role,
                      idem_key: str | None, callback_url: str | None, wait: bool,
-                     stream: bool = False, spender: str | None = None) -> Response:
-        session = f"{CHANNEL}:{chat_id}"
+                     stream: bool = False, spender: str | None = None, agent: str | None = None) -> Response:
+        """``agent``: the id of the agent the message is for (a session of it is named); None:
+        the bindings decide. Either way the answer's ``session`` is the key it lands in."""
         message_id = uuid.uuid4().hex
+        msg = self.bus.routed(InboundMessage(channel=CHANNEL, chat_id=chat_id, sender_id=sender_id, text=text,
+                                             chat_type="private", message_id=message_id, role=role,
+                                             spender=spender), agent)
+        session = msg.session_key
         fingerprint = request_fingerprint(chat_id, sender_id, text)
         remembered = idem_key is not None or callback_url is not None
         if remembered:
@@ -90,8 +95,6 @@ class MessageIntake:
                 return await self._replay(request, record, fingerprint, wait)
         fut = self._add_waiter(message_id) if wait else None
         feed = self.previews.open(message_id) if stream else None  # before the turn can start
-        msg = InboundMessage(channel=CHANNEL, chat_id=chat_id, sender_id=sender_id, text=text,
-                             chat_type="private", message_id=message_id, role=role, spender=spender)
         try:
             await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
         except BusClosed:

@@ -3,6 +3,12 @@
 The admin token sees every webhook session; the owner token the owner's chats and the ones
 it wrote to; the integration token only the guest chats it wrote to (``channels.webhook.auth``). Kept apart from the channel, which it reaches through the
 small ``SessionsHost`` surface, so each module holds one idea.
+
+Several agents: each agent's webhook sessions are its own (keys ``webhook:<chat>`` for the
+default agent, ``<agent>:webhook:<chat>`` for another). ``?agent=<id>`` chooses the agent
+(absent: the default agent); a key that starts with another agent's id names that agent by
+itself, so the ``session`` a reply carries can be read back as it is. A key is looked up
+in its agent's sessions only; an agent's key asked under another agent is not found.
 """
 
 from __future__ import annotations
@@ -70,32 +76,42 @@ class SessionsApi:
                        504: doc("Not done within waitTimeoutS; it still runs.")})
 
     async def list_sessions(self, request: Request,
-                             limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> Response:
+                             limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                             agent: Annotated[str | None, Query(max_length=64, description=AGENT_HELP)] = None,
+                             ) -> Response:
         if self.ch.sessions_view is None:
             return error_response(503, "session listing is not available in this process")
+        chosen = agent_view(self.ch.sessions_view, agent or "")
+        if isinstance(chosen, Response):
+            return chosen
+        view, prefix = chosen
         kind, token_fp = self.ch.caller_of(request)
         if kind == "admin":
-            items = await self.ch.sessions_view.list(f"{CHANNEL}:", limit)
+            items = await view.list(prefix, limit)
         else:  # the chats this token may read, newest first like the rest
             mine = await asyncio.to_thread(self.ch.ledger.chats_of, token_fp)
             roles = await asyncio.to_thread(self.ch.ledger.roles)
             readable = {c for c in mine | set(roles)
                         if may_read(kind, wrote=c in mine, role=roles.get(c))}
-            everything = await self.ch.sessions_view.list(f"{CHANNEL}:", LIST_SCAN_LIMIT) if readable else []
+            everything = await view.list(prefix, LIST_SCAN_LIMIT) if readable else []
             items = [i for i in everything if str(i.get("chat_id")) in readable][:limit]
         return JSONResponse(SessionList(sessions=[SessionSummary(**i) for i in items]).model_dump())
 
     async def get_session(self, key: str, request: Request,
-                           limit: Annotated[int, Query(ge=1, le=500)] = 20) -> Response:
-        detail = await self._session(key, limit, request)
+                           limit: Annotated[int, Query(ge=1, le=500)] = 20,
+                           agent: Annotated[str | None, Query(max_length=64, description=AGENT_HELP)] = None,
+                           ) -> Response:
+        detail = await self._session(key, limit, request, agent)
         if isinstance(detail, Response):
             return detail
-        return JSONResponse(SessionDetail(**detail).model_dump())
+        shown = {k: v for k, v in detail.items() if not k.startswith("_")}
+        return JSONResponse(SessionDetail(**shown).model_dump())
 
     async def reset_session(self, key: str, request: Request, wait: bool = True,
                              sender_id: Annotated[str, Query(min_length=1, max_length=256)] = "webhook-api",
+                             agent: Annotated[str | None, Query(max_length=64, description=AGENT_HELP)] = None,
                              ) -> Response:
-        found = await self._session(key, 1, request)
+        found = await self._session(key, 1, request, agent)
         if isinstance(found, Response):
             return found
         role = self.ch.admit(request, sender_id)
@@ -103,22 +119,51 @@ class SessionsApi:
             return role
         if not self.ch.bus.accepting:
             return error_response(503, SHUTTING_DOWN)
-        return await self.ch.intake.submit(request, key.removeprefix(f"{CHANNEL}:"), sender_id, "/new",
-                                           role=role, idem_key=None, callback_url=None, wait=wait)
+        owner, chat_id = found["_agent"], found["_chat_id"]
+        return await self.ch.intake.submit(request, chat_id, sender_id, "/new", role=role, idem_key=None,
+                                           callback_url=None, wait=wait, agent=owner)
 
-    async def _session(self, key: str, limit: int, request: Request) -> dict[str, Any] | Response:
+    async def _session(self, key: str, limit: int, request: Request,
+                       agent: str | None) -> dict[str, Any] | Response:
+        """The session ``key`` of the agent named (or, unnamed, the one its key starts with),
+        with ``_agent`` and ``_chat_id`` beside its detail."""
         if self.ch.sessions_view is None:
             return error_response(503, "session access is not available in this process")
-        if not key.startswith(f"{CHANNEL}:") or key == f"{CHANNEL}:":
-            return error_response(404, f"no webhook session {key!r} (keys look like 'webhook:<chat_id>')")
-        detail = await self.ch.sessions_view.recent(key, limit)
+        named = agent if agent is not None else key_agent(self.ch.sessions_view, key)
+        chosen = agent_view(self.ch.sessions_view, named)
+        if isinstance(chosen, Response):
+            return chosen
+        view, prefix = chosen
+        if not key.startswith(prefix) or key == prefix:
+            return error_response(404, f"no webhook session {key!r} (keys look like '{prefix}<chat_id>')")
+        detail = await view.recent(key, limit)
         if detail is None:
             return error_response(404, f"no webhook session {key!r}")
         kind, token_fp = self.ch.caller_of(request)
-        chat_id = key.removeprefix(f"{CHANNEL}:")
+        chat_id = key.removeprefix(prefix)
         if not await asyncio.to_thread(_may_read, self.ch.ledger, kind, token_fp, chat_id):
             return error_response(403, unwritten_refusal(key, bool(self.ch.cfg.admin_token.get_secret_value())))
-        return detail
+        return {**detail, "_agent": named, "_chat_id": chat_id}
+
+
+AGENT_HELP = "the agent's id (agents.list); absent: the default agent, or the agent a key starts with"
+
+
+def agent_view(view: SessionsView, agent: str) -> tuple[SessionsView, str] | Response:
+    """The transcripts of ``agent`` ("": the default agent) and its webhook keys' prefix, or
+    a 404 naming the agents for an unknown id."""
+    found = view.for_agent(agent)
+    if found is None:
+        return error_response(404, f"no agent {agent[:64]!r}; the agents are: "
+                                   f"{', '.join([view.default, *view.agents])}")
+    stamp = "" if found is view else agent
+    return found, f"{stamp}:{CHANNEL}:" if stamp else f"{CHANNEL}:"
+
+
+def key_agent(view: SessionsView, key: str) -> str:
+    """The agent a session key names: another agent's id before ``:webhook:``, else ""."""
+    head, _, rest = key.partition(":")
+    return head if head in view.agents and rest.startswith(f"{CHANNEL}:") else ""
 
 
 def _may_read(ledger: ChatLedger, kind: Credential, token_fp: str, chat_id: str) -> bool:
