@@ -1,6 +1,8 @@
 // The console's calls to /api/console. The CSRF token lives in this module's memory only.
+// With several agents every call names the one picked (`agent=`); with one, none is sent.
 
 let csrf = null;
+let agent = null;
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -13,11 +15,26 @@ export function setCsrf(token) {
   csrf = token;
 }
 
+export function setAgent(id) {
+  agent = id || null;
+}
+
+export function currentAgent() {
+  return agent;
+}
+
+// `url` with the picked agent added to its query (unchanged without one).
+export function withAgent(url) {
+  if (!agent) return url;
+  return `${url}${url.includes("?") ? "&" : "?"}agent=${encodeURIComponent(agent)}`;
+}
+
 export async function api(method, path, body) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET" && csrf) headers["X-CSRF-Token"] = csrf;
-  const response = await fetch(`/api/console${path}`, {
+  const scoped = path === "/login" || path === "/logout" || path === "/me" || path === "/agents" ? path : withAgent(path);
+  const response = await fetch(`/api/console${scoped}`, {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),

@@ -1,6 +1,6 @@
 // The console's entry point: log in, then a hash router over the views.
 
-import { ApiError, get, post, setCsrf } from "./api.js";
+import { ApiError, get, post, setAgent, setCsrf } from "./api.js";
 import { clear, h, toast } from "./dom.js";
 import * as approvals from "./views/approvals.js";
 import * as chat from "./views/chat.js";
@@ -56,16 +56,53 @@ function showLogin(message = "") {
   document.getElementById("login-token").focus();
 }
 
-function showApp(session) {
+const AGENT_KEY = "lucid.agent";  // the agent picked in this tab (sessionStorage: not a credential)
+
+// With several agents, a picker in the header: every view shows the agent picked, and the
+// choice outlives a reload of the tab. With one agent there is no picker and nothing changes.
+async function setUpAgents() {
+  const box = document.getElementById("agent-box");
+  const picker = document.getElementById("agent-picker");
+  let agents = [];
+  try {
+    agents = await get("/agents");
+  } catch (_) {
+    agents = [];
+  }
+  clear(picker);
+  if (agents.length < 2) {
+    setAgent(null);
+    box.hidden = true;
+    return;
+  }
+  const kept = sessionStorage.getItem(AGENT_KEY);
+  const chosen = agents.some((a) => a.id === kept) ? kept : agents.find((a) => a.default).id;
+  setAgent(chosen);
+  for (const a of agents) {
+    picker.append(h("option", { value: a.id, selected: a.id === chosen }, a.default ? `${a.id} (default)` : a.id));
+  }
+  box.hidden = false;
+}
+
+function pickAgent(id) {
+  setAgent(id);
+  sessionStorage.setItem(AGENT_KEY, id);
+  const { name } = parseHash();
+  if (location.hash.replace(/^#/, "") === name) route();
+  else go(name);  // the view afresh, without the other agent's item in its address
+}
+
+async function showApp(session) {
   setCsrf(session.csrf);
   document.getElementById("login").hidden = true;
   document.getElementById("top").hidden = false;
+  await setUpAgents();
   route();
 }
 
 async function login(body) {
   try {
-    showApp(await post("/login", body));
+    await showApp(await post("/login", body));
   } catch (err) {
     showLogin(err.message);
   }
@@ -84,6 +121,7 @@ async function boot() {
     setCsrf(null);
     showLogin("Logged out.");
   });
+  document.getElementById("agent-picker").addEventListener("change", (event) => pickAgent(event.target.value));
   window.addEventListener("hashchange", route);
   window.addEventListener("lucid:logged-out", () => showLogin("Your session ended; log in again."));
   const link = location.hash.match(/^#login=([A-Za-z0-9_-]+)$/);
@@ -93,7 +131,7 @@ async function boot() {
     return;
   }
   try {
-    showApp(await get("/me"));
+    await showApp(await get("/me"));
   } catch (_) {
     showLogin();
   }

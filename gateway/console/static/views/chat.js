@@ -1,11 +1,11 @@
 // Chat with the assistant through the web channel: replies stream in over SSE, and a
 // reconnect resumes after the last event id this tab has seen (no loss, no repeats).
 
-import { get, post } from "../api.js";
+import { currentAgent, get, post, withAgent } from "../api.js";
 import { clear, h, toast } from "../dom.js";
 import { renderMarkdown } from "../md.js";
 
-const KEY = "lucid.chat";  // the chat this tab shows (sessionStorage: not a credential)
+// The chat this tab shows is kept per agent under sessionStorage "lucid.chat[.<agent>]" (not a credential).
 const FIRST_CHAT = "main";
 const CHAT_ID = /^[A-Za-z0-9-]{1,64}$/;  // as the server checks it
 // Answered here, never sent: which chat this tab talks in is the tab's own choice.
@@ -35,6 +35,7 @@ function toolList(tools) {
 }
 
 export async function render(view, params, { go }) {
+  const KEY = `lucid.chat${currentAgent() ? `.${currentAgent()}` : ""}`;
   const [chats, served] = await Promise.all([get("/chats"), get("/commands")]);
   const commands = served.concat(LOCAL);
   // A new tab continues the most recent chat (the list comes most recent first); only
@@ -83,7 +84,7 @@ export async function render(view, params, { go }) {
 
   let source = null;
   function connect() {
-    source = new EventSource(`/api/console/chats/${encodeURIComponent(chatId)}/events?after=${lastId}`);
+    source = new EventSource(withAgent(`/api/console/chats/${encodeURIComponent(chatId)}/events?after=${lastId}`));
     source.addEventListener("message", (e) => onEvent(JSON.parse(e.data)));
     source.addEventListener("typing", () => { typing.textContent = "The assistant is typing…"; typing.hidden = false; });
     source.addEventListener("activity", (e) => {  // a tool step: "running grep…"
