@@ -43,6 +43,11 @@ class TranscriptReader(Protocol):
         """The other agents' ids (empty with one agent)."""
         ...
 
+    @property
+    def default(self) -> str:
+        """The default agent's id, whose transcripts these are."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class ChannelDeps:
