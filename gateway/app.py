@@ -74,7 +74,7 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     bus.delivery.on_dead.append(metrics.dead_letter)
     stacks = _agent_stacks(config, Shared(bus, metrics, mode))
     parts = stacks[0].parts
-    _track_turns(metrics, bus, stacks)
+    metrics.track_turns(bus, [(stack.id, stack.stamp, stack.parts.agent) for stack in stacks])
     bus.observe(metrics.outbound)
     serves_http = http or mode == "daemon"
     # What every channel is built with, complete: nothing is handed to a channel afterwards.
@@ -89,22 +89,6 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     components = _components(stacks, channels, grace, short_lived=mode == "agent")
     return Gateway(parts, components, grace, http=_http_parts(stacks, channels) if serves_http else None,
                    channel_deps=deps, agents={stack.id: stack.parts for stack in stacks})
-
-
-def _track_turns(metrics: Metrics, bus: MessageBus, stacks: Sequence[AgentStack]) -> None:
-    """The turn gauges: the whole gateway's with one agent, each agent's with several."""
-    if not metrics.by_agent:
-        loop = stacks[0].parts.agent
-        metrics.track_queue_depth(lambda: bus.inbound_depth + loop.queued)
-        metrics.track_active_turns(lambda: loop.active_turns)
-        metrics.track_workers(lambda: loop.session_workers, lambda: bus.delivery_lanes)
-        return
-    metrics.track_lanes(lambda: bus.delivery_lanes)
-    for stack in stacks:
-        view, stamp, agent_loop = metrics.for_agent(stack.id), stack.stamp, stack.parts.agent
-        view.track_queue_depth(partial(lambda s, a: bus.inbound_depth_of(s) + a.queued, stamp, agent_loop))
-        view.track_active_turns(partial(lambda a: a.active_turns, agent_loop))
-        view.track_workers(partial(lambda a: a.session_workers, agent_loop))
 
 
 def _agent_stacks(config: Config, shared: Shared) -> list[AgentStack]:

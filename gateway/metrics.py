@@ -21,6 +21,8 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Protocol
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, ProcessCollector, generate_latest
@@ -42,6 +44,31 @@ class LastCall:
 
 
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+
+
+class QueueView(Protocol):
+    """What the turn gauges read from the bus."""
+
+    @property
+    def inbound_depth(self) -> int: ...
+
+    @property
+    def delivery_lanes(self) -> int: ...
+
+    def inbound_depth_of(self, agent: str) -> int: ...
+
+
+class TurnView(Protocol):
+    """What the turn gauges read from an agent's loop."""
+
+    @property
+    def queued(self) -> int: ...
+
+    @property
+    def active_turns(self) -> int: ...
+
+    @property
+    def session_workers(self) -> int: ...
 
 
 class _Series:
@@ -164,5 +191,25 @@ class Metrics:
         """The bus's delivery lanes (the daemon's, never an agent's)."""
         self._s.lanes.set_function(lambda: float(lanes()))
 
+    def track_turns(self, bus: QueueView, agents: Sequence[tuple[str, str, TurnView]]) -> None:
+        """The turn gauges over each agent's (id, stamp on the bus, loop), the default first:
+        the whole gateway's with one agent, each agent's under its label with several."""
+        if not self.by_agent:
+            loop = agents[0][2]
+            self.track_queue_depth(lambda: bus.inbound_depth + loop.queued)
+            self.track_active_turns(lambda: loop.active_turns)
+            self.track_workers(lambda: loop.session_workers, lambda: bus.delivery_lanes)
+            return
+        self.track_lanes(lambda: bus.delivery_lanes)
+        for agent_id, stamp, turns in agents:
+            view = self.for_agent(agent_id)
+            view.track_queue_depth(partial(_queued, bus, stamp, turns))
+            view.track_active_turns(partial(getattr, turns, "active_turns"))
+            view.track_workers(partial(getattr, turns, "session_workers"))
+
     def render(self) -> bytes:
         return generate_latest(self._s.registry)
+
+
+def _queued(bus: QueueView, stamp: str, turns: TurnView) -> int:
+    return bus.inbound_depth_of(stamp) + turns.queued
