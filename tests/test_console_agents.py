@@ -23,7 +23,7 @@ import pytest
 from lucidgate.config.schema import Config
 from lucidgate.gateway.runtime import GatewayParts
 from tests.console_kit import Console, console_config, running_console, sse_events
-from tests.fakes.llm import FakeLLMServer, Reply, message_text
+from tests.fakes.llm import FakeLLMServer, Reply, ToolCalls, message_text
 from tests.waiting import until_async
 
 HOME_FACT = "The vault code is 7319."
@@ -33,7 +33,7 @@ WORK_FACT = "The quarterly review is on Thursday."
 REPLY_TIMEOUT = 60.0
 
 
-def agents_config(make_config: Callable[..., Config], root: Path) -> Config:
+def agents_config(make_config: Callable[..., Config], root: Path, **sections: Any) -> Config:
     home, work = root / "home", root / "work"
     for ws, fact in ((home, HOME_FACT), (work, WORK_FACT)):
         (ws / "memory").mkdir(parents=True)
@@ -41,7 +41,7 @@ def agents_config(make_config: Callable[..., Config], root: Path) -> Config:
     return console_config(make_config, agents={
         "defaults": {"llmRetries": 0, "dream": {"enabled": False},
                      "memory": {"search": {"embedding": {"model": "none"}, "watch": False}}},
-        "list": [{"id": "home", "workspace": str(home)}, {"id": "work", "workspace": str(work)}]})
+        "list": [{"id": "home", "workspace": str(home)}, {"id": "work", "workspace": str(work)}]}, **sections)
 
 
 @pytest.fixture
@@ -243,3 +243,34 @@ async def _found(get: Callable[..., Any], query: str, params: dict[str, str]) ->
 
 def _text(request: dict[str, Any]) -> str:
     return "\n".join(message_text(m) for m in request["messages"])
+
+
+async def test_an_action_held_in_home_is_unknown_to_work(
+        make_config: Callable[..., Config], tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    config = agents_config(make_config, tmp_path, tools={"approvals": "always"})
+    fake_llm.queue(ToolCalls([("write_file", {"path": "USER.md", "content": "home's owner\n"})]), Reply("asked"))
+    async with running_console(config) as c:
+        posted = await c.client.post("/api/console/chats/h1/messages", json={"text": "write it"}, headers=c.unsafe)
+        assert posted.status_code == 202, posted.text
+
+        async def held() -> bool:
+            listed = (await c.client.get("/api/console/approvals")).json()["approvals"]
+            return any(a["status"] == "pending" for a in listed)
+
+        await until_async(held, REPLY_TIMEOUT, what="home's held action")
+        (request,) = (await c.client.get("/api/console/approvals")).json()["approvals"]
+        in_work = (await c.client.get("/api/console/approvals", params={"agent": "work"})).json()["approvals"]
+        approve = await c.client.post(f"/api/console/approvals/{request['id']}/approve", params={"agent": "work"},
+                                      headers=c.unsafe)
+        deny = await c.client.post(f"/api/console/approvals/{request['id']}/deny", params={"agent": "work"},
+                                   headers=c.unsafe)
+        still = (await c.client.get("/api/console/approvals", params={"agent": "home"})).json()["approvals"]
+        ok = await c.client.post(f"/api/console/approvals/{request['id']}/approve", params={"agent": "home"},
+                                 headers=c.unsafe)
+        await agents_of(c)["home"].agent.idle()
+    assert request["tool"] == "write_file" and in_work == []
+    assert approve.status_code == 404 and deny.status_code == 404
+    assert [a["status"] for a in still] == ["pending"]
+    assert ok.status_code == 200, ok.text
+    assert (tmp_path / "home" / "USER.md").read_text() == "home's owner\n"
+    assert "home's owner" not in (tmp_path / "work" / "USER.md").read_text()

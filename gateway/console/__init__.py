@@ -47,7 +47,7 @@ def mount_console(app: FastAPI, gateway: Gateway, agents: ConsoleAgents, *, vers
     chat = web if isinstance(web, WebChannel) else None
     auth = ConsoleAuth(token=config.console.token.get_secret_value(), links=LoginLinks(config.workspace),
                        ttl_s=config.console.session_ttl_h * 3600)
-    ctx = ConsoleContext(auth=auth, web=chat, version=version, agents=agents.ids)
+    ctx = ConsoleContext(auth=auth, web=chat, version=version)
     app.state.console = ctx
     app.add_middleware(ConsoleHeaders)
     app.add_middleware(ConsoleBodyCap)

@@ -43,7 +43,6 @@ class ConsoleContext:
     web: WebChannel | None  # None: channels.web is off, the console has no chat
     version: str
     started: float = field(default_factory=time.monotonic)
-    agents: tuple[str, ...] = ("default",)  # every agent's id, the default first
 
 
 def owner_dependency(auth: ConsoleAuth) -> Any:
