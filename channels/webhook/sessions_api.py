@@ -14,6 +14,7 @@ in its agent's sessions only; an agent's key asked under another agent is not fo
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Query, Request
@@ -101,11 +102,10 @@ class SessionsApi:
                            limit: Annotated[int, Query(ge=1, le=500)] = 20,
                            agent: Annotated[str | None, Query(max_length=64, description=AGENT_HELP)] = None,
                            ) -> Response:
-        detail = await self._session(key, limit, request, agent)
-        if isinstance(detail, Response):
-            return detail
-        shown = {k: v for k, v in detail.items() if not k.startswith("_")}
-        return JSONResponse(SessionDetail(**shown).model_dump())
+        found = await self._session(key, limit, request, agent)
+        if isinstance(found, Response):
+            return found
+        return JSONResponse(SessionDetail(**found.detail).model_dump())
 
     async def reset_session(self, key: str, request: Request, wait: bool = True,
                              sender_id: Annotated[str, Query(min_length=1, max_length=256)] = "webhook-api",
@@ -119,14 +119,11 @@ class SessionsApi:
             return role
         if not self.ch.bus.accepting:
             return error_response(503, SHUTTING_DOWN)
-        owner, chat_id = found["_agent"], found["_chat_id"]
-        return await self.ch.intake.submit(request, chat_id, sender_id, "/new", role=role, idem_key=None,
-                                           callback_url=None, wait=wait, agent=owner)
+        return await self.ch.intake.submit(request, found.chat_id, sender_id, "/new", role=role, idem_key=None,
+                                           callback_url=None, wait=wait, agent=found.agent)
 
-    async def _session(self, key: str, limit: int, request: Request,
-                       agent: str | None) -> dict[str, Any] | Response:
-        """The session ``key`` of the agent named (or, unnamed, the one its key starts with),
-        with ``_agent`` and ``_chat_id`` beside its detail."""
+    async def _session(self, key: str, limit: int, request: Request, agent: str | None) -> _Found | Response:
+        """The session ``key`` of the agent named (or, unnamed, the one its key starts with)."""
         if self.ch.sessions_view is None:
             return error_response(503, "session access is not available in this process")
         named = agent if agent is not None else key_agent(self.ch.sessions_view, key)
@@ -143,7 +140,16 @@ class SessionsApi:
         chat_id = key.removeprefix(prefix)
         if not await asyncio.to_thread(_may_read, self.ch.ledger, kind, token_fp, chat_id):
             return error_response(403, unwritten_refusal(key, bool(self.ch.cfg.admin_token.get_secret_value())))
-        return {**detail, "_agent": named, "_chat_id": chat_id}
+        return _Found(detail, named, chat_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A session the caller may read: its detail, its agent's id ("": the default) and chat."""
+
+    detail: dict[str, Any]
+    agent: str
+    chat_id: str
 
 
 AGENT_HELP = "the agent's id (agents.list); absent: the default agent, or the agent a key starts with"
