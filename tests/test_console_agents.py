@@ -274,3 +274,21 @@ async def test_an_action_held_in_home_is_unknown_to_work(
     assert ok.status_code == 200, ok.text
     assert (tmp_path / "home" / "USER.md").read_text() == "home's owner\n"
     assert "home's owner" not in (tmp_path / "work" / "USER.md").read_text()
+
+
+async def test_a_binding_on_the_web_channel_does_not_move_the_console_chat_of_the_agent_picked(
+        make_config: Callable[..., Config], tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    """The console's chat names its agent, the default one included: a binding that sends
+    the "web" channel to work changes nothing for a chat picked for home."""
+    config = agents_config(make_config, tmp_path, bindings=[{"agent": "work", "match": {"channel": "web"}}])
+    fake_llm.queue(Reply("home here"), Reply("work here"))
+    async with running_console(config) as c:
+        assert (await chat(c, "b1", "to home"))["text"] == "home here"
+        home_request = fake_llm.requests[-1]
+        assert (await chat(c, "b1", "to work", agent="work"))["text"] == "work here"
+        for p in agents_of(c).values():
+            await p.agent.idle()
+        home_keys = [s["key"] for s in (await c.client.get("/api/console/sessions")).json()]
+        work_keys = [s["key"] for s in (await c.client.get("/api/console/sessions", params={"agent": "work"})).json()]
+    assert home_keys == ["web:b1"] and work_keys == ["work:web:work.b1"]
+    assert SECRET in _text(home_request) and WORK_FACT not in _text(home_request)

@@ -28,7 +28,8 @@ __all__ = ["ChatEvent", "ChatLog", "TurnTools", "WebChannel", "agent_workspaces"
 def build(config: Config, deps: ChannelDeps) -> WebChannel:
     if not config.console.enabled:
         raise ChannelUnavailable("the web console is off (console.enabled)")
-    return WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions, workspaces=agent_workspaces(config))
+    return WebChannel(deps.bus, workspace=deps.workspace, turns=deps.sessions, workspaces=agent_workspaces(config),
+                      default_agent=config.default_agent_id)
 
 
 def agent_workspaces(config: Config) -> dict[str, Path]:

@@ -10,10 +10,11 @@ The channel knows nothing about HTTP or authentication (``gateway/console`` does
 nothing about the agent: tool calls of a turn come from the ``TurnTools`` view it is built with.
 
 Several agents: a chat belongs to one agent (``agent``: its id as messages carry it, "" for
-the default agent). Its messages are stamped with that agent, so they reach it whatever the
-bindings say, and its log lives in that agent's workspace (``workspaces``). Replies carry
-no agent, so on the bus a non-default agent's chat is named ``<agent>.<chat id>`` (a dot is
-in neither an agent id nor a chat id): its session key is ``work:web:work.<chat id>``.
+the default agent). Its messages name that agent (the default one by its id, which the
+router turns into ""), so they reach it whatever the bindings say, and its log lives in that
+agent's workspace (``workspaces``). Replies carry no agent, so on the bus a non-default
+agent's chat is named ``<agent>.<chat id>`` (a dot is in neither an agent id nor a chat id):
+its session key is ``work:web:work.<chat id>``.
 """
 
 from __future__ import annotations
@@ -100,11 +101,15 @@ class WebChannel:
     name = NAME
 
     def __init__(self, bus: MessageBus, *, workspace: Path, turns: TurnTools | None = None,
-                 workspaces: Mapping[str, Path] | None = None) -> None:
+                 workspaces: Mapping[str, Path] | None = None, default_agent: str = "") -> None:
         """``turns``: the root's read-only transcript view, so each reply shows its turn's tool
         calls (without one, as in a channel built alone, replies come without them).
-        ``workspaces``: the other agents' workspaces by id, where their chats are kept."""
+        ``workspaces``: the other agents' workspaces by id, where their chats are kept;
+        ``default_agent``: the default agent's id, which its chats name to the router."""
         self.bus = bus
+        # With several agents even the default agent's chat names its agent, so no binding
+        # (one on the "web" channel) sends it elsewhere; alone, it names none, as before.
+        self._default_pin = default_agent if workspaces else ""
         self.log = ChatLog(workspace / "state" / "web")
         self._logs = {"": self.log} | {agent: ChatLog(ws / "state" / "web")
                                        for agent, ws in (workspaces or {}).items() if agent}
@@ -164,7 +169,7 @@ class WebChannel:
         wire = wire_id(chat_id, agent)
         msg = InboundMessage(channel=NAME, chat_id=wire, sender_id=SENDER, text=text,
                              chat_type="private", message_id=message_id, sender_name="console",
-                             role="owner", agent=agent)  # the console's login is the owner's
+                             role="owner", agent=agent or self._default_pin)  # the console's login is the owner's
         await self.bus.publish_inbound(msg, timeout=PUBLISH_TIMEOUT_S)
         # Numbered right after acceptance with no await in between: the reply, however
         # quick, always gets a later id than the message it answers.

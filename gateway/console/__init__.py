@@ -79,8 +79,11 @@ def _routers(auth: ConsoleAuth, gateway: Gateway, each: PerAgent[ConsoleParts], 
         routers.append(api_approvals.router(auth, agents=held))  # type: ignore[arg-type]
     if chat is not None:
         routers.append(api_chat.router(auth, chat, agents=each.map(lambda p: api_chat.ChatParts(p.commands, p.stamp))))
-        routers.append(api_sessions.router(auth, web=chat, bus=default.bus, agents=each.map(
-            lambda p: api_sessions.SessionsParts(p.config, p.sessions, p.usage, p.stamp))))
+        several = len(each.items) > 1  # then even the default agent's /new names its agent
+        routers.append(api_sessions.router(auth, web=chat, bus=default.bus, agents=PerAgent({
+            agent_id: api_sessions.SessionsParts(p.config, p.sessions, p.usage, p.stamp,
+                                                 pin=agent_id if several else "")
+            for agent_id, p in each.items.items()})))
     routers += [
         api_memory.router(auth, agents=each.map(lambda p: api_memory.MemoryParts(p.config.workspace, p.git, p.recall))),
         api_history.router(auth, agents=each.map(lambda p: (p.config.workspace, f"{p.stamp}:" if p.stamp else ""))),

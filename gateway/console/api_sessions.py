@@ -134,6 +134,7 @@ class SessionsParts:
     store: SessionStore
     usage: UsageLedger
     stamp: str = ""
+    pin: str = ""  # what a message names to reach this agent whatever the bindings say ("": let them decide)
 
 
 def router(auth: ConsoleAuth, *, web: WebChannel, bus: MessageBus, agents: PerAgent[SessionsParts]) -> APIRouter:
@@ -185,7 +186,7 @@ def router(auth: ConsoleAuth, *, web: WebChannel, bus: MessageBus, agents: PerAg
                 await bus.publish_inbound(InboundMessage(
                     channel=origin.channel, chat_id=origin.chat_id, sender_id=str(last["sender_id"]),
                     text="/new", chat_type=origin.chat_type, thread_id=origin.thread_id,
-                    message_id=f"console-new-{uuid.uuid4().hex}", agent=s.stamp,
+                    message_id=f"console-new-{uuid.uuid4().hex}", agent=s.pin or s.stamp,
                     role=line_role(s.config, origin.channel, last)), timeout=10)
         except (BusFull, BusClosed) as exc:
             raise HTTPException(503, str(exc)) from None
