@@ -89,9 +89,13 @@ class Router:
 
     def route(self, msg: InboundMessage) -> InboundMessage:
         """``msg`` stamped with its agent ("" for the default) and its role for that agent.
-        A message that carries an agent already, or a gateway's own turn, is left as it is."""
-        if msg.agent or msg.task is not None or not self.several:
+        A message that carries an agent already, or a gateway's own turn, is left as it is;
+        one that names the default agent by its id (the terminal's ``--agent``) goes to it,
+        whatever the bindings say."""
+        if msg.task is not None or not self.several:
             return msg
+        if msg.agent:
+            return replace(msg, agent="") if msg.agent == self.default else msg
         agent = self.agent_for(msg)
         role = self.role_for(agent, msg)
         stamped = "" if agent == self.default else agent

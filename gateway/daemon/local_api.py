@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lucidgate.channels.bus import BusClosed, BusFull
 from lucidgate.channels.cli import CliChannel
 from lucidgate.channels.webhook.api import guarded_route
+from lucidgate.config.agents_schema import AGENT_ID
 from lucidgate.gateway.daemon.local_client import SESSION_NAME_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -37,6 +39,8 @@ class LocalMessage(BaseModel):
     text: str = Field(min_length=1, max_length=MAX_LOCAL_CHARS)
     session: str | None = Field(None, pattern=SESSION_NAME_PATTERN,
                                 description="The terminal session to talk in (`lucid agent -s NAME`).")
+    agent: str | None = Field(None, pattern=AGENT_ID,
+                              description="The agent to talk to (`lucid agent --agent ID`); none: the bindings decide.")
 
 
 class LocalReply(BaseModel):
@@ -71,18 +75,28 @@ def local_router(token: str, max_body_bytes: int) -> APIRouter:
     return APIRouter(route_class=guarded_route(authorize, lambda: max_body_bytes))
 
 
-def add_local_route(app: FastAPI, cli: CliChannel, token: str) -> None:
+def add_local_route(app: FastAPI, cli: CliChannel, token: str, agents: Sequence[str] = ()) -> None:
     """Mount ``POST /v1/local/messages`` (``lucid agent``); ``/v1/local/search`` lives in
-    ``gateway.daemon.local_search``."""
+    ``gateway.daemon.local_search``. ``agents``: the ids this gateway serves, the default first."""
     router = local_router(token, MAX_LOCAL_BODY_BYTES)
+    served = tuple(agents)
 
     @router.post("/v1/local/messages", response_model=LocalReply, tags=["local"],
                  summary="The terminal channel of a running gateway (used by `lucid agent`)",
                  responses={**GUARD_RESPONSES,
+                            404: {"model": LocalError, "description": "No such agent here."},
                             503: {"model": LocalError, "description": "Shutting down or busy; retry."}})
     async def local_message(body: LocalMessage) -> Any:
+        agent = body.agent
+        if agent is not None and agent not in served:
+            # Published, it would wait in a queue no agent reads: refuse it now instead.
+            known = ", ".join(served) or "none"
+            return JSONResponse({"detail": f"this gateway serves no agent {agent!r} (its agents: {known}); "
+                                           "restart it after changing agents.list"}, 404)
+        # The one agent of a gateway without agents.list is reached by the bindings-free default.
+        pinned = agent if agent is not None and len(served) > 1 else None
         try:
-            ok, reply = await cli.ask(body.text, body.session)
+            ok, reply = await cli.ask(body.text, body.session, agent=pinned)
         except (BusClosed, BusFull) as exc:
             return JSONResponse({"detail": str(exc)}, 503)
         return LocalReply(ok=ok, reply=reply)

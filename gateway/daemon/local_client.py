@@ -54,9 +54,13 @@ def healthy(url: str, *, timeout_s: float = 1.5) -> bool:
 
 
 def ask_running(url: str, token: str, text: str, *, timeout_s: float,
-                session: str | None = None) -> tuple[bool, str] | None:
-    """Send ``text`` to the running gateway; None when it cannot be reached (fall back)."""
-    body = json.dumps({"text": text, "session": session}).encode("utf-8")
+                session: str | None = None, agent: str | None = None) -> tuple[bool, str] | None:
+    """Send ``text`` to the running gateway (for ``agent``, when given); None when it cannot
+    be reached (fall back)."""
+    fields: dict[str, Any] = {"text": text, "session": session}
+    if agent is not None:  # only when asked: an older gateway refuses fields it does not know
+        fields["agent"] = agent
+    body = json.dumps(fields).encode("utf-8")
     try:
         status, raw = _loopback("POST", f"{url}/v1/local/messages", body=body, token=token,
                                 connect_s=2.0, read_s=timeout_s)

@@ -1,0 +1,178 @@
+"""The command line per agent (issue 41): ``--agent ID`` on the commands that read or write a
+workspace, and ``lucid agent --agent ID`` alone or beside a running daemon.
+
+A two-agent config ("home", the default, and "work"), each workspace seeded with its own
+MEMORY.md fact. Commands run in this process through typer's ``CliRunner`` where they do
+not start an event loop; ``lucid agent`` alone runs as a real subprocess (one start); the
+daemon's side is the real ``GatewayServer`` with its local API, reached through the same
+client the CLI uses. The model is the fake OpenAI server through litellm.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from lucidgate.config.loader import load_config
+from lucidgate.gateway.cli import build_app
+from lucidgate.gateway.daemon.serve import GatewayServer
+from lucidgate.memory.naming import session_file_stem
+from lucidgate.memory.sessions import load_session_file
+from tests.fakes.llm import FakeLLMServer, Reply, message_text
+
+HOME_FACT = "The spare key hangs behind the blue door."
+WORK_FACT = "The release train leaves every second Tuesday."
+LUCID = [sys.executable, "-c", "from lucidgate.gateway.cli import main; main()"]
+
+
+def two_agents(tmp_path: Path, api_base: str = "http://127.0.0.1:9/v1", **extra: Any) -> Path:
+    """config.json with "home" (default) and "work", each workspace holding its own fact."""
+    for name, fact in (("home", HOME_FACT), ("work", WORK_FACT)):
+        (tmp_path / name / "memory").mkdir(parents=True)
+        (tmp_path / name / "memory" / "MEMORY.md").write_text(f"# Memory\n\n- {fact}\n")
+    doc = {"agents": {"defaults": {"model": "openai/fake-model", "llmRetries": 0, "llmRetryBaseDelayS": 0.01,
+                                   "dream": {"enabled": False},
+                                   "memory": {"search": {"embedding": {"model": "none"}, "watch": False}}},
+                      "list": [{"id": "home", "workspace": str(tmp_path / "home")},
+                               {"id": "work", "workspace": str(tmp_path / "work")}]},
+           "providers": {"openai": {"apiKey": "sk-test", "apiBase": api_base}}, **extra}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(build_app(), list(args), env={"COLUMNS": "250"})
+
+
+def prompt_text(request: dict[str, Any]) -> str:
+    return "\n".join(message_text(m) for m in request["messages"])
+
+
+# ----------------------------------------------------------------------------- --agent on commands
+
+
+def test_memory_show_reads_the_named_agents_workspace_only(tmp_path: Path) -> None:
+    config = two_agents(tmp_path)
+    work = run("memory", "show", "--agent", "work", "-c", str(config))
+    assert work.exit_code == 0, work.output
+    assert WORK_FACT in work.output and HOME_FACT not in work.output
+    default = run("memory", "show", "-c", str(config))  # no --agent: the default agent, as before
+    assert default.exit_code == 0 and HOME_FACT in default.output and WORK_FACT not in default.output
+
+
+@pytest.mark.parametrize("args", [("memory", "show"), ("memory", "log"), ("memory", "forgotten"), ("sessions",),
+                                  ("jobs",), ("usage",), ("skills", "list"), ("memory", "search", "key"),
+                                  ("memory", "reindex"), ("memory", "unforget", "x"), ("dream", "--dry-run")])
+def test_an_unknown_agent_is_refused_naming_the_agents_there_are(tmp_path: Path, args: tuple[str, ...]) -> None:
+    config = two_agents(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    result = run(*args, "--agent", "wrok", "-c", str(config))
+    assert result.exit_code == 2, result.output
+    assert "no agent 'wrok'" in result.output and "home (default), work" in result.output
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing was touched
+
+
+def test_without_agents_list_the_one_agent_is_default_and_another_id_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "ws" / "memory").mkdir(parents=True)
+    (tmp_path / "ws" / "memory" / "MEMORY.md").write_text(f"- {HOME_FACT}\n")
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"agents": {"defaults": {"workspace": str(tmp_path / "ws")}}}))
+    named = run("memory", "show", "--agent", "default", "-c", str(config))
+    assert named.exit_code == 0 and HOME_FACT in named.output
+    other = run("memory", "show", "--agent", "work", "-c", str(config))
+    assert other.exit_code == 2 and "it has one agent, 'default'" in other.output
+
+
+def test_memory_log_forget_and_sessions_act_on_the_named_agent(tmp_path: Path) -> None:
+    config = two_agents(tmp_path)
+    work = tmp_path / "work"
+    (work / "sessions").mkdir()
+    key = "work:cli:planning"  # what the daemon names work's terminal session
+    (work / "sessions" / f"{session_file_stem(key)}.jsonl").write_text(
+        json.dumps({"_type": "metadata", "key": key, "created_at": "2026-01-01T00:00:00"}) + "\n")
+    logged = run("memory", "log", "--agent", "work", "-c", str(config))
+    assert logged.exit_code == 0, logged.output
+    assert (work / ".git").is_dir() and not (tmp_path / "home" / ".git").exists()
+    listed = run("sessions", "--agent", "work", "-c", str(config))
+    assert listed.exit_code == 0 and key in listed.output
+    assert "lucid agent --agent work -s planning" in listed.output
+    assert "no conversations" in run("sessions", "-c", str(config)).output  # home has none
+    unforget = run("memory", "unforget", "nothing-here", "--agent", "work", "-c", str(config))
+    assert unforget.exit_code == 1 and "no single tombstone" in unforget.output
+
+
+# ----------------------------------------------------------------------------- lucid agent
+
+
+async def lucid(*args: str, home: Path, timeout: float = 90) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
+    env["HOME"] = str(home)
+    proc = await asyncio.create_subprocess_exec(*LUCID, *args, env=env, stdin=asyncio.subprocess.DEVNULL,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.slow
+async def test_lucid_agent_alone_answers_from_the_named_agents_workspace(
+        tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    config = two_agents(tmp_path, fake_llm.base_url)
+    fake_llm.queue(Reply("work answers"))
+    code, out, err = await lucid("agent", "--agent", "work", "-m", "when does the train leave?",
+                                 "-c", str(config), home=tmp_path)
+    assert code == 0, err
+    assert "work answers" in out
+    prompt = prompt_text(fake_llm.requests[-1])
+    assert WORK_FACT in prompt and HOME_FACT not in prompt
+    # The session is work's, under the key the daemon would give it, in work's workspace only.
+    session = tmp_path / "work" / "sessions" / f"{session_file_stem('work:cli:local')}.jsonl"
+    assert session.exists() and not list((tmp_path / "home").rglob("*.jsonl"))
+    assert any(m.get("content") == "work answers" for m in load_session_file(session).messages)
+
+
+async def test_the_local_api_routes_a_named_agent_over_the_bindings(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    from lucidgate.gateway.daemon.local_client import ask_running
+
+    # Every terminal message is bound to work: a named agent must still win.
+    config_path = two_agents(tmp_path, fake_llm.base_url, gateway={"port": 0},
+                             bindings=[{"agent": "work", "match": {"channel": "cli"}}])
+    config = load_config(config_path)
+    async with GatewayServer(config, access_log=False) as server:
+        url, token = server.url, server.state.local_token
+
+        async def ask(text: str, agent: str | None) -> tuple[bool, str] | None:
+            return await asyncio.to_thread(ask_running, url, token, text, timeout_s=60, session="s1", agent=agent)
+
+        fake_llm.queue(Reply("from home"), Reply("from work"), Reply("bound"))
+        assert await ask("hello home", "home") == (True, "from home")
+        home_prompt = prompt_text(fake_llm.requests[-1])
+        assert await ask("hello work", "work") == (True, "from work")
+        work_prompt = prompt_text(fake_llm.requests[-1])
+        assert await ask("no agent named", None) == (True, "bound")  # the binding decides
+        bound_prompt = prompt_text(fake_llm.requests[-1])
+        refused = await ask("hello?", "play")
+        assert len(fake_llm.requests) == 3  # the unknown agent's message never reached a model
+    assert HOME_FACT in home_prompt and WORK_FACT not in home_prompt
+    assert WORK_FACT in work_prompt and HOME_FACT not in work_prompt
+    assert HOME_FACT not in bound_prompt  # routed to work by the binding (as a guest there: not listed)
+    assert refused is not None and refused[0] is False
+    assert "no agent 'play'" in refused[1] and "home, work" in refused[1]
+    # Each answer is in its own agent's session: home's key unprefixed, work's with its id. The
+    # terminal named the agent, so its user is that agent's owner (the local token is the workspace's).
+    home_session = load_session_file(tmp_path / "home" / "sessions" / f"{session_file_stem('cli:s1')}.jsonl")
+    work_session = load_session_file(tmp_path / "work" / "sessions" / f"{session_file_stem('work:cli:s1')}.jsonl")
+    assert [m["content"] for m in home_session.messages if m["role"] == "assistant"] == ["from home"]
+    assert [m["content"] for m in work_session.messages if m["role"] == "assistant"] == ["from work", "bound"]
