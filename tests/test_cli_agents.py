@@ -144,7 +144,7 @@ async def test_lucid_agent_alone_answers_from_the_named_agents_workspace(
 
 
 async def test_the_local_api_routes_a_named_agent_over_the_bindings(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
-    from lucidgate.gateway.daemon.local_client import ask_running
+    from lucidgate.gateway.daemon.local_client import ask_running, publish
 
     # Every terminal message is bound to work: a named agent must still win.
     config_path = two_agents(tmp_path, fake_llm.base_url, gateway={"port": 0},
@@ -165,10 +165,20 @@ async def test_the_local_api_routes_a_named_agent_over_the_bindings(tmp_path: Pa
         bound_prompt = prompt_text(fake_llm.requests[-1])
         refused = await ask("hello?", "play")
         assert len(fake_llm.requests) == 3  # the unknown agent's message never reached a model
+        # `lucid status` beside the daemon: both agents, as the config and the daemon see them.
+        publish(config.workspace, url, token)  # what `lucid gateway` does once it listens
+        shown = await asyncio.to_thread(run, "status", "-c", str(config_path))
     assert HOME_FACT in home_prompt and WORK_FACT not in home_prompt
     assert WORK_FACT in work_prompt and HOME_FACT not in work_prompt
     assert HOME_FACT not in bound_prompt  # routed to work by the binding (as a guest there: not listed)
     assert refused is not None and refused[0] is False
+    lines = shown.output.splitlines()
+    assert f"gateway:   running at {url}" in lines
+    home_line = next(line for line in lines if line.startswith("  home (default): "))
+    work_line = next(line for line in lines if line.startswith("  work: "))
+    assert str(tmp_path / "home") in home_line and "1 sessions" in home_line and "model openai/fake-model" in home_line
+    assert str(tmp_path / "work") in work_line and "1 sessions" in work_line
+    assert "[serving, 0 turn(s) running, 0 queued]" in home_line and "[serving," in work_line
     assert "no agent 'play'" in refused[1] and "home, work" in refused[1]
     # Each answer is in its own agent's session: home's key unprefixed, work's with its id. The
     # terminal named the agent, so its user is that agent's owner (the local token is the workspace's).
@@ -176,3 +186,47 @@ async def test_the_local_api_routes_a_named_agent_over_the_bindings(tmp_path: Pa
     work_session = load_session_file(tmp_path / "work" / "sessions" / f"{session_file_stem('work:cli:s1')}.jsonl")
     assert [m["content"] for m in home_session.messages if m["role"] == "assistant"] == ["from home"]
     assert [m["content"] for m in work_session.messages if m["role"] == "assistant"] == ["from work", "bound"]
+
+
+# ----------------------------------------------------------------------------- status and doctor
+
+
+def test_status_lists_every_agent_offline_and_one_agent_with_agent(tmp_path: Path) -> None:
+    config = two_agents(tmp_path)
+    (tmp_path / "work" / "state").mkdir()
+    (tmp_path / "work" / "state" / "scheduler.json").write_text(
+        json.dumps({"jobs": {"dream": {"last_run": "2026-11-02T03:04:05+00:00"}}}))
+    shown = run("status", "-c", str(config))
+    lines = shown.output.splitlines()
+    assert "agents:    2 (default home)" in lines
+    assert any(line.startswith("  home (default): ") and "last Dream never" in line for line in lines)
+    assert any(line.startswith("  work: ") and "last Dream 2026-11-02 03:04 UTC" in line for line in lines)
+    assert "workspace: " + str(tmp_path / "home") in lines
+    one = run("status", "--agent", "work", "-c", str(config))
+    assert "workspace: " + str(tmp_path / "work") in one.output.splitlines()
+    single = tmp_path / "single.json"
+    single.write_text(json.dumps({"agents": {"defaults": {"workspace": str(tmp_path / "ws")}}}))
+    assert "agents:" not in run("status", "-c", str(single)).output  # one agent: as before
+
+
+async def test_doctor_checks_each_agents_workspace_labelled(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
+    from lucidgate.gateway.ops.doctor import run_checks
+
+    config = two_agents(tmp_path, fake_llm.base_url)
+    for name in ("home", "work"):
+        (tmp_path / name).chmod(0o700)
+    (tmp_path / "work").chmod(0o755)  # work's is readable by others
+    (tmp_path / "work" / "memory" / "history.jsonl").write_text('{"cursor": 1}\nnot json\n')
+    (tmp_path / "home" / "memory" / "history.jsonl").write_text('{"cursor": 1}\n')
+    fake_llm.queue(Reply("OK"))
+    results = {r.name: r for r in await run_checks(config, {})}
+    assert results["workspace (home)"].state == "ok"
+    assert results["workspace (work)"].state == "fail" and "chmod 700" in results["workspace (work)"].fix
+    assert results["history (home)"].state == "ok"
+    assert results["history (work)"].state == "fail" and "1 unreadable line" in results["history (work)"].detail
+    for check in ("memory commits", "disk", "scheduler store", "recall index", "clock"):
+        assert {f"{check} (home)", f"{check} (work)"} <= results.keys(), check
+    # One model, one call, for both; the daemon's own stores only in the default agent's workspace.
+    assert results["model (home, work)"].state == "ok" and len(fake_llm.requests) == 1
+    assert "outbox (home)" in results and "outbox (work)" not in results
+    assert "secrets" in results and "workspace" not in results

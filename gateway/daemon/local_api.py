@@ -15,8 +15,8 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -27,6 +27,9 @@ from lucidgate.channels.cli import CliChannel
 from lucidgate.channels.webhook.api import guarded_route
 from lucidgate.config.agents_schema import AGENT_ID
 from lucidgate.gateway.daemon.local_client import SESSION_NAME_PATTERN
+
+if TYPE_CHECKING:
+    from lucidgate.gateway.runtime import GatewayParts
 
 logger = logging.getLogger(__name__)
 
@@ -100,5 +103,37 @@ def add_local_route(app: FastAPI, cli: CliChannel, token: str, agents: Sequence[
         except (BusClosed, BusFull) as exc:
             return JSONResponse({"detail": str(exc)}, 503)
         return LocalReply(ok=ok, reply=reply)
+
+    app.include_router(router)
+
+
+class LocalAgent(BaseModel):
+    id: str
+    default: bool
+    workspace: str
+    model: str = Field(description="The model the agent is configured with (a session may have switched its own).")
+    alive: bool = Field(description="Whether the agent's loop runs.")
+    active_turns: int
+    queued: int
+
+
+class LocalAgents(BaseModel):
+    agents: list[LocalAgent] = Field(description="Every agent this gateway serves, the default first.")
+
+
+def add_local_agents(app: FastAPI, agents: Mapping[str, GatewayParts], token: str) -> None:
+    """Mount ``GET /v1/local/agents``: the agents the running gateway serves and what each is
+    doing (``lucid status``), as the process sees them, which may differ from a config edited
+    since it started."""
+    router = local_router(token, 0)
+
+    @router.get("/v1/local/agents", response_model=LocalAgents, tags=["local"],
+                summary="The agents of a running gateway (used by `lucid status`)", responses=GUARD_RESPONSES)
+    async def local_agents() -> LocalAgents:
+        return LocalAgents(agents=[
+            LocalAgent(id=agent_id, default=n == 0, workspace=str(parts.config.workspace),
+                       model=parts.config.agent.model, alive=parts.agent.alive()[0],
+                       active_turns=parts.agent.active_turns, queued=parts.agent.queued)
+            for n, (agent_id, parts) in enumerate(agents.items())])
 
     app.include_router(router)

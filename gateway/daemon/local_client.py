@@ -79,6 +79,20 @@ def ask_running(url: str, token: str, text: str, *, timeout_s: float,
     return bool(data["ok"]), str(data["reply"])
 
 
+def agents_running(url: str, token: str, *, timeout_s: float = 3.0) -> list[dict[str, Any]] | None:
+    """The running gateway's agents (``GET /v1/local/agents``: id, default, workspace, model,
+    alive, active_turns, queued), or None when it does not answer or is too old to say."""
+    try:
+        status, raw = _loopback("GET", f"{url}/v1/local/agents", token=token, connect_s=timeout_s, read_s=timeout_s)
+        data = json.loads(raw)
+    except (OSError, BadAnswer, ValueError):
+        return None
+    agents = data.get("agents") if status == 200 and isinstance(data, dict) else None
+    if not isinstance(agents, list) or not all(isinstance(a, dict) and "id" in a for a in agents):
+        return None
+    return agents
+
+
 class LocalRefused(Exception):
     """The gateway answered and said no for a reason that searching in-process would not fix
     (search disabled, a bad query): ``detail`` is its message, for the user."""
