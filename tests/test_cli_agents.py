@@ -230,3 +230,76 @@ async def test_doctor_checks_each_agents_workspace_labelled(tmp_path: Path, fake
     assert results["model (home, work)"].state == "ok" and len(fake_llm.requests) == 1
     assert "outbox (home)" in results and "outbox (work)" not in results
     assert "secrets" in results and "workspace" not in results
+
+
+# ----------------------------------------------------------------------------- backup and restore
+
+
+def test_backup_all_and_restore_put_each_agent_back_in_its_own_place(tmp_path: Path) -> None:
+    from lucidgate.memory.gitstore import GitStore
+
+    config = two_agents(tmp_path)
+    for name in ("home", "work"):
+        GitStore(tmp_path / name).init()
+        GitStore(tmp_path / name).commit_manual_edits()
+    archive = tmp_path / "all.tar.gz"
+    made = run("backup", "--all", "-o", str(archive), "-c", str(config))
+    assert made.exit_code == 0, made.output
+    assert "agents home, work" in made.output
+    only_home = tmp_path / "home.tar.gz"
+    assert run("backup", "-o", str(only_home), "-c", str(config)).exit_code == 0  # the default agent
+    # A copy beside the live setup: each agent in its own folder, the config pointing there.
+    copy = run("restore", str(archive), "--to", str(tmp_path / "copy"))
+    assert copy.exit_code == 0, copy.output
+    copied = load_config(tmp_path / "copy" / "config.json")
+    assert [copied.for_agent(a).workspace for a in ("home", "work")] == [
+        tmp_path / "copy" / "agents" / "home", tmp_path / "copy" / "agents" / "work"]
+    assert WORK_FACT in (tmp_path / "copy" / "agents" / "work" / "memory" / "MEMORY.md").read_text()
+    # Into the live places: refused while they hold memory, for every agent before any is written.
+    (tmp_path / "home").rename(tmp_path / "home-lost")
+    refused = run("restore", str(archive), "--all", "-c", str(config))
+    assert refused.exit_code == 1 and "work" in refused.output and "not empty" in refused.output
+    assert not (tmp_path / "home").exists()
+    (tmp_path / "work").rename(tmp_path / "work-lost")
+    mismatch = run("restore", str(only_home), "--agent", "work", "-c", str(config))
+    assert mismatch.exit_code == 1 and "holds agent(s) home, not work" in mismatch.output
+    assert not (tmp_path / "work").exists()
+    back = run("restore", str(archive), "--all", "-c", str(config))
+    assert back.exit_code == 0, back.output
+    for name, fact, other in (("home", HOME_FACT, WORK_FACT), ("work", WORK_FACT, HOME_FACT)):
+        memory = (tmp_path / name / "memory" / "MEMORY.md").read_text()
+        assert fact in memory and other not in memory
+        assert GitStore(tmp_path / name).log(1)[0].message == GitStore(tmp_path / f"{name}-lost").log(1)[0].message
+        assert (tmp_path / name).stat().st_mode & 0o077 == 0
+    assert run("restore", str(only_home), "--agent", "nobody", "-c", str(config)).exit_code == 2
+
+
+def test_an_archive_of_agents_holds_only_its_listed_agents_and_a_single_one_goes_to_the_agent_named(
+        tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from lucidgate.gateway.ops.backup import BackupError, restore_backup
+
+    archive = tmp_path / "odd.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in (("manifest.json", json.dumps({"format": 2, "agents": {"home": {}}}).encode()),
+                           ("agents/home/workspace/USER.md", b"home"), ("agents/work/workspace/USER.md", b"x")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(BackupError, match="unexpected entry 'agents/work/workspace/USER.md'"):
+        restore_backup(archive, tmp_path / "copy")
+    # A backup from a setup without agents.list restores into the one agent named, and only with one.
+    (tmp_path / "solo" / "memory").mkdir(parents=True)
+    (tmp_path / "solo" / "memory" / "MEMORY.md").write_text(f"- {WORK_FACT}\n")
+    solo = tmp_path / "solo.json"
+    solo.write_text(json.dumps({"agents": {"defaults": {"workspace": str(tmp_path / "solo")}}}))
+    assert run("backup", "-o", str(tmp_path / "solo.tar.gz"), "-c", str(solo)).exit_code == 0
+    config = two_agents(tmp_path)
+    (tmp_path / "work").rename(tmp_path / "work-old")
+    everyone = run("restore", str(tmp_path / "solo.tar.gz"), "--all", "-c", str(config))
+    assert everyone.exit_code == 1 and "holds one workspace" in everyone.output
+    restored = run("restore", str(tmp_path / "solo.tar.gz"), "--agent", "work", "-c", str(config))
+    assert restored.exit_code == 0, restored.output
+    assert WORK_FACT in (tmp_path / "work" / "memory" / "MEMORY.md").read_text()
