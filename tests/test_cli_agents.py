@@ -303,3 +303,28 @@ def test_an_archive_of_agents_holds_only_its_listed_agents_and_a_single_one_goes
     restored = run("restore", str(tmp_path / "solo.tar.gz"), "--agent", "work", "-c", str(config))
     assert restored.exit_code == 0, restored.output
     assert WORK_FACT in (tmp_path / "work" / "memory" / "MEMORY.md").read_text()
+
+
+# ----------------------------------------------------------------------------- export and import
+
+
+def test_export_all_and_import_fill_each_agent_and_refuse_another_agents_archive(tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    config = two_agents(old)
+    archive, work_only = tmp_path / "all.tar.gz", tmp_path / "work.tar.gz"
+    assert run("export", "--all", "-o", str(archive), "-c", str(config)).exit_code == 0
+    made = run("export", "--agent", "work", "-o", str(work_only), "-c", str(config))
+    assert made.exit_code == 0 and "agents work" in made.output
+    new = tmp_path / "new"
+    new.mkdir()
+    fresh = new / "config.json"
+    fresh.write_text(json.dumps({"agents": {"list": [{"id": "home", "workspace": str(new / "home")},
+                                                     {"id": "work", "workspace": str(new / "work")}]}}))
+    wrong = run("import", "lucid", str(work_only), "-c", str(fresh))  # no --agent: the default, home
+    assert wrong.exit_code == 1 and "holds agent(s) work, not home" in wrong.output
+    assert WORK_FACT not in (new / "home" / "memory" / "MEMORY.md").read_text()  # the first run's template
+    done = run("import", "lucid", str(archive), "--all", "-c", str(fresh))
+    assert done.exit_code == 0, done.output
+    for name, fact, other in (("home", HOME_FACT, WORK_FACT), ("work", WORK_FACT, HOME_FACT)):
+        memory = (new / name / "memory" / "MEMORY.md").read_text()
+        assert fact in memory and other not in memory
