@@ -222,9 +222,7 @@ def add_workspace(tar: tarfile.TarFile, config: Config, prefix: str) -> dict[str
 def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
     """Unpack into ``target`` (missing or empty), a copy beside the live setup: the config
     there uses ``target/workspace``, or for an archive of agents ``target/agents/<id>`` for
-    each agent of its ``agents.list`` (``backup_agents.relocate``), never a live workspace."""
-    from lucidgate.gateway.ops.backup_agents import relocate
-
+    each agent of its ``agents.list`` (``relocate``), never a live workspace."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BackupError(f"{target} is not empty; restore into a new or empty directory")
     target.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -243,6 +241,17 @@ def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
     atomic_write_text(target / "config.json", json.dumps(document, indent=2) + "\n")
     private(target)
     return manifest
+
+
+def relocate(document: dict[str, Any], root: Path) -> None:
+    """Point every agent of the config ``document`` at ``root/<id>`` (and
+    ``agents.defaults.workspace`` at the default agent's), in place."""
+    agents = document.setdefault("agents", {})
+    entries = [e for e in agents.get("list") or [] if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    for entry in entries:
+        entry["workspace"] = str(root / entry["id"])
+    default = next((e["id"] for e in entries if e.get("default") is True), entries[0]["id"] if entries else "default")
+    agents.setdefault("defaults", {})["workspace"] = str(root / default)
 
 
 def archived_agents(manifest: dict[str, Any]) -> list[str] | None:

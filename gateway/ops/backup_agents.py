@@ -11,9 +11,9 @@ backup`` takes the default agent) lays each agent out as one workspace's backup 
 
 Two ways back, both into empty places only:
 
-- ``restore_backup(archive, DIR)`` (``lucid restore --to DIR``): a copy beside the live
-  setup; each agent of the archived config's ``agents.list`` gets ``DIR/agents/<id>``
-  (``relocate``), so the copy never points at a live workspace;
+- ``restore_backup(archive, DIR)`` (``lucid restore --to DIR``, gateway/ops/backup.py): a
+  copy beside the live setup; each agent of the archived config's ``agents.list`` gets
+  ``DIR/agents/<id>`` (``relocate``), so the copy never points at a live workspace;
 - ``restore_agents(archive, config, ids)`` (``lucid restore --agent ID`` / ``--all``): into
   the workspaces the live config gives those agents, each missing or empty (checked for all
   before anything is written). An agent the archive does not hold, or an archive agent the
@@ -29,18 +29,7 @@ from typing import Any
 from lucidgate.config.schema import Config
 from lucidgate.gateway.ops.backup import BackupError, Unpacked, archived_agents, private
 
-__all__ = ["relocate", "restore_agents"]
-
-
-def relocate(document: dict[str, Any], root: Path) -> None:
-    """Point every agent of the config ``document`` at ``root/<id>`` (and
-    ``agents.defaults.workspace`` at the default agent's), in place."""
-    agents = document.setdefault("agents", {})
-    entries = [e for e in agents.get("list") or [] if isinstance(e, dict) and isinstance(e.get("id"), str)]
-    for entry in entries:
-        entry["workspace"] = str(root / entry["id"])
-    default = next((e["id"] for e in entries if e.get("default") is True), entries[0]["id"] if entries else "default")
-    agents.setdefault("defaults", {})["workspace"] = str(root / default)
+__all__ = ["restore_agents"]
 
 
 def restore_agents(archive: Path, config: Config, ids: list[str] | None) -> dict[str, Any]:

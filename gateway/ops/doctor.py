@@ -114,9 +114,9 @@ class Agents:
         found: list[Result] = []
         for ids in users.values():
             config = self.configs[ids[0]]
-            model, window = await asyncio.gather(checks.model_check(config),
-                                                 asyncio.to_thread(checks.context_window_check, config))
-            found += [self._label(model, ", ".join(ids)), self._label(window, ", ".join(ids))]
+            answered, known = await asyncio.gather(checks.model_check(config),
+                                                   asyncio.to_thread(checks.context_window_check, config))
+            found += [self._label(answered, ", ".join(ids)), self._label(known, ", ".join(ids))]
         return found
 
     def _label(self, result: Result, agent: str) -> Result:
