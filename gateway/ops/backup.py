@@ -17,6 +17,9 @@ What goes in (a ``.tar.gz``):
   a repository's config and hooks run commands wherever it is unpacked);
 - ``manifest.json`` — version, time, what was left out.
 
+With ``agents.list`` each agent taken has its ``workspace/``, ``forgotten.json`` and
+``memory.bundle`` under ``agents/<id>/`` instead (format 2; gateway/ops/backup_agents.py).
+
 Consistency while the gateway runs: a ``*.sqlite`` store among the taken files would be
 copied with SQLite's online backup API, the memory history is bundled under
 ``memory/.git.lock`` (the lock every git change takes), and JSONL files are append-only, so
