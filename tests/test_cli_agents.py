@@ -328,3 +328,25 @@ def test_export_all_and_import_fill_each_agent_and_refuse_another_agents_archive
     for name, fact, other in (("home", HOME_FACT, WORK_FACT), ("work", WORK_FACT, HOME_FACT)):
         memory = (new / name / "memory" / "MEMORY.md").read_text()
         assert fact in memory and other not in memory
+
+
+def test_memory_search_and_the_terminals_session_list_stay_in_the_named_agent(tmp_path: Path) -> None:
+    from lucidgate.gateway.cli._switch import TerminalSessions
+
+    config = two_agents(tmp_path)
+    found = run("memory", "search", "release train Tuesday", "--json", "--agent", "work", "-c", str(config))
+    assert found.exit_code == 0, found.output
+    hits = json.loads(found.output[found.output.index("["):])
+    assert hits and "release train" in hits[0]["snippet"]
+    assert HOME_FACT not in found.output
+    home = run("memory", "search", "release train Tuesday", "--json", "-c", str(config))
+    assert WORK_FACT not in home.output
+    helped = run("memory", "show", "--help").output
+    assert "--agent ID" in helped and "Act on this agent's workspace" in helped
+    # /sessions in `lucid agent --agent work` lists work's terminal sessions by their plain names.
+    sessions = tmp_path / "work" / "sessions"
+    sessions.mkdir()
+    for key in ("work:cli:planning", "cli:stray", "work:telegram:42"):
+        (sessions / f"{session_file_stem(key)}.jsonl").write_text(json.dumps({"_type": "metadata", "key": key}) + "\n")
+    listing = asyncio.run(TerminalSessions(sessions, "local", stamp="work").handle("/sessions"))
+    assert listing is not None and "planning" in listing and "stray" not in listing and "42" not in listing
