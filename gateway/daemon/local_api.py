@@ -29,7 +29,7 @@ from lucidgate.config.agents_schema import AGENT_ID
 from lucidgate.gateway.daemon.local_client import SESSION_NAME_PATTERN
 
 if TYPE_CHECKING:
-    from lucidgate.gateway.runtime import GatewayParts
+    from lucidgate.gateway.runtime import Gateway, GatewayParts
 
 logger = logging.getLogger(__name__)
 
@@ -121,15 +121,19 @@ class LocalAgents(BaseModel):
     agents: list[LocalAgent] = Field(description="Every agent this gateway serves, the default first.")
 
 
-def add_local_agents(app: FastAPI, agents: Mapping[str, GatewayParts], token: str) -> None:
+def add_local_agents(app: FastAPI, gateway: Gateway, token: str) -> None:
     """Mount ``GET /v1/local/agents``: the agents the running gateway serves and what each is
     doing (``lucid status``), as the process sees them, which may differ from a config edited
-    since it started."""
+    since it started. While it drains (shutting down) it answers 503: its agents are stopping."""
     router = local_router(token, 0)
+    agents: Mapping[str, GatewayParts] = gateway.agents
 
     @router.get("/v1/local/agents", response_model=LocalAgents, tags=["local"],
-                summary="The agents of a running gateway (used by `lucid status`)", responses=GUARD_RESPONSES)
-    async def local_agents() -> LocalAgents:
+                summary="The agents of a running gateway (used by `lucid status`)",
+                responses={**GUARD_RESPONSES, 503: {"model": LocalError, "description": "Shutting down."}})
+    async def local_agents() -> Any:
+        if gateway.draining:
+            return JSONResponse({"detail": "the gateway is shutting down"}, 503)
         return LocalAgents(agents=[
             LocalAgent(id=agent_id, default=n == 0, workspace=str(parts.config.workspace),
                        model=parts.config.agent.model, alive=parts.agent.alive()[0],

@@ -129,7 +129,7 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     _add_health_routes(app, state)
     mount_console(app, gateway, http.console, version=VERSION)
     add_local_route(app, http.cli, state.local_token, agents=list(gateway.agents))
-    add_local_agents(app, gateway.agents, state.local_token)
+    add_local_agents(app, gateway, state.local_token)
     add_local_search(app, http.recall, state.local_token)
     for router in gateway.routers():
         app.include_router(router)
