@@ -147,7 +147,8 @@ def export(out: Annotated[Path, typer.Option("--out", "-o", help="Archive to wri
         return
     ids = config.agent_ids() if all_agents else [agent or config.default_agent_id]
     parts = {a: WorkspaceParts(config.for_agent(a)) for a in ids}
-    manifest = export_agents(config, out.expanduser(), {a: (p.workspace, p.git, p.tombstones) for a, p in parts.items()})
+    workspaces = {a: (p.workspace, p.git, p.tombstones) for a, p in parts.items()}
+    manifest = export_agents(config, out.expanduser(), workspaces)
     items = sum(len(a["files"]) for a in manifest["agents"].values())
     console.print(f"wrote {out} (agents {', '.join(ids)}; {items} item(s); secrets left out)")
 

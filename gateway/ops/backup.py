@@ -178,7 +178,8 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
             if chosen is None:
                 manifest.update(add_workspace(tar, config, ""))
             else:
-                taken_agents = {agent_id: add_workspace(tar, c, f"agents/{agent_id}/") for agent_id, c in chosen.items()}
+                taken_agents = {agent_id: add_workspace(tar, c, f"agents/{agent_id}/")
+                                for agent_id, c in chosen.items()}
                 manifest.update(format=AGENTS_FORMAT, agents=taken_agents, default=config.default_agent_id,
                                 files=sum(a["files"] for a in taken_agents.values()),
                                 not_taken=sorted({n for a in taken_agents.values() for n in a["not_taken"]}))
