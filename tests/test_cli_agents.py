@@ -141,6 +141,7 @@ async def test_lucid_agent_alone_answers_from_the_named_agents_workspace(
     session = tmp_path / "work" / "sessions" / f"{session_file_stem('work:cli:local')}.jsonl"
     assert session.exists() and not list((tmp_path / "home").rglob("*.jsonl"))
     assert any(m.get("content") == "work answers" for m in load_session_file(session).messages)
+    assert (tmp_path / "work" / "inbox.cli.jsonl").exists()  # its own terminal journal, in its own workspace
 
 
 async def test_the_local_api_routes_a_named_agent_over_the_bindings(tmp_path: Path, fake_llm: FakeLLMServer) -> None:
@@ -165,9 +166,16 @@ async def test_the_local_api_routes_a_named_agent_over_the_bindings(tmp_path: Pa
         bound_prompt = prompt_text(fake_llm.requests[-1])
         refused = await ask("hello?", "play")
         assert len(fake_llm.requests) == 3  # the unknown agent's message never reached a model
-        # `lucid status` beside the daemon: both agents, as the config and the daemon see them.
+        # `lucid status` and `lucid agent --agent` beside the daemon, found where it publishes itself.
         publish(config.workspace, url, token)  # what `lucid gateway` does once it listens
         shown = await asyncio.to_thread(run, "status", "-c", str(config_path))
+        fake_llm.queue(Reply("work, via the daemon"))
+        one_shot = await asyncio.to_thread(run, "agent", "--agent", "work", "-s", "s1", "-m", "and now?",
+                                           "-c", str(config_path))
+        assert one_shot.exit_code == 0, one_shot.output
+        assert "work, via the daemon" in one_shot.output
+        assert WORK_FACT in prompt_text(fake_llm.requests[-1]) and len(fake_llm.requests) == 4
+        assert not (tmp_path / "work" / "inbox.cli.jsonl").exists()  # the daemon's turn, not one run here
     assert HOME_FACT in home_prompt and WORK_FACT not in home_prompt
     assert WORK_FACT in work_prompt and HOME_FACT not in work_prompt
     assert HOME_FACT not in bound_prompt  # routed to work by the binding (as a guest there: not listed)
@@ -185,7 +193,8 @@ async def test_the_local_api_routes_a_named_agent_over_the_bindings(tmp_path: Pa
     home_session = load_session_file(tmp_path / "home" / "sessions" / f"{session_file_stem('cli:s1')}.jsonl")
     work_session = load_session_file(tmp_path / "work" / "sessions" / f"{session_file_stem('work:cli:s1')}.jsonl")
     assert [m["content"] for m in home_session.messages if m["role"] == "assistant"] == ["from home"]
-    assert [m["content"] for m in work_session.messages if m["role"] == "assistant"] == ["from work", "bound"]
+    assert [m["content"] for m in work_session.messages if m["role"] == "assistant"] == [
+        "from work", "bound", "work, via the daemon"]
 
 
 # ----------------------------------------------------------------------------- status and doctor
