@@ -29,9 +29,12 @@ class CliChannel(AnsweringChannel[tuple[bool, str]]):
 
     def __init__(self, bus: MessageBus, *, chat_id: str = "local",
                  on_unsolicited: Callable[[str], None] | None = None,
-                 on_progress: Callable[[str, str | None], None] | None = None) -> None:
+                 on_progress: Callable[[str, str | None], None] | None = None, agent: str = "") -> None:
         super().__init__(bus)
         self.chat_id = chat_id
+        # The agent this terminal's messages are for ("": the bindings decide, as for any
+        # channel); ``lucid agent --agent ID`` running one agent alone stamps its own.
+        self.agent = agent
         # Messages nobody is waiting for (a reminder, the `message` tool): shown, not dropped.
         self.on_unsolicited = on_unsolicited
         # The terminal's live view: the answer so far and the step that runs ("running grep…").
@@ -58,16 +61,19 @@ class CliChannel(AnsweringChannel[tuple[bool, str]]):
         else:
             logger.info("terminal message with nobody waiting: %s", msg.text[:200])
 
-    async def ask(self, text: str, chat_id: str | None = None) -> tuple[bool, str]:
+    async def ask(self, text: str, chat_id: str | None = None, *, agent: str | None = None) -> tuple[bool, str]:
         """Send ``text`` as the local owner; return (ok, reply text) once answered.
 
         ``chat_id`` picks the session (``cli:<chat_id>``); the channel's own by default.
+        ``agent`` names the agent it is for (``lucid agent --agent ID`` beside a daemon): an
+        explicit agent wins over the bindings (``Router.route``).
         """
         message_id = uuid.uuid4().hex[:16]
         fut = self._waiters.expect(message_id)
         await self.bus.publish_inbound(InboundMessage(
             channel=self.name, chat_id=chat_id or self.chat_id, sender_id=LOCAL_USER, text=text,
             chat_type="private", message_id=message_id, role="owner",
+            agent=self.agent if agent is None else agent,
         ))
         return await fut
 

@@ -90,8 +90,8 @@ class Router:
     def route(self, msg: InboundMessage) -> InboundMessage:
         """``msg`` stamped with its agent ("" for the default) and its role for that agent.
         A message that carries an agent already, or a gateway's own turn, is left as it is;
-        one that names the default agent by its id (the console's chat, pinned to it) is
-        stamped "" without asking the bindings."""
+        one that names the default agent by its id (the console's chat pinned to it, the
+        terminal's ``--agent``) is stamped "" without asking the bindings."""
         if msg.task is not None or not self.several:
             return msg
         if msg.agent:

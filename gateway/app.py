@@ -59,20 +59,25 @@ CHANNELS = "channels"  # the components group the channels start in, between the
 
 def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False,
                   on_unsolicited: Callable[[str], None] | None = None,
-                  on_progress: Callable[[str, str | None], None] | None = None) -> Gateway:
+                  on_progress: Callable[[str, str | None], None] | None = None,
+                  only_agent: str | None = None) -> Gateway:
     """Wire a gateway for ``mode``. For ``lucid agent``'s terminal: ``on_unsolicited`` prints what
-    reaches it unasked, ``on_progress`` shows an answer as it is written."""
+    reaches it unasked, ``on_progress`` shows an answer as it is written, and ``only_agent``
+    (``lucid agent --agent ID``) builds that one agent alone, over its own workspace, its
+    terminal's messages stamped for it as the daemon would route them (same session keys)."""
     background_jobs = mode in ("daemon", "embedded")
     metrics = Metrics(config.agent_ids())  # labelled by agent when there are several
-    base = config.for_agent(config.default_agent_id)  # the default agent; the daemon's stores are its
+    # The default agent (or the one agent asked for); the daemon's stores are its.
+    base = config.for_agent(only_agent or config.default_agent_id)
     daemon_stores = WorkspaceParts(base)
     router = Router(config)
+    routed = router.several and only_agent is None  # one agent alone: its terminal stamps its messages
     bus = MessageBus(maxsize=config.gateway.inbound_queue_size, inbox=daemon_stores.inbox(daemon=background_jobs),
                      # `lucid agent` prints its own replies: only the daemon records them.
                      outbox=daemon_stores.outbox if background_jobs else None,
-                     lane_idle_s=config.gateway.worker_idle_s, router=router if router.several else None)
+                     lane_idle_s=config.gateway.worker_idle_s, router=router if routed else None)
     bus.delivery.on_dead.append(metrics.dead_letter)
-    stacks = _agent_stacks(config, Shared(bus, metrics, mode))
+    stacks = _agent_stacks(config, Shared(bus, metrics, mode), only=only_agent)
     parts = stacks[0].parts
     metrics.track_turns(bus, [(stack.id, stack.stamp, stack.parts.agent) for stack in stacks])
     bus.observe(metrics.outbound)
@@ -84,20 +89,22 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
                        sessions=SessionsOnDisk(parts.sessions, {s.stamp: s.parts.sessions for s in stacks[1:]},
                                                default=stacks[0].id))
     channels = _channels_for(mode, config, deps, http=serves_http,
-                             terminal=partial(CliChannel, bus, on_unsolicited=on_unsolicited, on_progress=on_progress))
+                             terminal=partial(CliChannel, bus, on_unsolicited=on_unsolicited, on_progress=on_progress,
+                                              agent=stacks[0].stamp))
     grace = Grace(config.gateway.shutdown_grace_s)
     components = _components(stacks, channels, grace, short_lived=mode == "agent")
     return Gateway(parts, components, grace, http=_http_parts(stacks, channels) if serves_http else None,
                    channel_deps=deps, agents={stack.id: stack.parts for stack in stacks})
 
 
-def _agent_stacks(config: Config, shared: Shared) -> list[AgentStack]:
-    """Each agent's parts over its own workspace, the default agent first. Without
-    ``agents.list`` that is one agent, built from ``config`` itself."""
+def _agent_stacks(config: Config, shared: Shared, *, only: str | None = None) -> list[AgentStack]:
+    """Each agent's parts over its own workspace, the default agent first (or agent ``only``
+    alone, still kept from the others' workspaces). Without ``agents.list`` that is one
+    agent, built from ``config`` itself."""
     ids = config.agent_ids()
     configs = {agent_id: config.for_agent(agent_id) for agent_id in ids}
     stacks = []
-    for agent_id in ids:
+    for agent_id in ids if only is None else [only]:
         others = [c.workspace for other, c in configs.items() if other != agent_id]
         stamp = "" if agent_id == ids[0] else agent_id
         media_from = configs[ids[0]].workspace if stamp else None  # the channels save attachments there
@@ -108,12 +115,15 @@ def _agent_stacks(config: Config, shared: Shared) -> list[AgentStack]:
 
 
 def _share_recall(config: Config, stacks: Mapping[str, AgentStack]) -> None:
-    """``shareWith``: an agent's memory_search also reads the named agents' memory, read-only."""
+    """``shareWith``: an agent's memory_search also reads the named agents' memory, read-only
+    (among the agents built: one agent alone reads only its own)."""
     for entry in config.agents.entries:
+        if entry.id not in stacks:
+            continue
         search = stacks[entry.id].parts.tools.get("memory_search")
         if isinstance(search, MemorySearch):
             search.shared = {other: recall for other in entry.share_with
-                             if (recall := stacks[other].parts.recall) is not None}
+                             if other in stacks and (recall := stacks[other].parts.recall) is not None}
 
 
 def _components(stacks: Sequence[AgentStack], channels: Mapping[str, Channel], grace: Grace, *,

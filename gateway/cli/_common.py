@@ -85,11 +85,52 @@ def load_or_exit(config_path: Path | None) -> Config:
         raise typer.Exit(2) from None
 
 
-def workspace_parts(config_path: Path | None) -> WorkspaceParts:
-    """The workspace's stores for a one-off command (each built when first used)."""
+AgentOption = Annotated[
+    Optional[str],
+    typer.Option("--agent", metavar="ID",
+                 help="Act on this agent's workspace (an id from agents.list; default: the default agent)."),
+]
+
+
+def agent_or_exit(config: Config, agent_id: str | None) -> Config:
+    """The config agent ``agent_id`` runs with (``Config.for_agent``); ``config`` itself when no
+    ``--agent`` was given, so every command without it acts as it always did. An unknown id
+    exits 2 naming the agents there are: a typo must never act on another agent's memory."""
+    if agent_id is None:
+        return config
+    ids = config.agent_ids()
+    if agent_id not in ids:
+        err_console.print(f"no agent {agent_id!r} in this config; {describe_agents(config)}",
+                          markup=False, highlight=False)
+        raise typer.Exit(2)
+    return config.for_agent(agent_id)
+
+
+def describe_agents(config: Config) -> str:
+    """"its agents: home (default), work", or how a config without ``agents.list`` reads."""
+    if not config.agents.entries:
+        return f"it has one agent, {config.default_agent_id!r} (agents.list adds more: see docs/agents.md)"
+    default = config.default_agent_id
+    return "its agents: " + ", ".join(f"{i} (default)" if i == default else i for i in config.agent_ids())
+
+
+def agent_stamp(config: Config, agent_id: str | None) -> str:
+    """What the agent's messages and session keys carry (``InboundMessage.agent``): "" for the
+    default agent (its keys stay ``cli:local``), its id for another (``work:cli:local``)."""
+    return "" if agent_id is None or agent_id == config.default_agent_id else agent_id
+
+
+def load_agent(config_path: Path | None, agent_id: str | None) -> Config:
+    """``load_or_exit`` then ``agent_or_exit``: the config of the agent a command acts on."""
+    return agent_or_exit(load_or_exit(config_path), agent_id)
+
+
+def workspace_parts(config_path: Path | None, agent_id: str | None = None) -> WorkspaceParts:
+    """The workspace's stores for a one-off command (each built when first used): the default
+    agent's, or ``agent_id``'s."""
     from lucidgate.gateway.stores import WorkspaceParts
 
-    return WorkspaceParts(load_or_exit(config_path))
+    return WorkspaceParts(load_agent(config_path, agent_id))
 
 
 def missing_explicit_config(config_path: Path | None) -> str:

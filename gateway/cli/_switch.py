@@ -25,10 +25,12 @@ TERMINAL_HELP = ("In this terminal also: /sessions — list the terminal convers
 
 
 class TerminalSessions:
-    def __init__(self, folder: Path, current: str) -> None:
-        """``folder``: the workspace's transcripts (``WorkspaceParts.sessions.dir``)."""
+    def __init__(self, folder: Path, current: str, *, stamp: str = "") -> None:
+        """``folder``: the workspace's transcripts (``WorkspaceParts.sessions.dir``); ``stamp``:
+        the agent id its keys start with when it is not the default agent (``work:cli:NAME``)."""
         self.folder = folder
         self.current = current
+        self.prefix = f"{stamp}:" if stamp else ""
 
     async def handle(self, line: str) -> str | None:
         """The answer to a local command, or None when ``line`` is for the agent."""
@@ -46,7 +48,9 @@ class TerminalSessions:
         found = []
         for path in self.folder.glob("*.jsonl") if self.folder.is_dir() else []:
             header = read_header(path)
-            channel, _, name = str(header["key"]).partition(":") if header else ("", "", "")
+            key = str(header["key"]) if header else ""
+            channel, _, name = key.removeprefix(self.prefix).partition(":") if key.startswith(self.prefix) \
+                else ("", "", "")
             if channel == CHANNEL and name:
                 with path.open("rb") as fh:
                     messages = sum(1 for line in fh if line.strip()) - 1

@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from lucidgate.gateway.cli._common import ConfigOption, console, err_console, load_or_exit, new_table, workspace_parts
+from lucidgate.gateway.cli._common import (AgentOption, ConfigOption, console, err_console, load_agent, new_table,
+                                           workspace_parts)
 
 __all__ = ["register"]
 
@@ -33,6 +34,7 @@ def memory_forget(
     keep_text: Annotated[bool, typer.Option("--keep-text", help="Keep the text readable in the "
                                             "tombstone (default: only a hash).")] = False,
     config_path: ConfigOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Forget TEXT everywhere memory holds it, and keep it forgotten."""
     import asyncio
@@ -42,7 +44,7 @@ def memory_forget(
     from lucidgate.memory.forget import ForgetNeedsConfirmation, describe, forget_exclusive
     from lucidgate.memory.search.configured import open_index
 
-    config = load_or_exit(config_path)
+    config = load_agent(config_path, agent)
 
     async def run() -> int:
         from lucidgate.gateway.app import build_dream, build_model
@@ -78,9 +80,9 @@ def memory_forget(
     raise typer.Exit(asyncio.run(run()))
 
 
-def memory_forgotten(config_path: ConfigOption = None) -> None:
+def memory_forgotten(config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """List what was forgotten (tombstones; hashed unless kept as text)."""
-    stones = workspace_parts(config_path).tombstones.items()
+    stones = workspace_parts(config_path, agent).tombstones.items()
     if not stones:
         console.print("Nothing has been forgotten.")
         return
@@ -91,9 +93,9 @@ def memory_forgotten(config_path: ConfigOption = None) -> None:
 
 
 def memory_unforget(ident: Annotated[str, typer.Argument(help="The id `lucid memory forgotten` shows.")],
-                    config_path: ConfigOption = None) -> None:
+                    config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """Remove a tombstone: the text may be learned again (nothing removed comes back by itself)."""
-    removed = workspace_parts(config_path).tombstones.remove(ident)
+    removed = workspace_parts(config_path, agent).tombstones.remove(ident)
     if removed is None:
         err_console.print(f"no single tombstone has the id {ident!r}; see `lucid memory forgotten`",
                           markup=False)

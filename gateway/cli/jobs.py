@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lucidgate.gateway.cli._common import ConfigOption, console, err_console, new_table, workspace_parts
+from lucidgate.gateway.cli._common import AgentOption, ConfigOption, console, err_console, new_table, workspace_parts
 
 
 def _when(value: Any, tz: tzinfo) -> str:
@@ -34,11 +34,12 @@ def register(app: typer.Typer) -> None:
 def jobs(
     show_all: Annotated[bool, typer.Option("--all", help="Also list finished, missed and removed reminders and tasks.")] = False,
     config_path: ConfigOption = None,
+    agent_id: AgentOption = None,
 ) -> None:
     """List scheduled jobs (Dream, heartbeat, reminders, tasks): next run, last run and result."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    parts = workspace_parts(config_path)
+    parts = workspace_parts(config_path, agent_id)
     agent = parts.config.agent
     try:
         tz: tzinfo = ZoneInfo(agent.timezone)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from lucidgate.gateway.cli import forget, recall
-from lucidgate.gateway.cli._common import (ConfigOption, console, err_console, load_or_exit, new_table, printable,
-                                 workspace_parts)
+from lucidgate.gateway.cli._common import (AgentOption, ConfigOption, console, err_console, load_agent, new_table,
+                                           printable, workspace_parts)
 
 if TYPE_CHECKING:
     from lucidgate.memory.gitstore import GitStore
@@ -32,11 +32,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(memory_app, name="memory")
 
 
-def _git(config_path: Path | None) -> GitStore:
+def _git(config_path: Path | None, agent: str | None) -> GitStore:
     """The workspace's history, created if missing; a broken one exits 1 with git's words."""
     from lucidgate.memory.errors import GitStoreError
 
-    git = workspace_parts(config_path).git
+    git = workspace_parts(config_path, agent).git
     try:
         git.init()
     except GitStoreError as exc:
@@ -49,13 +49,14 @@ def dream(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print phase-1 findings; change nothing.")] = False,
     from_cursor: Annotated[Optional[int], typer.Option("--from", help="Redo history after this cursor.")] = None,
     config_path: ConfigOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Run Dream now: distil recent history into USER.md, MEMORY.md, SOUL.md and skills."""
     import asyncio
 
     from lucidgate.memory.errors import DreamBusy, GitStoreError
 
-    config = load_or_exit(config_path)
+    config = load_agent(config_path, agent)
 
     async def run() -> int:
         from datetime import datetime
@@ -96,7 +97,7 @@ def dream(
 
 
 def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] = 20,
-               config_path: ConfigOption = None) -> None:
+               config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """List memory changes (Dream, manual edits, restores)."""
     table = new_table("sha", "when", "message", "files")
     from rich.text import Text
@@ -104,7 +105,7 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
     from lucidgate.memory.errors import GitStoreError
     from lucidgate.memory.gitpaths import printable_name
 
-    git = _git(config_path)
+    git = _git(config_path, agent)
     try:
         git.commit_manual_edits()  # hand edits since the last commit are changes too
     except GitStoreError as exc:
@@ -115,32 +116,32 @@ def memory_log(n: Annotated[int, typer.Option("-n", help="How many commits.")] =
     console.print(table)
 
 
-def memory_diff(sha: ShaArgument, config_path: ConfigOption = None) -> None:
+def memory_diff(sha: ShaArgument, config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """Show what one memory commit changed."""
     from lucidgate.memory.errors import MemoryStoreError
 
     try:
-        console.print(printable(_git(config_path).diff(sha)), markup=False, highlight=False)
+        console.print(printable(_git(config_path, agent).diff(sha)), markup=False, highlight=False)
     except MemoryStoreError as exc:
         err_console.print(str(exc))
         raise typer.Exit(1) from None
 
 
-def memory_restore(sha: ShaArgument, config_path: ConfigOption = None) -> None:
+def memory_restore(sha: ShaArgument, config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """Bring the memory files back to their state before SHA (as a new commit)."""
     from lucidgate.memory.errors import MemoryStoreError
 
     try:
-        new = _git(config_path).restore(sha)
+        new = _git(config_path, agent).restore(sha)
     except MemoryStoreError as exc:
         err_console.print(str(exc))
         raise typer.Exit(1) from None
     console.print(f"restored to before {sha} (commit {new[:8]})")
 
 
-def memory_show(config_path: ConfigOption = None) -> None:
+def memory_show(config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """Print SOUL.md, USER.md, MEMORY.md and how much history awaits Dream."""
-    store = workspace_parts(config_path).memory
+    store = workspace_parts(config_path, agent).memory
     for label, path in (("SOUL.md", store.soul_path), ("USER.md", store.user_path),
                         ("memory/MEMORY.md", store.memory_path)):
         text = path.read_text(encoding="utf-8") if path.exists() else "(missing)"
@@ -151,14 +152,14 @@ def memory_show(config_path: ConfigOption = None) -> None:
 
 
 def usage(days: Annotated[int, typer.Option("--days", help="How many days back.")] = 7,
-          config_path: ConfigOption = None) -> None:
+          config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """Token usage per day, job and session."""
     from lucidgate.gateway.model.costs import costs_by_day
     from lucidgate.gateway.model.usage import summary_of
     from lucidgate.gateway.model.usage_journal import read_journal
 
     # One read for every table: counts of the same lines, even while the gateway records more.
-    entries = read_journal(workspace_parts(config_path).usage.folder, days)
+    entries = read_journal(workspace_parts(config_path, agent).usage.folder, days)
     summary = summary_of(entries)
     for title, rows in (("day", summary.by_day), ("job", summary.by_job), ("session", summary.by_session)):
         table = new_table(title, "calls", "prompt", "completion", "cached", title=f"by {title}")

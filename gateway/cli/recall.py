@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from lucidgate.gateway.cli._common import ConfigOption, console, err_console, load_or_exit, printable, styled
+from lucidgate.gateway.cli._common import AgentOption, ConfigOption, console, err_console, load_agent, printable, styled
 
 if TYPE_CHECKING:
     from lucidgate.config import Config
@@ -78,13 +78,14 @@ def memory_search(
     source: Annotated[Optional[list[SourceName]], typer.Option(
         "--source", help="Only this source (repeatable): memory, notes, history, session.")] = None,
     config_path: ConfigOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Search everything remembered: memory files, daily notes, history and transcripts."""
 
     if not query.strip():
         err_console.print("the search query is empty; say what to look for")
         raise typer.Exit(2)
-    config = load_or_exit(config_path)
+    config = load_agent(config_path, agent)
     names = [s.value for s in source] if source else None
     hits = _from_gateway(config, query, limit, names)
     if hits is None:
@@ -149,11 +150,11 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
         typer.echo()
 
 
-def memory_reindex(config_path: ConfigOption = None) -> None:
+def memory_reindex(config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """Rebuild the search index from the files (a fresh copy, swapped in atomically)."""
     from lucidgate.memory.search.rebuild import rebuild
 
-    index, _ = _index(load_or_exit(config_path))
+    index, _ = _index(load_agent(config_path, agent))
     try:
         with _progress() as progress:
             figures = rebuild(index, _tracked(progress))

@@ -13,7 +13,8 @@ from typing import Annotated
 
 import typer
 
-from lucidgate.gateway.cli._common import ConfigOption, console, new_table, workspace_parts
+from lucidgate.gateway.cli._common import (AgentOption, ConfigOption, agent_or_exit, agent_stamp, console, load_or_exit,
+                                           new_table)
 
 
 def register(app: typer.Typer) -> None:
@@ -23,11 +24,15 @@ def register(app: typer.Typer) -> None:
 def sessions(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many to show.")] = 30,
     config_path: ConfigOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """List conversations (channel, chat, last activity, size); `lucid agent -s NAME` resumes a terminal one."""
+    from lucidgate.gateway.stores import WorkspaceParts
     from lucidgate.memory.naming import read_header
 
-    folder = workspace_parts(config_path).sessions_dir
+    root = load_or_exit(config_path)
+    folder = WorkspaceParts(agent_or_exit(root, agent)).sessions_dir
+    stamp = agent_stamp(root, agent)  # another agent's keys start with its id: work:cli:local
     rows: list[tuple[float, str, Path]] = []
     for path in folder.glob("*.jsonl") if folder.exists() else []:
         header = read_header(path)
@@ -39,8 +44,8 @@ def sessions(
     rows.sort(reverse=True)
     table = new_table("session", "last activity", "size", "resume with", title=f"conversations in {folder}")
     for mtime, key, path in rows[:limit]:
-        channel, _, chat = key.partition(":")
-        resume = f"lucid agent -s {chat}" if channel == "cli" else ""
+        channel, _, chat = key.removeprefix(f"{stamp}:" if stamp else "").partition(":")
+        resume = f"lucid agent{f' --agent {agent}' if agent else ''} -s {chat}" if channel == "cli" else ""
         table.add_row(key, datetime.fromtimestamp(mtime).strftime("%Y-%m-%d %H:%M"),
                       _size(path.stat().st_size), resume)
     console.print(table)

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from lucidgate.gateway.cli._common import ConfigOption, console, err_console, load_or_exit, new_table
+from lucidgate.gateway.cli._common import AgentOption, ConfigOption, console, err_console, load_agent, new_table
 
 
 def register(app: typer.Typer) -> None:
@@ -23,11 +23,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(skills_app, name="skills")
 
 
-def list_skills(config_path: ConfigOption = None) -> None:
+def list_skills(config_path: ConfigOption = None, agent: AgentOption = None) -> None:
     """List skills: name, source (built-in or workspace), available or what is missing."""
     from lucidgate.gateway.skills.catalog import SkillsLoader, config_checker
 
-    config = load_or_exit(config_path)
+    config = load_agent(config_path, agent)
     skills = SkillsLoader(config.workspace, config_check=config_checker(config)).load()
     table = new_table("name", "source", "status", "path", "description", title="skills")
     for skill in skills:
@@ -40,11 +40,12 @@ def add_skill(
     path: Annotated[Path, typer.Argument(help="A skill folder, or a local .zip/.tar.gz archive of one.")],
     force: Annotated[bool, typer.Option("--force", help="Replace an installed skill of the same name.")] = False,
     config_path: ConfigOption = None,
+    agent: AgentOption = None,
 ) -> None:
     """Install a skill into the workspace (validated; never overwrites without --force)."""
     from lucidgate.gateway.skills.install import SkillInstallError, install
 
-    config = load_or_exit(config_path)
+    config = load_agent(config_path, agent)
     try:
         done = install(path.expanduser(), config.workspace, force=force)
     except (SkillInstallError, OSError) as exc:

@@ -54,9 +54,13 @@ def healthy(url: str, *, timeout_s: float = 1.5) -> bool:
 
 
 def ask_running(url: str, token: str, text: str, *, timeout_s: float,
-                session: str | None = None) -> tuple[bool, str] | None:
-    """Send ``text`` to the running gateway; None when it cannot be reached (fall back)."""
-    body = json.dumps({"text": text, "session": session}).encode("utf-8")
+                session: str | None = None, agent: str | None = None) -> tuple[bool, str] | None:
+    """Send ``text`` to the running gateway (for ``agent``, when given); None when it cannot
+    be reached (fall back)."""
+    fields: dict[str, Any] = {"text": text, "session": session}
+    if agent is not None:  # only when asked: an older gateway refuses fields it does not know
+        fields["agent"] = agent
+    body = json.dumps(fields).encode("utf-8")
     try:
         status, raw = _loopback("POST", f"{url}/v1/local/messages", body=body, token=token,
                                 connect_s=2.0, read_s=timeout_s)
@@ -73,6 +77,20 @@ def ask_running(url: str, token: str, text: str, *, timeout_s: float,
     if status != 200:
         return False, str(data.get("detail", f"HTTP {status}"))
     return bool(data["ok"]), str(data["reply"])
+
+
+def agents_running(url: str, token: str, *, timeout_s: float = 3.0) -> list[dict[str, Any]] | None:
+    """The running gateway's agents (``GET /v1/local/agents``: id, default, workspace, model,
+    alive, active_turns, queued), or None when it does not answer or is too old to say."""
+    try:
+        status, raw = _loopback("GET", f"{url}/v1/local/agents", token=token, connect_s=timeout_s, read_s=timeout_s)
+        data = json.loads(raw)
+    except (OSError, BadAnswer, ValueError):
+        return None
+    agents = data.get("agents") if status == 200 and isinstance(data, dict) else None
+    if not isinstance(agents, list) or not all(isinstance(a, dict) and "id" in a for a in agents):
+        return None
+    return agents
 
 
 class LocalRefused(Exception):

@@ -33,7 +33,7 @@ from lucidgate.config.schema import Config
 from lucidgate.gateway import __version__ as VERSION
 from lucidgate.gateway.app import build_gateway
 from lucidgate.gateway.console import mount_console
-from lucidgate.gateway.daemon.local_api import add_local_route, new_token
+from lucidgate.gateway.daemon.local_api import add_local_agents, add_local_route, new_token
 from lucidgate.gateway.daemon.local_search import add_local_search
 from lucidgate.gateway.daemon.health import StorageWatch, probe_workspace
 from lucidgate.gateway.daemon.provider_watch import ProviderWatch
@@ -128,7 +128,8 @@ def create_app(config: Config, *, gateway: Gateway | None = None) -> FastAPI:
     add_offline_docs(app, title="lucidgate")  # Swagger UI and ReDoc from a package, no CDN
     _add_health_routes(app, state)
     mount_console(app, gateway, http.console, version=VERSION)
-    add_local_route(app, http.cli, state.local_token)
+    add_local_route(app, http.cli, state.local_token, agents=list(gateway.agents))
+    add_local_agents(app, gateway, state.local_token)
     add_local_search(app, http.recall, state.local_token)
     for router in gateway.routers():
         app.include_router(router)

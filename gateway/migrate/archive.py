@@ -54,35 +54,59 @@ _SECRET_KEYS = {"apikey", "token", "ownertoken", "admintoken", "bottoken", "appt
 def export_archive(config: Config, out: Path, *, git: GitStore, tombstones: Tombstones) -> list[str]:
     """Write the archive to ``out`` (atomically); returns the workspace paths it holds. ``git``
     and ``tombstones`` are the workspace's own stores (``WorkspaceParts``)."""
-    workspace = config.workspace
-    members: list[str] = []
+    return _write(config, out, {"": (config.workspace, git, tombstones)})["files"]
+
+
+def export_agents(config: Config, out: Path, agents: dict[str, tuple[Path, GitStore, Tombstones]]) -> dict[str, Any]:
+    """The archive of several agents (``agents.list``): each agent's workspace, history and
+    bundle under ``agents/<id>/``, laid out as one workspace's export; ``agents`` maps each id
+    to its workspace and stores. Returns the manifest."""
+    return _write(config, out, agents)
+
+
+def _write(config: Config, out: Path, workspaces: dict[str, tuple[Path, GitStore, Tombstones]]) -> dict[str, Any]:
     tmp = out.with_name(f".{out.name}.tmp")
+    manifest: dict[str, Any] = {"format": FORMAT, "version": VERSION,
+                                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with tempfile.TemporaryDirectory() as scratch, tarfile.open(tmp, "w:gz") as tar:
-        for rel in (*WORKSPACE_FILES, *MEMORY_FILES):
-            if (workspace / rel).is_file():
-                tar.add(workspace / rel, arcname=f"workspace/{rel}")
-                members.append(rel)
-        memory = workspace / "memory"
-        for note in sorted(memory.glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md")) if memory.is_dir() else []:
-            tar.add(note, arcname=f"workspace/memory/{note.name}")
-            members.append(f"memory/{note.name}")
-        forgotten = tombstones.matcher()
-        for folder in FOLDERS:
-            if (workspace / folder).is_dir():
-                redacted = folder == "sessions" and bool(forgotten)
-                tar.add(workspace / folder, arcname=f"workspace/{folder}", filter=_no_links,
-                        recursive=not redacted)
-                if redacted:
-                    _add_redacted_sessions(tar, workspace / folder, forgotten)
-                members.append(f"{folder}/")
-        bundle = Path(scratch) / "memory.bundle"
-        if git.bundle(bundle):
-            tar.add(bundle, arcname="memory.bundle")
+        for agent_id, (workspace, git, tombstones) in workspaces.items():
+            prefix = f"agents/{agent_id}/" if agent_id else ""
+            members = _add_workspace(tar, workspace, git, tombstones, Path(scratch) / (agent_id or "one"), prefix)
+            if agent_id:
+                manifest.setdefault("agents", {})[agent_id] = {"workspace": str(workspace), "files": members}
+            else:
+                manifest.update(workspace=str(workspace), files=members)
         _add_bytes(tar, "config.json", json.dumps(scrub(config), indent=2).encode())
-        manifest = {"format": FORMAT, "version": VERSION, "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                    time.gmtime()), "workspace": str(workspace), "files": members}
         _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=2).encode())
     tmp.replace(out)
+    return manifest
+
+
+def _add_workspace(tar: tarfile.TarFile, workspace: Path, git: GitStore, tombstones: Tombstones, scratch: Path,
+                   prefix: str) -> list[str]:
+    """One workspace's files and memory bundle under ``prefix``; returns the paths it took."""
+    members: list[str] = []
+    for rel in (*WORKSPACE_FILES, *MEMORY_FILES):
+        if (workspace / rel).is_file():
+            tar.add(workspace / rel, arcname=f"{prefix}workspace/{rel}")
+            members.append(rel)
+    memory = workspace / "memory"
+    for note in sorted(memory.glob("[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md")) if memory.is_dir() else []:
+        tar.add(note, arcname=f"{prefix}workspace/memory/{note.name}")
+        members.append(f"memory/{note.name}")
+    forgotten = tombstones.matcher()
+    for folder in FOLDERS:
+        if (workspace / folder).is_dir():
+            redacted = folder == "sessions" and bool(forgotten)
+            tar.add(workspace / folder, arcname=f"{prefix}workspace/{folder}", filter=_no_links,
+                    recursive=not redacted)
+            if redacted:
+                _add_redacted_sessions(tar, workspace / folder, forgotten, prefix)
+            members.append(f"{folder}/")
+    scratch.mkdir(parents=True, exist_ok=True)
+    bundle = scratch / "memory.bundle"
+    if git.bundle(bundle):
+        tar.add(bundle, arcname=f"{prefix}memory.bundle")
     return members
 
 
@@ -109,7 +133,7 @@ def scrub(config: Config) -> dict[str, Any]:
     return dict(walk(document))
 
 
-def _add_redacted_sessions(tar: tarfile.TarFile, folder: Path, forgotten: Matcher) -> None:
+def _add_redacted_sessions(tar: tarfile.TarFile, folder: Path, forgotten: Matcher, prefix: str = "") -> None:
     for path in sorted(folder.iterdir()):
         if path.is_symlink() or not path.is_file():
             continue
@@ -125,7 +149,7 @@ def _add_redacted_sessions(tar: tarfile.TarFile, folder: Path, forgotten: Matche
                 if shown is not message:
                     raw = (json.dumps(shown, ensure_ascii=False) + "\n").encode("utf-8")
             lines.append(raw)
-        _add_bytes(tar, f"workspace/sessions/{path.name}", b"".join(lines))
+        _add_bytes(tar, f"{prefix}workspace/sessions/{path.name}", b"".join(lines))
 
 
 def _no_links(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

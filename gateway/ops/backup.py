@@ -17,6 +17,9 @@ What goes in (a ``.tar.gz``):
   a repository's config and hooks run commands wherever it is unpacked);
 - ``manifest.json`` — version, time, what was left out.
 
+With ``agents.list`` each agent taken has its ``workspace/``, ``forgotten.json`` and
+``memory.bundle`` under ``agents/<id>/`` instead (format 2; gateway/ops/backup_agents.py).
+
 Consistency while the gateway runs: a ``*.sqlite`` store among the taken files would be
 copied with SQLite's online backup API, the memory history is bundled under
 ``memory/.git.lock`` (the lock every git change takes), and JSONL files are append-only, so
@@ -39,17 +42,19 @@ import io
 import json
 import os
 import re
+import shutil
 import sqlite3
 import stat
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
+from lucidgate.config.agents_schema import AGENT_ID
 from lucidgate.config.errors import LucidError
 from lucidgate.config.fileio import atomic_write_text
 from lucidgate.config.schema import Config
@@ -58,6 +63,7 @@ from lucidgate.memory.gitstore import GitStore
 from lucidgate.memory.tombstones import TOMBSTONES_FILE, Tombstones
 
 FORMAT = 1
+AGENTS_FORMAT = 2  # a folder per agent: agents/<id>/{workspace/, memory.bundle, forgotten.json}
 # The only workspace entries a backup takes (top-level names): the prompt files, memory,
 # transcripts, skills, the usage ledger and the chats' media. None of them is where a channel
 # or the gateway keeps a credential.
@@ -149,16 +155,17 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float | None
     tar.addfile(info, io.BytesIO(data))
 
 
-def create_backup(config: Config, config_path: Path, out: Path, *, include_secrets: bool = False) -> dict[str, Any]:
-    """Write the archive to ``out`` (atomically); returns the manifest."""
-    workspace = config.workspace
-    if not workspace.is_dir():
-        raise BackupError(f"the workspace {workspace} does not exist; nothing to back up")
+def create_backup(config: Config, config_path: Path, out: Path, *, include_secrets: bool = False,
+                  agents: Sequence[str] | None = None) -> dict[str, Any]:
+    """Write the archive to ``out`` (atomically); returns the manifest. ``agents``: the ids of
+    the agents to take (``agents.list``), each under ``agents/<id>/`` (see
+    ``gateway.ops.backup_agents``); None: the one workspace of ``config``, at the top."""
+    chosen = {agent_id: config.for_agent(agent_id) for agent_id in agents} if agents is not None else None
+    for workspace in (c.workspace for c in (chosen or {"": config}).values()):
+        if not workspace.is_dir():
+            raise BackupError(f"the workspace {workspace} does not exist; nothing to back up")
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    skipped: list[str] = []
-    not_taken: list[str] = []
-    files = 0
     try:
         with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
             if config_path.exists():
@@ -166,25 +173,17 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
                 if not include_secrets:
                     document = _blank_secrets(document, secret_keys())
                 _add_bytes(tar, "config.json", (json.dumps(document, indent=2) + "\n").encode())
-            for path in _candidates(workspace, not_taken):
-                rel = path.relative_to(workspace).as_posix()
-                if not taken(rel) or not _plain(path):
-                    skipped.append(rel)
-                    continue
-                data = _sqlite_snapshot(path) if _SQLITE.search(rel) else path.read_bytes()
-                _add_bytes(tar, f"workspace/{rel}", data, path.stat().st_mtime)
-                files += 1
-            forgotten = workspace / TOMBSTONES_FILE
-            if forgotten.is_file() and _plain(forgotten):
-                _add_bytes(tar, "forgotten.json", forgotten.read_bytes(), forgotten.stat().st_mtime)
-            with tempfile.TemporaryDirectory(prefix="lucid-backup-") as scratch:
-                bundle = Path(scratch) / "memory.bundle"
-                # The workspace's own history store (WorkspaceParts), under the git lock: a consistent history.
-                if WorkspaceParts(config).git.bundle(bundle):
-                    _add_bytes(tar, "memory.bundle", bundle.read_bytes())
-            manifest = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                        "secrets": include_secrets, "files": files, "skipped": skipped, "not_taken": not_taken,
-                        "workspace": str(workspace), "config": str(config_path)}
+            manifest: dict[str, Any] = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                        "secrets": include_secrets}
+            if chosen is None:
+                manifest.update(add_workspace(tar, config, ""))
+            else:
+                taken_agents = {agent_id: add_workspace(tar, c, f"agents/{agent_id}/")
+                                for agent_id, c in chosen.items()}
+                manifest.update(format=AGENTS_FORMAT, agents=taken_agents, default=config.default_agent_id,
+                                files=sum(a["files"] for a in taken_agents.values()),
+                                not_taken=sorted({n for a in taken_agents.values() for n in a["not_taken"]}))
+            manifest["config"] = str(config_path)
             _add_bytes(tar, "manifest.json", (json.dumps(manifest, indent=2) + "\n").encode())
             raw.flush()
             os.fsync(raw.fileno())
@@ -197,56 +196,166 @@ def create_backup(config: Config, config_path: Path, out: Path, *, include_secre
     return manifest
 
 
+def add_workspace(tar: tarfile.TarFile, config: Config, prefix: str) -> dict[str, Any]:
+    """``config``'s workspace into ``tar`` under ``prefix``: its taken files (``workspace/``),
+    its tombstones (``forgotten.json``) and its memory history (``memory.bundle``). Returns
+    what the manifest says of it."""
+    workspace = config.workspace
+    skipped: list[str] = []
+    not_taken: list[str] = []
+    files = 0
+    for path in _candidates(workspace, not_taken):
+        rel = path.relative_to(workspace).as_posix()
+        if not taken(rel) or not _plain(path):
+            skipped.append(rel)
+            continue
+        data = _sqlite_snapshot(path) if _SQLITE.search(rel) else path.read_bytes()
+        _add_bytes(tar, f"{prefix}workspace/{rel}", data, path.stat().st_mtime)
+        files += 1
+    forgotten = workspace / TOMBSTONES_FILE
+    if forgotten.is_file() and _plain(forgotten):
+        _add_bytes(tar, f"{prefix}forgotten.json", forgotten.read_bytes(), forgotten.stat().st_mtime)
+    with tempfile.TemporaryDirectory(prefix="lucid-backup-") as scratch:
+        bundle = Path(scratch) / "memory.bundle"
+        # The workspace's own history store (WorkspaceParts), under the git lock: a consistent history.
+        if WorkspaceParts(config).git.bundle(bundle):
+            _add_bytes(tar, f"{prefix}memory.bundle", bundle.read_bytes())
+    return {"files": files, "skipped": skipped, "not_taken": not_taken, "workspace": str(workspace)}
+
+
 def restore_backup(archive: Path, target: Path) -> dict[str, Any]:
-    """Unpack into ``target`` (missing or empty); the config there uses ``target/workspace``."""
+    """Unpack into ``target`` (missing or empty), a copy beside the live setup: the config
+    there uses ``target/workspace``, or for an archive of agents ``target/agents/<id>`` for
+    each agent of its ``agents.list`` (``relocate``), never a live workspace."""
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise BackupError(f"{target} is not empty; restore into a new or empty directory")
-    try:
-        tar = tarfile.open(archive, mode="r:gz")
-    except (OSError, tarfile.TarError) as exc:
-        raise BackupError(f"{archive} is not a lucid backup ({exc})") from None
-    with tar:
-        names = tar.getnames()
-        if "manifest.json" not in names:
-            raise BackupError(f"{archive} is not a lucid backup (no manifest.json)")
-        members = tar.getmembers()
-        for member in members:
-            if not (member.name in ("config.json", "manifest.json", "memory.bundle", "forgotten.json")
-                    or member.name.startswith("workspace/") or member.name == "workspace"):
-                raise BackupError(f"{archive}: unexpected entry {member.name!r}; not restoring")
-        left_out = sorted({skip for m in members if (skip := _never_restored(m.name)) is not None})
-        members = [m for m in members if _never_restored(m.name) is None]
-        target.mkdir(parents=True, exist_ok=True, mode=0o700)
-        staging = Path(tempfile.mkdtemp(dir=target, prefix=".restore."))
-        try:
-            # The "data" filter refuses absolute paths, "..", links out of the tree, devices.
-            tar.extractall(staging, members=members, filter="data")
-            manifest = json.loads((staging / "manifest.json").read_text(encoding="utf-8"))
-            if (staging / "workspace").exists():
-                os.replace(staging / "workspace", target / "workspace")
-            else:
-                (target / "workspace").mkdir(mode=0o700)
-            if (staging / "memory.bundle").exists():
-                # Not WorkspaceParts: the restored tree has no loaded config yet, only files.
-                reason = GitStore(target / "workspace").adopt_bundle(staging / "memory.bundle")
-                if reason is not None:
-                    manifest.setdefault("warnings", []).append(f"memory history starts fresh: {reason}")
-            _adopt_tombstones(staging / "forgotten.json", target / "workspace", manifest)
-            config_file = staging / "config.json"
-            document = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
-        finally:
-            for path in sorted(staging.rglob("*"), reverse=True):
-                path.rmdir() if path.is_dir() else path.unlink()
-            staging.rmdir()
-    document.setdefault("agents", {}).setdefault("defaults", {})["workspace"] = str(target / "workspace")
+    target.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with Unpacked(archive, target) as unpacked:
+        manifest = unpacked.manifest
+        agents = archived_agents(manifest)
+        places = {"": target / "workspace"} if agents is None else {a: target / "agents" / a for a in agents}
+        for agent_id, place in places.items():
+            unpacked.place(agent_id, place)
+        config_file = unpacked.root / "config.json"
+        document = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
+    if agents is None:
+        document.setdefault("agents", {}).setdefault("defaults", {})["workspace"] = str(target / "workspace")
+    else:
+        relocate(document, target / "agents")
     atomic_write_text(target / "config.json", json.dumps(document, indent=2) + "\n")
-    os.chmod(target / "config.json", 0o600)
-    for dirpath, dirnames, filenames in os.walk(target):
+    private(target)
+    return manifest
+
+
+def relocate(document: dict[str, Any], root: Path) -> None:
+    """Point every agent of the config ``document`` at ``root/<id>`` (and
+    ``agents.defaults.workspace`` at the default agent's), in place."""
+    agents = document.setdefault("agents", {})
+    entries = [e for e in agents.get("list") or [] if isinstance(e, dict) and isinstance(e.get("id"), str)]
+    for entry in entries:
+        entry["workspace"] = str(root / entry["id"])
+    default = next((e["id"] for e in entries if e.get("default") is True), entries[0]["id"] if entries else "default")
+    agents.setdefault("defaults", {})["workspace"] = str(root / default)
+
+
+def archived_agents(manifest: dict[str, Any]) -> list[str] | None:
+    """The agents an archive holds (``agents/<id>/``), or None for one workspace at the top."""
+    agents = manifest.get("agents")
+    if agents is None:
+        return None
+    if not isinstance(agents, dict) or not all(isinstance(a, str) and re.match(AGENT_ID, a) for a in agents):
+        raise BackupError("the archive's manifest lists malformed agents; not restoring")
+    return list(agents)
+
+
+class Unpacked:
+    """An archive checked entry by entry and extracted (data filter) into a staging folder
+    under ``near``, removed again on exit. ``place`` moves one workspace out of it."""
+
+    def __init__(self, archive: Path, near: Path) -> None:
+        self.archive, self.near = archive, near
+        self.root = Path()
+        self.manifest: dict[str, Any] = {}
+
+    def __enter__(self) -> Unpacked:
+        try:
+            tar = tarfile.open(self.archive, mode="r:gz")
+        except (OSError, tarfile.TarError) as exc:
+            raise BackupError(f"{self.archive} is not a lucid backup ({exc})") from None
+        with tar:
+            manifest = _read_manifest(tar)
+            agents = archived_agents(manifest or {})
+            members = tar.getmembers()
+            for member in members:
+                if not _expected(member.name, agents):
+                    raise BackupError(f"{self.archive}: unexpected entry {member.name!r}; not restoring")
+            if manifest is None:
+                raise BackupError(f"{self.archive} is not a lucid backup (no readable manifest.json)")
+            self.manifest = manifest
+            self.manifest["left_out"] = sorted({skip for m in members if (skip := _never_restored(m.name))})
+            self.near.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.root = Path(tempfile.mkdtemp(dir=self.near, prefix=".restore."))
+            try:
+                # The "data" filter refuses absolute paths, "..", links out of the tree, devices.
+                tar.extractall(self.root, members=[m for m in members if not _never_restored(m.name)],
+                               filter="data")
+            except BaseException:
+                shutil.rmtree(self.root, ignore_errors=True)
+                raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def place(self, agent_id: str, dest: Path) -> None:
+        """Move the workspace of ``agent_id`` ("": the archive's one) to ``dest`` (missing or
+        empty), then rebuild its memory history from the bundle and adopt its tombstones."""
+        source = self.root / "agents" / agent_id if agent_id else self.root
+        if dest.exists():
+            dest.rmdir()  # empty: checked by the caller; never merged into
+        dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if (source / "workspace").exists():
+            shutil.move(source / "workspace", dest)
+        else:
+            dest.mkdir(mode=0o700)
+        if (source / "memory.bundle").exists():
+            # Not WorkspaceParts: the restored tree has no loaded config yet, only files.
+            reason = GitStore(dest).adopt_bundle(source / "memory.bundle")
+            if reason is not None:
+                whose = f"{agent_id}'s memory" if agent_id else "memory"
+                self.manifest.setdefault("warnings", []).append(f"{whose} history starts fresh: {reason}")
+        _adopt_tombstones(source / "forgotten.json", dest, self.manifest)
+
+
+def _read_manifest(tar: tarfile.TarFile) -> dict[str, Any] | None:
+    try:
+        member = tar.extractfile("manifest.json")
+        manifest = json.loads(member.read() if member is not None else b"")
+    except (KeyError, ValueError, tarfile.TarError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def private(root: Path) -> None:
+    """Folders 0700 and files 0600 under ``root``: a restore holds private conversations."""
+    for dirpath, _, filenames in os.walk(root):
         os.chmod(dirpath, 0o700)
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o600)
-    manifest["left_out"] = left_out
-    return manifest
+
+
+def _expected(name: str, agents: list[str] | None) -> bool:
+    """Whether an archive entry is one a backup writes (anything else: refuse the archive)."""
+    if name in ("config.json", "manifest.json"):
+        return True
+    parts = Path(name).parts
+    if agents is not None:  # agents/<id>/ then what one workspace has at the top
+        if not parts or parts[0] != "agents" or (len(parts) > 1 and parts[1] not in agents):
+            return False
+        parts = parts[2:]
+        if not parts:
+            return True
+    return parts[0] == "workspace" or (len(parts) == 1 and parts[0] in ("memory.bundle", "forgotten.json"))
 
 
 def _adopt_tombstones(archived: Path, workspace: Path, manifest: dict[str, Any]) -> None:
@@ -260,8 +369,12 @@ def _adopt_tombstones(archived: Path, workspace: Path, manifest: dict[str, Any])
 
 
 def _never_restored(name: str) -> str | None:
-    """``workspace/.git/`` or ``workspace/state/`` for a member under either, else None."""
+    """``workspace/.git/`` or ``workspace/state/`` (under ``agents/<id>/`` too) for a member
+    under either, else None."""
     parts = Path(name).parts
+    prefix = ""
+    if len(parts) >= 2 and parts[0] == "agents":
+        prefix, parts = f"agents/{parts[1]}/", parts[2:]
     if len(parts) >= 2 and parts[0] == "workspace" and parts[1] in (".git", "state"):
-        return f"workspace/{parts[1]}/"
+        return f"{prefix}workspace/{parts[1]}/"
     return None

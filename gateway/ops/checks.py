@@ -63,33 +63,40 @@ def _has_secrets(config: Config) -> bool:
 
 def workspace_checks(config: Config, config_path: Path, config_flag: str = "") -> list[Result]:
     """Writable, private (0700), and the config file with secrets readable by us only (0600).
-    ``config_flag`` (" -c PATH" or "") goes into the commands a fix suggests."""
+    ``config_flag`` (" -c PATH" or "") goes into the commands a fix suggests. When the
+    workspace is missing, that is the one finding."""
+    found = workspace_check(config, config_flag)
+    if not config.workspace.exists():
+        return [found]
+    secrets = secrets_check(config, config_path)
+    return [found] if secrets is None else [found, secrets]
+
+
+def workspace_check(config: Config, config_flag: str = "") -> Result:
+    """The workspace exists, is writable, and is private (0700): one agent's, per agent."""
     ws = config.workspace
-    results: list[Result] = []
     if not ws.exists():
-        results.append(fail("workspace", f"{ws} does not exist",
-                            f"run `lucid onboard{config_flag}` (it creates the workspace)"))
-        return results
+        return fail("workspace", f"{ws} does not exist",
+                    f"run `lucid onboard{config_flag}` (it creates the workspace)")
     writable, detail = probe_workspace(ws)
     if not writable:
-        results.append(fail("workspace", detail,
-                            f"make {ws} writable by user {_whoami()} (e.g. `chown -R {_whoami()} {ws}`), "
-                            "on a filesystem that is mounted read-write with free space"))
-    else:
-        mode = stat.S_IMODE(ws.stat().st_mode)
-        if mode & 0o077:
-            results.append(fail("workspace", f"{ws} is readable by others (mode {mode:03o})",
-                                f"chmod 700 {ws}"))
-        else:
-            results.append(ok("workspace", f"{ws} (writable, mode {mode:03o})"))
-    if config_path.exists():
-        mode = stat.S_IMODE(config_path.stat().st_mode)
-        if mode & 0o077 and _has_secrets(config):
-            results.append(fail("secrets", f"{config_path} holds secrets and has mode {mode:03o}",
-                                f"chmod 600 {config_path}"))
-        else:
-            results.append(ok("secrets", f"{config_path} mode {mode:03o}"))
-    return results
+        return fail("workspace", detail,
+                    f"make {ws} writable by user {_whoami()} (e.g. `chown -R {_whoami()} {ws}`), "
+                    "on a filesystem that is mounted read-write with free space")
+    mode = stat.S_IMODE(ws.stat().st_mode)
+    if mode & 0o077:
+        return fail("workspace", f"{ws} is readable by others (mode {mode:03o})", f"chmod 700 {ws}")
+    return ok("workspace", f"{ws} (writable, mode {mode:03o})")
+
+
+def secrets_check(config: Config, config_path: Path) -> Result | None:
+    """The config file, when it holds secrets, is readable by us only (0600); None without a file."""
+    if not config_path.exists():
+        return None
+    mode = stat.S_IMODE(config_path.stat().st_mode)
+    if mode & 0o077 and _has_secrets(config):
+        return fail("secrets", f"{config_path} holds secrets and has mode {mode:03o}", f"chmod 600 {config_path}")
+    return ok("secrets", f"{config_path} mode {mode:03o}")
 
 
 def _whoami() -> str:
@@ -266,12 +273,13 @@ def disk_check(config: Config) -> Result:
     return ok("disk", f"{free // 2**30} GiB free")
 
 
-def stores_check(config: Config) -> list[Result]:
-    """Outbox, reminders (scheduler) and any index: SQLite integrity, JSON readable."""
+def stores_check(config: Config, daemon: bool = True) -> list[Result]:
+    """Outbox, reminders (scheduler) and any index: SQLite integrity, JSON readable. The
+    daemon's own stores (outbox, webhook requests) only when ``daemon``: the default agent's."""
     state = config.workspace / "state"
     results: list[Result] = []
-    for name, label in (("outbox.sqlite", "outbox"), ("webhook.sqlite", "webhook requests"),
-                        ("reminders.sqlite", "scheduler store")):
+    daemon_stores = (("outbox.sqlite", "outbox"), ("webhook.sqlite", "webhook requests")) if daemon else ()
+    for name, label in (*daemon_stores, ("reminders.sqlite", "scheduler store")):
         path = state / name
         if not path.exists():
             results.append(ok(label, f"{path.name} not created yet"))
