@@ -129,8 +129,8 @@ def test_a_glob_in_a_name_is_not_a_pattern(tmp_path: Path) -> None:
 _FORBIDDEN = {".", "..", ".git", "git~1"}
 names = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/\0"),
                 min_size=1, max_size=60).filter(
-    lambda s: len(s.encode("utf-8")) <= 240 and s.rstrip(" .").casefold() not in _FORBIDDEN
-    and not s.endswith(".tmp") and s != "__pycache__")
+    lambda s: len(s.encode("utf-8")) <= 240 and s not in _FORBIDDEN
+    and s.rstrip(" .").casefold() not in _FORBIDDEN and not s.endswith(".tmp") and s != "__pycache__")
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
