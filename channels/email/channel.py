@@ -172,7 +172,7 @@ class EmailChannel:
         inbound = InboundMessage(channel=NAME, chat_id=mail.sender, sender_id=mail.sender, text=text,
                                  chat_type="private", thread_id=thread, media=tuple(media),
                                  message_id=mail.message_id, sender_name=mail.sender_name or mail.sender,
-                                 role=role)
+                                 role=role, account=self.settings.address or None)
         if not await self.bus.publish_inbound(inbound):
             logger.info("email: %s was already handed to the assistant; not again", mail.message_id)
 

@@ -230,7 +230,8 @@ class MatrixChannel(PlatformChannel):
             return
         inbound = InboundMessage(channel=NAME, chat_id=room.room_id, sender_id=parsed.sender, text=text,
                                  chat_type=chat_type, media=tuple(media), message_id=parsed.event_id,
-                                 sender_name=room.user_name(parsed.sender), role=decision.role)
+                                 sender_name=room.user_name(parsed.sender), role=decision.role,
+                                 account=self.client.user_id or None)
         if not await self.bus.publish_inbound(inbound):
             logger.info("duplicate Matrix event %s in room %s ignored", parsed.event_id, room.room_id)
 
