@@ -128,7 +128,7 @@ def build_agent(agent_id: str, config: Config, shared: Shared, *, stamp: str = "
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))
     tools = ToolRegistry(builtin_tools(config, other_agents=other_workspaces),
                          max_result_chars=agent.max_tool_result_chars, guest_tools=config.tools.guest_tools)
-    tools.register(MessageTool(bus, files=not stamp))
+    tools.register(MessageTool(bus, agent=stamp))
     for web_tool in web_tools(config.tools.web):
         tools.register(web_tool)
     estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget,

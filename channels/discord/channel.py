@@ -75,7 +75,7 @@ class DiscordChannel(PlatformChannel):
         # (message, is a DM) — None: tell from the message; caught-up messages come with a flag
         self._intake: asyncio.Queue[tuple[discord.Message, bool | None]] = asyncio.Queue()
         self.catchup = CatchUp(self.workspace / "state" / "discord.json")
-        self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.workspace,
+        self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.file_roots,
                                     streaming=settings.streaming, preview_interval_s=settings.preview_interval_s,
                                     typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s)
 

@@ -71,7 +71,7 @@ class MatrixChannel(PlatformChannel):
         self.rooms = RoomKinds(rooms_path(self.workspace))
         self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=settings.msgtype,
                                    streaming=settings.streaming, is_encrypted=self.is_encrypted,
-                                   workspace=self.workspace, preview_interval_s=settings.preview_interval_s,
+                                   workspace=self.file_roots, preview_interval_s=settings.preview_interval_s,
                                    typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s)
         self.syncer = MatrixSyncer(lambda: self.client, self.handle_sync, state=self.state,
                                    state_path=self._state_path, timeout_s=settings.sync_timeout_s,

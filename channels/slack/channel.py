@@ -287,7 +287,7 @@ class SlackChannel(ChannelCore):
         buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         sendable: list[outfiles.OutFile] = []
         if isinstance(msg, OutboundText) and msg.files:
-            sendable, problems = await asyncio.to_thread(outfiles.ready, self.workspace, msg.files)
+            sendable, problems = await asyncio.to_thread(outfiles.ready, self.file_roots, msg.files, msg.agent)
             text = outfiles.with_problems(text, problems)
         placeholder = self.previews.take(target) if self.previews is not None and not plain else None
         # plain text with buttons goes in a section block, which holds fewer characters

@@ -77,7 +77,7 @@ class TelegramChannel(PlatformChannel):
         self._menu = menu_commands(commands)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self.sender = TelegramSender(
-            lambda: self.bot, self.limiter, streaming=settings.streaming, workspace=self.workspace,
+            lambda: self.bot, self.limiter, streaming=settings.streaming, workspace=self.file_roots,
             preview_interval_s=settings.preview_interval_s,
             typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s,
         )
