@@ -60,6 +60,7 @@ from lucidgate.memory.consolidator import Consolidator
 from lucidgate.memory.dream import Dream
 from lucidgate.memory.search.configured import Embedders
 from lucidgate.memory.search.service import make_recall_service
+from lucidgate.memory.search.threads import RecallThreads
 from lucidgate.memory.search.watch_hub import WatchHub
 from lucidgate.memory.sessions import Session
 from lucidgate.scheduler.heartbeat import Heartbeat
@@ -93,7 +94,7 @@ def build_dream(config: Config, stores: WorkspaceParts, model: LiteLLMChatModel,
 @dataclass
 class Shared:
     """What every agent of one gateway shares: the bus, the metrics, the embedders, the model
-    clients' I/O thread and the recall indexes' file watcher."""
+    clients' I/O thread, the recall indexes' file watcher and threads."""
 
     bus: MessageBus
     metrics: Metrics
@@ -101,6 +102,7 @@ class Shared:
     embedders: Embedders = field(default_factory=Embedders)
     llm_io: SharedLLMIO = field(default_factory=SharedLLMIO)
     watch_hub: WatchHub = field(default_factory=WatchHub)
+    recall_threads: RecallThreads = field(default_factory=RecallThreads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +131,7 @@ def build_agent(agent_id: str, config: Config, shared: Shared, *, stamp: str = "
     model = build_model(config, stores, metrics, chain=chain, io=shared.llm_io)
     # The recall index (background sync + watcher; `lucid agent` is short-lived: no watcher).
     recall = make_recall_service(config, watch=shared.mode != "agent", embedders=shared.embedders,
-                                 hub=shared.watch_hub)
+                                 hub=shared.watch_hub, threads=shared.recall_threads)
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
                              channel_hints=channel_hints(), recall=recall,
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))

@@ -3,7 +3,8 @@ embedder shared by all agents"; an idle agent costs no work).
 
 A gateway of three agents, each over its own workspace: their model clients make their calls
 on one LLM I/O thread (litellm through the fake OpenAI server), and their recall indexes learn
-of changed files from one watcher, which tells only the index whose workspace changed.
+of changed files from one watcher, which tells only the index whose workspace changed, and
+sync on one background thread.
 bench/bench_agents_idle.py measures what this saves (threads, idle CPU).
 """
 
@@ -28,6 +29,10 @@ def llm_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "llm-io"]
 
 
+def named(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
 async def test_agents_share_one_llm_thread_and_one_watcher_that_wakes_only_the_changed_index(
         make_config: Callable[..., Config], tmp_path: Path, fake_llm: FakeLLMServer) -> None:
     spaces = {a: tmp_path / a for a in AGENTS}
@@ -43,7 +48,7 @@ async def test_agents_share_one_llm_thread_and_one_watcher_that_wakes_only_the_c
     for recall in recalls.values():
         assert recall is not None
         recall.start_delay_s = 0  # the first background sync now, not after the first turns
-    before = len(llm_threads())
+    before, syncs_before = len(llm_threads()), len(named("recall-sync"))
     fake_llm.queue(*(Reply(f"hi from {a}") for a in AGENTS))
     async with gw:
         models = [gw.agents[a].model for a in AGENTS]
@@ -58,6 +63,10 @@ async def test_agents_share_one_llm_thread_and_one_watcher_that_wakes_only_the_c
         hubs = {id(r.hub) for r in recalls.values() if r is not None}
         assert len(hubs) == 1 and sorted(recalls["home"].hub.folders) == sorted(spaces.values())  # type: ignore[union-attr]
         assert [t.get_name() for t in asyncio.all_tasks()].count("recall-watch") == 1
+        # One background sync thread and one query pool for all three indexes.
+        assert len({id(r._executor) for r in recalls.values() if r is not None}) == 1
+        assert len({id(r._recall_pool) for r in recalls.values() if r is not None}) == 1
+        assert len(named("recall-sync")) == syncs_before + 1
 
         await until(lambda: all(r is not None and r.synced.is_set() for r in recalls.values()),
                     what="each index's first sync")
@@ -73,4 +82,5 @@ async def test_agents_share_one_llm_thread_and_one_watcher_that_wakes_only_the_c
         assert not recalls["home"]._dirty and not recalls["play"]._dirty  # type: ignore[union-attr]
         assert not await found("home") and not await found("play")
     assert len(llm_threads()) == before  # the last client to close closed the shared thread
+    assert len(named("recall-sync")) == syncs_before  # and the last index its threads
     assert recalls["home"].hub.folders == []  # type: ignore[union-attr]
