@@ -22,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from lucidgate.channels.delivery import ChannelRoute, DeliveryStats
 from lucidgate.channels.inbox import InboxJournal
@@ -61,11 +62,14 @@ class MessageBus:
     def __init__(self, *, maxsize: int = GatewayConfig.default_of("inbound_queue_size"),
                  inbox: InboxJournal | None = None, outbox: Outbox | None = None, retry_backoff_s: float = 1.0,
                  lane_idle_s: float = GatewayConfig.default_of("worker_idle_s"),
-                 router: Router | None = None) -> None:
+                 router: Router | None = None, agent_workspaces: Mapping[str, Path] | None = None) -> None:
+        """``agent_workspaces``: each agent's workspace but the default's (several agents), where
+        the channels find the files of that agent's replies (``channels.outfiles.FileRoots``)."""
         # One queue (and replay list) per agent: each agent's loop takes only its messages.
         self._maxsize = maxsize
         self._queues: dict[str, asyncio.Queue[Delivery]] = {}
         self._router = router
+        self.agent_workspaces: Mapping[str, Path] = dict(agent_workspaces or {})
         self._routes: dict[str, ChannelRoute] = {}
         self._cancelled: set[asyncio.Task[None]] = set()
         self.outbox = outbox

@@ -136,6 +136,8 @@ class OutboundText:
     buttons: tuple[tuple[str, str], ...] = ()
     # The answering turn's summed token usage (None: not a model's answer, e.g. a command's).
     usage: TurnUsage | None = None
+    # The agent that sent it ("" the default agent): ``files`` are named in its workspace.
+    agent: str = ""
 
 
 @dataclass(frozen=True, slots=True)

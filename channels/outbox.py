@@ -86,6 +86,8 @@ def encode(msg: OutboundText | OutboundError) -> str:
             data["buttons"] = [list(b) for b in msg.buttons]
         if msg.usage is not None:
             data["usage"] = [msg.usage.prompt_tokens, msg.usage.completion_tokens]
+        if msg.agent:
+            data["agent"] = msg.agent
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -99,7 +101,8 @@ def decode(payload: str) -> OutboundText | OutboundError:
                         plain=bool(data.get("plain", False)), delivery_id=delivery_id,
                         files=tuple(str(f) for f in data.get("files") or ()),
                         buttons=tuple((str(b[0]), str(b[1])) for b in data.get("buttons") or ()),
-                        usage=TurnUsage(*(int(n) for n in data["usage"][:2])) if data.get("usage") else None)
+                        usage=TurnUsage(*(int(n) for n in data["usage"][:2])) if data.get("usage") else None,
+                        agent=str(data.get("agent") or ""))
 
 
 class Outbox(SqliteStore):

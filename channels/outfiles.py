@@ -10,16 +10,21 @@ of an error that would hold the chat's lane until the deadline.
 Channels that cannot carry files at all use ``unsent_note`` so the person reads which files
 were meant for them rather than having them dropped silently.
 
+With several agents (issue 41) a reply's paths are named in the workspace of the agent that
+sent it (``OutboundText.agent``): ``FileRoots`` maps each agent to its workspace, and a path is
+checked in that one only, so an agent's reply never carries another agent's file.
+
 These helpers touch the file system: call ``ready`` through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["MAX_FILE_BYTES", "MAX_FILES", "OutFile", "check", "ready", "unsent_note", "with_problems"]
+__all__ = ["MAX_FILE_BYTES", "MAX_FILES", "FileRoots", "OutFile", "check", "ready", "unsent_note",
+           "with_problems"]
 
 # One cap every channel can take (Discord's default upload limit, Telegram's photo limit).
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -46,6 +51,19 @@ class OutFile:
         return self.path.suffix.casefold() in _IMAGE_SUFFIXES
 
 
+@dataclass(frozen=True, slots=True)
+class FileRoots:
+    """Where a reply's file paths resolve: ``default``, the channel's workspace (the default
+    agent's), for the default agent's replies; ``agents[id]`` for agent ``id``'s."""
+
+    default: Path
+    agents: Mapping[str, Path] = field(default_factory=dict)
+
+    def of(self, agent: str) -> Path | None:
+        """Agent ``agent``'s workspace ("" is the default agent); None for an agent not running here."""
+        return self.default if not agent else self.agents.get(agent)
+
+
 def check(workspace: Path, rel: str) -> OutFile | str:
     """``rel`` resolved and checked, or why it cannot be sent (a sentence for the person)."""
     root = workspace.resolve()
@@ -63,8 +81,12 @@ def check(workspace: Path, rel: str) -> OutFile | str:
     return OutFile(rel, path, info.st_size)
 
 
-def ready(workspace: Path, files: Sequence[str]) -> tuple[list[OutFile], list[str]]:
-    """The files that can go out, and one problem line per file that cannot."""
+def ready(where: Path | FileRoots, files: Sequence[str], agent: str = "") -> tuple[list[OutFile], list[str]]:
+    """The files that can go out, and one problem line per file that cannot. ``where`` is the
+    workspace, or each agent's (``FileRoots``): the files of ``agent``'s reply are its own."""
+    workspace = where.of(agent) if isinstance(where, FileRoots) else (None if agent else where)
+    if workspace is None:
+        return [], [f"{rel}: the agent {agent!r} that sent it does not run here" for rel in files]
     sendable: list[OutFile] = []
     problems: list[str] = []
     for rel in files:

@@ -34,6 +34,7 @@ from lucidgate.channels._ratelimit import DeliveryRetry
 from lucidgate.channels._stopping import cancel_tasks, flush_replies
 from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.gate import AccessGate
+from lucidgate.channels.outfiles import FileRoots
 from lucidgate.channels.pairing import PairingStore
 from lucidgate.channels.messages import (OutboundError, OutboundMessage, OutboundProgress, OutboundText,
                                          OutboundTyping, Target)
@@ -93,6 +94,11 @@ class ChannelCore:
 
     def is_owner(self, sender_id: str) -> bool:
         return self.gate.is_owner(sender_id)
+
+    @property
+    def file_roots(self) -> FileRoots:
+        """Where a reply's files are found: this workspace, or the sending agent's."""
+        return FileRoots(self.workspace, self.bus.agent_workspaces)
 
 
 class PlatformChannel(ChannelCore):

@@ -42,7 +42,7 @@ from lucidgate.gateway.commands.session import STOP, Compact, Help, New
 from lucidgate.gateway.commands.status import Context, Status
 from lucidgate.gateway.mcp import McpManager
 from lucidgate.gateway.metrics import Metrics
-from lucidgate.gateway.model.client import LiteLLMChatModel
+from lucidgate.gateway.model.client import LiteLLMChatModel, SharedLLMIO
 from lucidgate.gateway.model.fallback import ModelChain
 from lucidgate.gateway.model.task_budget import BudgetedModel
 from lucidgate.gateway.stores import WorkspaceParts
@@ -60,6 +60,8 @@ from lucidgate.memory.consolidator import Consolidator
 from lucidgate.memory.dream import Dream
 from lucidgate.memory.search.configured import Embedders
 from lucidgate.memory.search.service import make_recall_service
+from lucidgate.memory.search.threads import RecallThreads
+from lucidgate.memory.search.watch_hub import WatchHub
 from lucidgate.memory.sessions import Session
 from lucidgate.scheduler.heartbeat import Heartbeat
 from lucidgate.scheduler.reminder_jobs import ReminderJobs
@@ -71,11 +73,13 @@ Mode = Literal["daemon", "embedded", "agent"]
 
 
 def build_model(config: Config, stores: WorkspaceParts, metrics: Metrics | None = None, *,
-                chain: ModelChain | None = None) -> LiteLLMChatModel:
-    """The model client, with its fallback chain, usage ledger and token calibration."""
+                chain: ModelChain | None = None, io: SharedLLMIO | None = None) -> LiteLLMChatModel:
+    """The model client, with its fallback chain, usage ledger and token calibration; ``io``
+    the I/O thread it shares with the other agents' clients."""
     if chain is None:
         chain = ModelChain(config, metrics=metrics, sessions=stores.session_models)
-    return LiteLLMChatModel(config, usage=stores.usage, metrics=metrics, chain=chain, calibration=stores.calibration)
+    return LiteLLMChatModel(config, usage=stores.usage, metrics=metrics, chain=chain, calibration=stores.calibration,
+                            io=io)
 
 
 def build_dream(config: Config, stores: WorkspaceParts, model: LiteLLMChatModel,
@@ -89,12 +93,16 @@ def build_dream(config: Config, stores: WorkspaceParts, model: LiteLLMChatModel,
 
 @dataclass
 class Shared:
-    """What every agent of one gateway shares: the bus, the metrics, the embedders."""
+    """What every agent of one gateway shares: the bus, the metrics, the embedders, the model
+    clients' I/O thread, the recall indexes' file watcher and threads."""
 
     bus: MessageBus
     metrics: Metrics
     mode: Mode
     embedders: Embedders = field(default_factory=Embedders)
+    llm_io: SharedLLMIO = field(default_factory=SharedLLMIO)
+    watch_hub: WatchHub = field(default_factory=WatchHub)
+    recall_threads: RecallThreads = field(default_factory=RecallThreads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +129,16 @@ def build_agent(agent_id: str, config: Config, shared: Shared, *, stamp: str = "
     sessions, store, git, usage = stores.sessions, stores.memory, stores.git, stores.usage
     calibration, owner_sessions = stores.calibration, stores.owner_sessions
     chain = ModelChain(config, metrics=metrics, sessions=stores.session_models)
-    model = build_model(config, stores, metrics, chain=chain)
+    model = build_model(config, stores, metrics, chain=chain, io=shared.llm_io)
     # The recall index (background sync + watcher; `lucid agent` is short-lived: no watcher).
-    recall = make_recall_service(config, watch=shared.mode != "agent", embedders=shared.embedders)
+    recall = make_recall_service(config, watch=shared.mode != "agent", embedders=shared.embedders,
+                                 hub=shared.watch_hub, threads=shared.recall_threads)
     builder = ContextBuilder(agent, workspace, history=store, owner_sessions=owner_sessions,
                              channel_hints=channel_hints(), recall=recall,
                              skills=SkillsLoader(workspace, config_check=config_checker(config)))
     tools = ToolRegistry(builtin_tools(config, other_agents=other_workspaces),
                          max_result_chars=agent.max_tool_result_chars, guest_tools=config.tools.guest_tools)
-    tools.register(MessageTool(bus, files=not stamp))
+    tools.register(MessageTool(bus, agent=stamp))
     for web_tool in web_tools(config.tools.web):
         tools.register(web_tool)
     estimator = PromptEstimator(builder, tools, budget=agent.prompt_budget,

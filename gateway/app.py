@@ -72,10 +72,14 @@ def build_gateway(config: Config, mode: Mode = "embedded", *, http: bool = False
     daemon_stores = WorkspaceParts(base)
     router = Router(config)
     routed = router.several and only_agent is None  # one agent alone: its terminal stamps its messages
+    # Each other agent's workspace, where the channels find the files of its replies.
+    others = {agent_id: config.for_agent(agent_id).workspace for agent_id in config.agent_ids()
+              if agent_id != config.default_agent_id}
     bus = MessageBus(maxsize=config.gateway.inbound_queue_size, inbox=daemon_stores.inbox(daemon=background_jobs),
                      # `lucid agent` prints its own replies: only the daemon records them.
                      outbox=daemon_stores.outbox if background_jobs else None,
-                     lane_idle_s=config.gateway.worker_idle_s, router=router if routed else None)
+                     lane_idle_s=config.gateway.worker_idle_s, router=router if routed else None,
+                     agent_workspaces=others)
     bus.delivery.on_dead.append(metrics.dead_letter)
     stacks = _agent_stacks(config, Shared(bus, metrics, mode), only=only_agent)
     parts = stacks[0].parts

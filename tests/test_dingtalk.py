@@ -95,6 +95,7 @@ async def test_a_private_message_is_journalled_then_acked(make_channel: Callable
     assert (msg.channel, msg.chat_id, msg.sender_id, msg.chat_type) == ("dingtalk", f"cid-private-{OWNER}", OWNER,
                                                                        "private")
     assert (msg.text, msg.role, msg.sender_name) == ("what is my cat called?", "owner", "Olga")
+    assert msg.account == CLIENT_ID  # the robot (its robotCode, the app key by default): bindings' `account`
     assert dt.opened[0]["subscriptions"] == [{"type": "CALLBACK", "topic": "/v1.0/im/bot/messages/get"}]
 
 

@@ -97,7 +97,8 @@ async def test_a_dm_becomes_an_inbound_message(make_channel: MakeChannel, dc: Fa
     sent = await dc.push_dm(user_id=OWNER, text="hello there")
     msg = await next_inbound(bus)
     assert msg == InboundMessage(channel="discord", chat_id=str(OWNER + 1), sender_id=str(OWNER), text="hello there",
-                                 chat_type="private", message_id=sent["id"], sender_name="Ann", role="owner")
+                                 chat_type="private", message_id=sent["id"], sender_name="Ann", role="owner",
+                                 account=str(BOT_ID))  # the bot it came to: bindings' `account`
     assert msg.session_key == f"discord:{OWNER + 1}"
     assert channel.bot_id == str(BOT_ID)
 

@@ -93,6 +93,46 @@ async def test_a_reply_with_a_file_queued_during_an_outage_arrives_after_a_resta
     assert tg.uploads[(doc.params["chat_id"], "notes.txt")] == b"plain notes\n"
 
 
+async def test_another_agents_reply_sends_its_own_files_after_a_restart_and_none_of_the_default_agents(
+    rig: Rig, tg: FakeTelegramAPI, workspace: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    """Issue 41: a reply of agent "work" names files in work's workspace; the outbox keeps
+    whose reply it is across a restart, and the channel (whose own workspace is the default
+    agent's) sends work's file, refuses a path leading into the default agent's workspace and
+    sends nothing for an agent that no longer runs."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "plan.txt").write_bytes(b"work plan\n")
+    (workspace / "secret.txt").write_bytes(b"home secret\n")
+    roots = {"work": work}
+    bus = await rig.up(agent_workspaces=roots)
+    tg.set_outage("500")
+    await bus.publish_outbound(OutboundText(Target("telegram", str(TG_OWNER)), "work's files", agent="work",
+                                            files=("plan.txt", f"../{workspace.name}/secret.txt", "secret.txt")))
+    await until(lambda: len(tg.calls_to("sendMessage")) >= 1)
+    await rig.down()
+    tg.set_outage(None)
+    bus = await rig.up(agent_workspaces=roots)
+    await until(lambda: rig.counts()["delivered"] == 1)
+    [doc] = tg.calls_to("sendDocument")
+    assert tg.uploads[(doc.params["chat_id"], "plan.txt")] == b"work plan\n"
+    [text] = [m["text"] for m in tg.messages.values() if "text" in m]
+    assert text.startswith("work's files") and "secret.txt is outside the workspace" in text
+    assert "secret.txt no longer exists" in text  # "secret.txt" is looked for in work's workspace only
+    assert b"home secret\n" not in tg.uploads.values()
+
+    await bus.publish_outbound(OutboundText(Target("telegram", str(TG_OWNER)), "gone", agent="gone",
+                                            files=("plan.txt",)))
+    await until(lambda: rig.counts()["delivered"] == 2)
+    assert len(tg.calls_to("sendDocument")) == 1
+    assert any("does not run here" in m.get("text", "") for m in tg.messages.values())
+
+
+def test_an_agents_outbox_rows_keep_whose_reply_they_are() -> None:
+    msg = OutboundText(Target("telegram", "1"), "hi", files=("a.txt",), delivery_id="d", agent="work")
+    assert decode(encode(msg)) == msg and '"agent"' not in encode(OutboundText(Target("telegram", "1"), "hi"))
+
+
 async def test_channels_without_files_name_them_in_the_text(workspace: Path) -> None:
     from lucidgate.channels.bus import MessageBus
     from lucidgate.channels.cli import CliChannel

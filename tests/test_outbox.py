@@ -51,10 +51,10 @@ class Rig:
         self.channel: TelegramChannel | None = None
 
     async def up(self, *, deadline_s: float = 3600.0, max_wait_s: float = 300.0,
-                 cfg: dict[str, Any] | None = None) -> MessageBus:
+                 cfg: dict[str, Any] | None = None, agent_workspaces: dict[str, Path] | None = None) -> MessageBus:
         outbox = Outbox(self.workspace / "state" / "outbox.sqlite", deadlines_s={"telegram": deadline_s})
         self.bus = MessageBus(inbox=InboxJournal(self.workspace / "inbox.jsonl"), outbox=outbox,
-                              retry_backoff_s=0.05)
+                              retry_backoff_s=0.05, agent_workspaces=agent_workspaces)
         await self.bus.start()
         section = {"enabled": True, "token": TOKEN, "apiBase": self.tg.base_url, "allowFrom": [str(OWNER)],
                    "owners": [str(OWNER)], "pollTimeoutS": 1, **(cfg or {})}

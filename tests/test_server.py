@@ -26,7 +26,8 @@ from lucidgate.channels.registry import CHANNELS, ChannelDescriptor, ChannelUnav
 from lucidgate.config import Config
 from lucidgate.gateway.app import build_gateway
 from lucidgate.gateway.logs import secrets_from_config, setup_logging
-from lucidgate.gateway.daemon.serve import GatewayLocked, GatewayServer, ListenError, WorkspaceLock, bind_socket
+from lucidgate.gateway.daemon.serve import (GatewayLocked, GatewayServer, ListenError, WorkspaceLock, WorkspaceLocks,
+                                            bind_socket, gateway_workspaces, run_gateway)
 from lucidgate.gateway.daemon.server import create_app
 from tests.channel_kit import deps_at
 from tests.fakes.llm import Fail
@@ -347,6 +348,34 @@ def test_one_gateway_per_workspace_lock(tmp_path):
         assert step in str(refused.value) and "several terminals" not in str(refused.value)
     first.release()
     with WorkspaceLock(tmp_path):
+        pass
+
+
+def test_a_gateway_holds_every_agents_workspace(make_config, tmp_path):
+    """Issue 41: a daemon with agents "home" and "work" locks both workspaces, so a second
+    gateway whose default workspace is work's is refused with the usual message (before it
+    binds a port or touches anything), and the first's locks are not disturbed by it."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    first = make_config(agents={"list": [{"id": "home", "workspace": str(home)},
+                                         {"id": "work", "workspace": str(work)}]})
+    assert set(gateway_workspaces(first)) == {home.resolve(), work.resolve(), first.workspace.resolve()}
+    second = make_config(agents={"defaults": {"workspace": str(work)}})
+    assert gateway_workspaces(second) == [work.resolve()]  # without a list: its one workspace, as before
+    with WorkspaceLocks(gateway_workspaces(first), "gateway"):
+        assert (work / "gateway.lock").read_text().strip() == str(os.getpid())
+        with pytest.raises(GatewayLocked, match=f"pid {os.getpid()}") as refused:
+            run_gateway(second, access_log=False)
+        assert f"holds the workspace {work.resolve()}" in str(refused.value)
+        assert "One gateway serves a workspace" in str(refused.value)
+        # All or none: a third daemon sharing only home's workspace takes nothing, not even
+        # the workspaces it could lock, and leaves the first's locks in place.
+        third = tmp_path / "third"
+        with pytest.raises(GatewayLocked):
+            WorkspaceLocks([third, home], "gateway").acquire()
+        with WorkspaceLock(third):
+            pass
+        assert (home / "gateway.lock").read_text().strip() == str(os.getpid())
+    with WorkspaceLocks(gateway_workspaces(second), "gateway"):  # released: free again
         pass
 
 

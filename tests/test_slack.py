@@ -28,6 +28,7 @@ from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.inbox import InboxJournal
 from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
 from lucidgate.channels.pairing import PairingStore, default_path
+from lucidgate.channels.routing import Router
 from lucidgate.channels.slack import SlackChannel, SlackSettings, build
 from lucidgate.channels.slack.format import as_command, parse_event, payload, to_chunks
 from lucidgate.config.errors import ConfigError
@@ -126,8 +127,8 @@ def mention(text: str, *, user: str = "U_ALICE", ts: str = "1700000002.000200", 
             "text": f"<@UBOT> {text}", "ts": ts, **extra}
 
 
-async def next_inbound(bus: MessageBus, timeout: float = 3.0) -> InboundMessage:
-    delivery = await asyncio.wait_for(bus.consume_inbound(), timeout)
+async def next_inbound(bus: MessageBus, timeout: float = 3.0, *, agent: str = "") -> InboundMessage:
+    delivery = await asyncio.wait_for(bus.consume_inbound(agent), timeout)
     await bus.ack(delivery)
     return delivery.msg
 
@@ -300,6 +301,35 @@ async def test_dm_becomes_a_private_turn_and_retries_never_repeat_it(
     assert bus.inbound_depth == 0
 
 
+async def test_a_binding_by_account_routes_one_slack_workspaces_messages_to_its_agent(
+    slack_config: Callable[..., Any], make_config: Callable[..., Any], workspace: Path, tmp_path: Path
+) -> None:
+    """Issue 41: a message's ``account`` is the Slack workspace (team id) it came from, so
+    ``{"match": {"channel": "slack", "account": "T_WORK"}}`` sends that workspace's events to
+    "work" while another team's go to the default agent."""
+    config = make_config(agents={"list": [{"id": "home", "workspace": str(tmp_path / "home")},
+                                          {"id": "work", "workspace": str(tmp_path / "work")}]},
+                         bindings=[{"agent": "work", "match": {"channel": "slack", "account": "T_WORK"}}])
+    routed = MessageBus(inbox=InboxJournal(tmp_path / "inbox.jsonl"), router=Router(config))
+    await routed.start()
+    channel = SlackChannel(SlackSettings.from_section(slack_config().channels.slack), routed, workspace=workspace)
+    await channel.start()
+    try:
+        app = FastAPI()
+        app.include_router(channel.router())
+        async with served_client(app) as client:
+            for team, ts in (("T_WORK", "1700000009.000100"), ("T_HOME", "1700000009.000200")):
+                response = await post_event(client, event_callback(dm(f"from {team}", ts=ts), team=team))
+                assert response.status_code == 200
+        work = await next_inbound(routed, agent="work")
+        home = await next_inbound(routed)
+        assert (work.text, work.account, work.session_key) == ("from T_WORK", "T_WORK", "work:slack:D_ALICE")
+        assert (home.text, home.account, home.session_key) == ("from T_HOME", "T_HOME", "slack:D_ALICE")
+    finally:
+        await channel.stop()
+        await routed.stop()
+
+
 async def test_channel_mention_is_a_thread_turn(
     http_slack: tuple[SlackChannel, httpx.AsyncClient], bus: MessageBus
 ) -> None:
@@ -411,7 +441,8 @@ async def test_lucid_slash_command_is_acked_and_published(
         resp = await client.post("/slack/events", content=form, headers=headers)
         assert resp.status_code == 200
         msg = await next_inbound(bus)
-        assert (msg.text, msg.chat_type, msg.session_key) == ("/dream-log", "private", "slack:D_ALICE")
+        assert (msg.text, msg.chat_type, msg.session_key, msg.account) == (
+            "/dream-log", "private", "slack:D_ALICE", "T1")
         assert msg.role == role  # the gate's decision travels with the command
 
 
@@ -656,8 +687,8 @@ async def test_socket_mode_button_press_is_the_pressers_command(
             type="interactive")
         await slack_api.wait_until(lambda: envelope in slack_api.acked)
         msg = await next_inbound(bus)
-        assert (msg.text, msg.sender_id, msg.role, msg.chat_type, msg.session_key) == \
-            ("/approve abc", user, role, "group", "slack:C_GENERAL:5.5")
+        assert (msg.text, msg.sender_id, msg.role, msg.chat_type, msg.session_key, msg.account) == \
+            ("/approve abc", user, role, "group", "slack:C_GENERAL:5.5", "T1")
     envelope = await slack_api.send_envelope(
         button_press("approve abc", user="U_OWNER", channel="D_OWNER", action_ts="7.9"), type="interactive")
     await slack_api.wait_until(lambda: envelope in slack_api.acked)

@@ -27,6 +27,7 @@ from lucidgate.channels.bus import MessageBus
 from lucidgate.channels.inbox import InboxJournal
 from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundProgress, OutboundText, OutboundTyping, Target
 from lucidgate.channels.pairing import PairingStore, default_path
+from lucidgate.channels.routing import Router
 from lucidgate.channels.telegram import TelegramChannel, TelegramSettings, build
 from lucidgate.channels.telegram.format import menu_commands
 from lucidgate.channels.telegram.markdown import html_to_plain, markdown_to_html, render, split_plain
@@ -92,8 +93,8 @@ async def make_channel(make_config: Any, workspace: Path, tg: FakeTelegramAPI,
         await channel.stop()
 
 
-async def next_inbound(bus: MessageBus, timeout: float = 30.0) -> InboundMessage:
-    delivery = await asyncio.wait_for(bus.consume_inbound(), timeout)
+async def next_inbound(bus: MessageBus, timeout: float = 30.0, *, agent: str = "") -> InboundMessage:
+    delivery = await asyncio.wait_for(bus.consume_inbound(agent), timeout)
     await bus.ack(delivery)
     return delivery.msg
 
@@ -122,7 +123,8 @@ async def test_private_text_becomes_inbound_message_and_start_registers_commands
     update = tg.push_message(chat_id=OWNER, text="hello there", message_id=5000)
     msg = await next_inbound(bus)
     assert msg == InboundMessage(channel="telegram", chat_id="42", sender_id="42", text="hello there",
-                                 chat_type="private", message_id="5000", sender_name="Ann Example", role="owner")
+                                 chat_type="private", message_id="5000", sender_name="Ann Example", role="owner",
+                                 account=BOT_USERNAME)  # the bot it came to: what bindings' `account` names
     assert msg.session_key == "telegram:42"
     await settled(channel, update)
     polls = tg.calls_to("getUpdates")
@@ -131,6 +133,32 @@ async def test_private_text_becomes_inbound_message_and_start_registers_commands
     assert tg.calls_to("getUpdates")[-1].params["offset"] == str(update["update_id"] + 1)
     state = json.loads((channel.workspace / "state" / "telegram.json").read_text())
     assert state == {"last_update_id": update["update_id"]}
+
+
+async def test_a_binding_by_account_routes_this_bots_messages_and_presses_to_its_agent(
+        make_channel: MakeChannel, make_config: Any, tg: FakeTelegramAPI, tmp_path: Path) -> None:
+    """Issue 41: ``{"match": {"channel": "telegram", "account": <bot username>}}`` sends what
+    this bot receives (a message, a button press) to "work"; a binding naming another bot does not."""
+    config = make_config(
+        agents={"list": [{"id": "home", "workspace": str(tmp_path / "home")},
+                         {"id": "work", "workspace": str(tmp_path / "work")},
+                         {"id": "spare", "workspace": str(tmp_path / "spare")}]},
+        bindings=[{"agent": "spare", "match": {"channel": "telegram", "account": "some_other_bot"}},
+                  {"agent": "work", "match": {"channel": "telegram", "account": BOT_USERNAME}}])
+    routed = MessageBus(inbox=InboxJournal(tmp_path / "inbox.jsonl"), router=Router(config))
+    await routed.start()
+    try:
+        await make_channel(bus_=routed)
+        tg.push_message(chat_id=OWNER, text="for work", message_id=6001)
+        msg = await next_inbound(routed, agent="work")
+        assert (msg.text, msg.account, msg.agent, msg.session_key) == (
+            "for work", BOT_USERNAME, "work", f"work:telegram:{OWNER}")
+        tg.push_press(chat_id=OWNER, sender_id=OWNER, data="/help")
+        press = await next_inbound(routed, agent="work")
+        assert (press.text, press.account, press.agent) == ("/help", BOT_USERNAME, "work")
+        assert routed.inbound_depth == 0  # nothing went to home or spare
+    finally:
+        await routed.stop()
 
 
 async def test_offset_acknowledges_only_after_the_message_is_journalled(

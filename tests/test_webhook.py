@@ -182,6 +182,38 @@ async def test_files_the_assistant_sends_ride_in_the_signed_callback_as_base64(w
     assert "CallbackBody" in json.dumps(callback) and "content_base64" in json.dumps(schema["components"])
 
 
+async def test_an_agents_reply_carries_its_own_files_and_never_another_agents(wh_config, fake_llm, tmp_path):
+    """Issue 41: agent "work" (bound to chat w1) sends a file from its own workspace and it
+    arrives in the callback; naming a file of "home" (by a relative or an absolute path) is
+    refused and nothing of home's leaves."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    for ws in (home, work):
+        ws.mkdir()
+    (work / "plan.txt").write_bytes(b"work plan\n")
+    (home / "secret.txt").write_bytes(b"home secret 7319\n")
+    fake_llm.queue(ToolCalls([("message", {"text": "the plan", "files": ["plan.txt"]})]), Reply("sent it"),
+                   ToolCalls([("message", {"text": "a", "files": ["../home/secret.txt"]}),
+                              ("message", {"text": "b", "files": [str(home / "secret.txt")]})]),
+                   Reply("could not"))
+    config = wh_config(webhook={"owners": ["u1"]},
+                       agents={"list": [{"id": "home", "workspace": str(home)},
+                                        {"id": "work", "workspace": str(work), "owners": {"webhook": ["u1"]}}]},
+                       bindings=[{"agent": "work", "match": {"channel": "webhook", "chat": "w1"}}])
+    async with CallbackSink() as sink, serving(config, OWNER_AUTH) as (_, client):
+        for text in ("send the plan", "send home's secret"):
+            r = await client.post("/v1/messages", json=body(text, chat="w1", wait=False, callback_url=sink.url))
+            assert r.status_code == 202, r.text
+            await sink.wait_for(len(sink.received) + 2 if text == "send the plan" else 3)
+    payloads = [sink.payload(i) for i in range(len(sink.received))]
+    assert [p["reply"] for p in payloads] == ["the plan", "sent it", "could not"]
+    assert [(f["path"], base64.b64decode(f["content_base64"])) for f in payloads[0]["files"]] == \
+        [("plan.txt", b"work plan\n")]
+    assert all("files" not in p for p in payloads[1:])
+    refusals = [m["content"] for m in fake_llm.requests[-1]["messages"] if m["role"] == "tool"][-2:]
+    assert all("outside" in r and "7319" not in r for r in refusals), refusals
+    assert all(b"7319" not in entry["body"] for entry in sink.received)
+
+
 async def test_wait_timeout_gives_504_then_the_answer_goes_to_the_callback(wh_config, fake_llm):
     fake_llm.latency = 1.0
     async with CallbackSink() as sink, serving(wh_config({"waitTimeoutS": 0.3})) as (server, client):

@@ -149,7 +149,8 @@ class DingTalkChannel:
             return
         inbound = InboundMessage(channel=NAME, chat_id=turn.chat_id, sender_id=turn.sender_id, text=turn.text,
                                  chat_type=turn.chat_type, message_id=turn.message_id,
-                                 sender_name=turn.sender_name, role=decision.role)
+                                 sender_name=turn.sender_name, role=decision.role,
+                                 account=self.settings.robot_code or None)
         if not await self.bus.publish_inbound(inbound, timeout=2.0):
             logger.info("duplicate DingTalk message %s in %s ignored", turn.message_id, turn.chat_id)
 

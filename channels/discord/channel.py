@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import aiohttp
@@ -74,7 +75,7 @@ class DiscordChannel(PlatformChannel):
         # (message, is a DM) — None: tell from the message; caught-up messages come with a flag
         self._intake: asyncio.Queue[tuple[discord.Message, bool | None]] = asyncio.Queue()
         self.catchup = CatchUp(self.workspace / "state" / "discord.json")
-        self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.workspace,
+        self.sender = DiscordSender(lambda: self.client, self.limiter, workspace=self.file_roots,
                                     streaming=settings.streaming, preview_interval_s=settings.preview_interval_s,
                                     typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s)
 
@@ -221,6 +222,8 @@ class DiscordChannel(PlatformChannel):
         except discord.HTTPException as exc:  # expired or answered: the press still counts once
             logger.debug("could not acknowledge Discord interaction %s: %s", interaction.id, exc)
         inbound = await inbound_from_interaction(interaction, self.gate)
+        if inbound is not None:
+            inbound = replace(inbound, account=self.bot_id)  # the bot, for bindings' ``account``
         if inbound is not None and not await self.bus.publish_inbound(inbound):
             logger.info("duplicate Discord press %s ignored", interaction.id)
 
@@ -261,7 +264,7 @@ class DiscordChannel(PlatformChannel):
             return
         inbound = InboundMessage(channel=NAME, chat_id=chat_id, sender_id=sender_id, text=full,
                                  chat_type=chat_type, media=tuple(media), message_id=str(message.id),
-                                 sender_name=author.display_name, role=decision.role)
+                                 sender_name=author.display_name, role=decision.role, account=bot_id)
         if not await self.bus.publish_inbound(inbound):
             logger.info("duplicate Discord message %s in channel %s ignored", message.id, chat_id)
 

@@ -78,7 +78,7 @@ class DiscordSender:
     while the channel runs; this sender and its preview state live as long as the channel)."""
 
     def __init__(self, get_client: Callable[[], discord.Client], limiter: OutboundLimiter, *,
-                 workspace: Path, streaming: bool, preview_interval_s: float = 1.0,
+                 workspace: Path | outfiles.FileRoots, streaming: bool, preview_interval_s: float = 1.0,
                  typing_refresh_s: float = 8.0, typing_max_s: float = 120.0) -> None:
         self._get_client = get_client
         self.limiter = limiter
@@ -97,7 +97,7 @@ class DiscordSender:
         plain = isinstance(msg, OutboundText) and msg.plain
         text, files = msg.text, []
         if isinstance(msg, OutboundText) and msg.files:
-            ready, problems = await asyncio.to_thread(outfiles.ready, self._workspace, msg.files)
+            ready, problems = await asyncio.to_thread(outfiles.ready, self._workspace, msg.files, msg.agent)
             text, files = outfiles.with_problems(text, problems), [f.path for f in ready]
         buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         await self.deliver(msg.target, text, plain=plain, skip_parts=msg.skip_parts, files=files, buttons=buttons)

@@ -48,7 +48,7 @@ from lucidgate.channels.email.state import load_state, state_path
 from lucidgate.channels.email.threads import MailRecord, ThreadStore, thread_key
 from lucidgate.channels.gate import AccessGate, AccessRequest, Roster
 from lucidgate.channels.messages import InboundMessage, OutboundError, OutboundMessage, OutboundText, Target
-from lucidgate.channels.outfiles import OutFile, ready, with_problems
+from lucidgate.channels.outfiles import FileRoots, OutFile, ready, with_problems
 from lucidgate.channels.pairing import PairingStore
 from lucidgate.config.channel_schema import EmailConfig
 from lucidgate.config.fileio import atomic_write_bytes
@@ -172,7 +172,7 @@ class EmailChannel:
         inbound = InboundMessage(channel=NAME, chat_id=mail.sender, sender_id=mail.sender, text=text,
                                  chat_type="private", thread_id=thread, media=tuple(media),
                                  message_id=mail.message_id, sender_name=mail.sender_name or mail.sender,
-                                 role=role)
+                                 role=role, account=self.settings.address or None)
         if not await self.bus.publish_inbound(inbound):
             logger.info("email: %s was already handed to the assistant; not again", mail.message_id)
 
@@ -248,9 +248,10 @@ class EmailChannel:
         names = msg.files if isinstance(msg, OutboundText) else ()
         if not names:
             return [], []
+        agent = msg.agent if isinstance(msg, OutboundText) else ""
 
         def load() -> tuple[list[tuple[OutFile, bytes]], list[str]]:
-            sendable, problems = ready(self.workspace, names)
+            sendable, problems = ready(FileRoots(self.workspace, self.bus.agent_workspaces), names, agent)
             out = []
             for item in sendable:
                 try:

@@ -71,7 +71,7 @@ class MatrixChannel(PlatformChannel):
         self.rooms = RoomKinds(rooms_path(self.workspace))
         self.sender = MatrixSender(lambda: self.client, self.limiter, msgtype=settings.msgtype,
                                    streaming=settings.streaming, is_encrypted=self.is_encrypted,
-                                   workspace=self.workspace, preview_interval_s=settings.preview_interval_s,
+                                   workspace=self.file_roots, preview_interval_s=settings.preview_interval_s,
                                    typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s)
         self.syncer = MatrixSyncer(lambda: self.client, self.handle_sync, state=self.state,
                                    state_path=self._state_path, timeout_s=settings.sync_timeout_s,
@@ -230,7 +230,8 @@ class MatrixChannel(PlatformChannel):
             return
         inbound = InboundMessage(channel=NAME, chat_id=room.room_id, sender_id=parsed.sender, text=text,
                                  chat_type=chat_type, media=tuple(media), message_id=parsed.event_id,
-                                 sender_name=room.user_name(parsed.sender), role=decision.role)
+                                 sender_name=room.user_name(parsed.sender), role=decision.role,
+                                 account=self.client.user_id or None)
         if not await self.bus.publish_inbound(inbound):
             logger.info("duplicate Matrix event %s in room %s ignored", parsed.event_id, room.room_id)
 

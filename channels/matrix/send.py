@@ -63,7 +63,7 @@ class MatrixSender:
 
     def __init__(self, get_client: Callable[[], AsyncClient], limiter: OutboundLimiter, *,
                  msgtype: str, streaming: bool, is_encrypted: Callable[[str], bool],
-                 workspace: Path | None = None,
+                 workspace: Path | outfiles.FileRoots | None = None,
                  preview_interval_s: float = 1.0, typing_refresh_s: float = 25.0,
                  typing_max_s: float = 120.0) -> None:
         self._client = get_client
@@ -99,7 +99,8 @@ class MatrixSender:
         """The text's pieces, then its files; each one part (``parts_done`` on a failure)."""
         plain = isinstance(msg, OutboundText) and msg.plain
         msgtype = "m.notice" if plain or isinstance(msg, OutboundError) else self._msgtype
-        text, sendable = await self._files(msg.text, msg.files if isinstance(msg, OutboundText) else ())
+        text, sendable = await self._files(msg.text, msg.files if isinstance(msg, OutboundText) else (),
+                                           msg.agent if isinstance(msg, OutboundText) else "")
         pieces = split_markdown(text, MAX_CHUNK_CHARS) if not plain else [text]
         parts: list[str | outfiles.OutFile] = [*pieces, *sendable]
         preview = None if plain else self._previews.take(_key(msg.target))
@@ -119,13 +120,13 @@ class MatrixSender:
         await send_parts(parts, send_one, skip=msg.skip_parts, failure=_delivery_error,
                          where=f"Matrix room {msg.target.chat_id}")
 
-    async def _files(self, text: str, files: Sequence[str]) -> tuple[str, list[outfiles.OutFile]]:
+    async def _files(self, text: str, files: Sequence[str], agent: str = "") -> tuple[str, list[outfiles.OutFile]]:
         """The files that can go out now, and ``text`` naming those that cannot."""
         if not files:
             return text, []
         if self._workspace is None:
             return outfiles.unsent_note(text, files, "matrix"), []
-        sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, files)
+        sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, files, agent)
         return outfiles.with_problems(text, problems), sendable
 
     async def room_send(self, room: str, content: dict[str, Any], txn_id: str | None = None) -> str:

@@ -24,6 +24,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,7 +206,7 @@ class SlackChannel(ChannelCore):
         try:
             parsed = parse_event(event, context.bot_user_id)
             if parsed is not None:
-                await self._accept(parsed)
+                await self._accept(parsed, team_of(body))
             if event_id:
                 self._seen_events[event_id] = None
                 while len(self._seen_events) > _SEEN_KEEP:
@@ -217,7 +218,7 @@ class SlackChannel(ChannelCore):
     async def _on_other_event(self, event: dict[str, Any]) -> None:
         logger.debug("ignoring Slack event %s", event.get("type"))
 
-    async def _accept(self, parsed: SlackEvent) -> None:
+    async def _accept(self, parsed: SlackEvent, team: str | None = None) -> None:
         knock = AccessRequest(self.name, parsed.chat_id, parsed.sender_id, chat_type=parsed.chat_type)
         decision = await self.gate.admit(knock, reply=Target(self.name, parsed.chat_id, parsed.thread_id))
         if not decision.allowed:
@@ -231,7 +232,7 @@ class SlackChannel(ChannelCore):
         msg = InboundMessage(
             channel=self.name, chat_id=parsed.chat_id, sender_id=parsed.sender_id, text=text,
             chat_type=parsed.chat_type, thread_id=parsed.thread_id, media=tuple(media),
-            message_id=parsed.ts, role=decision.role,
+            message_id=parsed.ts, role=decision.role, account=team,
         )
         await self._publish(msg)
 
@@ -259,7 +260,7 @@ class SlackChannel(ChannelCore):
         words = str(command.get("text") or "").strip().lstrip("/") or "help"
         await self._publish(InboundMessage(
             channel=self.name, chat_id=channel_id, sender_id=user, text=as_command(words) or f"/{words}",
-            chat_type="private" if private else "group", role=decision.role,
+            chat_type="private" if private else "group", role=decision.role, account=team_of(command),
         ))
         await ack()
 
@@ -267,6 +268,7 @@ class SlackChannel(ChannelCore):
         """A press of one of our buttons: its command, from the presser, then the ack."""
         msg = await inbound_from_action(body, self.gate)
         if msg is not None:
+            msg = replace(msg, account=team_of(body))
             await self._publish(msg)  # BusFull: no ack, Slack tells the presser it failed
         await ack()
 
@@ -285,7 +287,7 @@ class SlackChannel(ChannelCore):
         buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         sendable: list[outfiles.OutFile] = []
         if isinstance(msg, OutboundText) and msg.files:
-            sendable, problems = await asyncio.to_thread(outfiles.ready, self.workspace, msg.files)
+            sendable, problems = await asyncio.to_thread(outfiles.ready, self.file_roots, msg.files, msg.agent)
             text = outfiles.with_problems(text, problems)
         placeholder = self.previews.take(target) if self.previews is not None and not plain else None
         # plain text with buttons goes in a section block, which holds fewer characters
@@ -347,3 +349,13 @@ class SlackChannel(ChannelCore):
         else:
             self._reacted.discard(key)
 
+
+def team_of(payload: dict[str, Any]) -> str | None:
+    """The Slack workspace (team id, ``T…``) a payload came from: ``InboundMessage.account``,
+    what a binding's ``account`` names. Events and slash commands carry ``team_id``; a
+    button press carries ``team.id`` (or its user's ``team_id``)."""
+    team, user = payload.get("team"), payload.get("user")
+    found = (payload.get("team_id")
+             or (team.get("id") if isinstance(team, dict) else None)
+             or (user.get("team_id") if isinstance(user, dict) else None))
+    return str(found) if found else None

@@ -77,7 +77,7 @@ class TelegramChannel(PlatformChannel):
         self._menu = menu_commands(commands)
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self.sender = TelegramSender(
-            lambda: self.bot, self.limiter, streaming=settings.streaming, workspace=self.workspace,
+            lambda: self.bot, self.limiter, streaming=settings.streaming, workspace=self.file_roots,
             preview_interval_s=settings.preview_interval_s,
             typing_refresh_s=settings.typing_refresh_s, typing_max_s=settings.typing_max_s,
         )
@@ -108,6 +108,11 @@ class TelegramChannel(PlatformChannel):
     @property
     def username(self) -> str:
         return str(self.bot.username or "")
+
+    @property
+    def account(self) -> str | None:
+        """The bot a message arrived on, for bindings' ``account``: its username without the @."""
+        return self.username or None
 
     def describe(self) -> str:
         """The registry's one-line summary (never the token)."""
@@ -235,6 +240,7 @@ class TelegramChannel(PlatformChannel):
             message_id=str(msg.message_id),
             sender_name=sender.full_name or sender.username,
             role=decision.role,
+            account=self.account,
         )
         self._in_bus = True
         try:
@@ -248,7 +254,7 @@ class TelegramChannel(PlatformChannel):
         query = update.callback_query
         if query is None:
             return
-        inbound = await inbound_from_press(query, self.gate)
+        inbound = await inbound_from_press(query, self.gate, account=self.account)
         if inbound is not None:
             self._in_bus = True
             try:

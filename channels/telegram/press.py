@@ -17,8 +17,10 @@ NAME = "telegram"
 MAX_DATA = 64  # Telegram's limit on callback data
 
 
-async def inbound_from_press(query: CallbackQuery, gate: AccessGate) -> InboundMessage | None:
-    """The command a press sends, admitted by the gate as the presser; None to ignore it."""
+async def inbound_from_press(query: CallbackQuery, gate: AccessGate, *,
+                            account: str | None = None) -> InboundMessage | None:
+    """The command a press sends, admitted by the gate as the presser; None to ignore it.
+    ``account`` is the bot's (``InboundMessage.account``)."""
     presser, message, data = query.from_user, query.message, (query.data or "").strip()
     if presser is None or presser.is_bot or message is None or not data.startswith("/") or len(data) > MAX_DATA:
         return None
@@ -33,4 +35,4 @@ async def inbound_from_press(query: CallbackQuery, gate: AccessGate) -> InboundM
         return None
     return InboundMessage(channel=NAME, chat_id=chat_id, sender_id=sender_id, text=data, chat_type=kind,
                           message_id=f"press-{query.id}", sender_name=presser.full_name or presser.username,
-                          role=decision.role)
+                          role=decision.role, account=account)

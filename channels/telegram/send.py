@@ -93,7 +93,7 @@ class TelegramSender:
         limiter: OutboundLimiter,
         *,
         streaming: bool,
-        workspace: Path | None = None,
+        workspace: Path | outfiles.FileRoots | None = None,
         preview_interval_s: float = 1.0,
         typing_refresh_s: float = 4.0,
         typing_max_s: float = 120.0,
@@ -115,12 +115,15 @@ class TelegramSender:
         files = msg.files if isinstance(msg, OutboundText) else ()
         buttons = msg.buttons if isinstance(msg, OutboundText) else ()
         await self._deliver(msg.target, msg.text, plain=isinstance(msg, OutboundText) and msg.plain,
-                            skip_parts=msg.skip_parts, files=files, buttons=buttons)
+                            skip_parts=msg.skip_parts, files=files, buttons=buttons,
+                            agent=msg.agent if isinstance(msg, OutboundText) else "")
 
     async def _deliver(self, target: Target, text: str, *, plain: bool = False, skip_parts: int = 0,
-                       files: Sequence[str] = (), buttons: Sequence[tuple[str, str]] = ()) -> None:
+                       files: Sequence[str] = (), buttons: Sequence[tuple[str, str]] = (),
+                       agent: str = "") -> None:
         """Markdown goes out as Telegram HTML; ``plain`` text (a refusal) exactly as written;
-        then each of ``files`` (one part each; one that cannot be sent is named in the text).
+        then each of ``files`` (one part each, named in ``agent``'s workspace; one that cannot
+        be sent is named in the text).
 
         Raises the outbox's typed errors (``channels._ratelimit``) with the number of parts
         Telegram accepted: ``DeliveryFailed(permanent=True)`` for a refusal for good (chat not
@@ -131,7 +134,7 @@ class TelegramSender:
             if self._workspace is None:
                 text = outfiles.unsent_note(text, files, "telegram")
             else:
-                sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, files)
+                sendable, problems = await asyncio.to_thread(outfiles.ready, self._workspace, files, agent)
                 text = outfiles.with_problems(text, problems)
         chunks = split_plain(text, MAX_MESSAGE_CHARS) if plain else render(text, MAX_MESSAGE_CHARS)
         preview = None if plain else self._previews.take(_preview_key(target))

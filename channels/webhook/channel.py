@@ -66,7 +66,7 @@ from lucidgate.channels.webhook.callbacks import (
 )
 from lucidgate.channels.webhook.chat_messages import RESPONSES as CHAT_RESPONSES
 from lucidgate.channels.webhook.chat_messages import ChatMessages, chat_messages_route
-from lucidgate.channels.outfiles import with_problems
+from lucidgate.channels.outfiles import FileRoots, with_problems
 from lucidgate.channels.webhook.files_out import callback_docs, encode_files
 from lucidgate.channels.webhook.intake import MessageIntake
 from lucidgate.channels.webhook.sessions_api import SessionsApi
@@ -193,7 +193,8 @@ class WebhookChannel:
         text, files = msg.text, getattr(msg, "files", ())  # type: ignore[union-attr]
         encoded: list[dict[str, Any]] = []
         if files:
-            encoded, problems = await asyncio.to_thread(encode_files, self.workspace, files)
+            roots = FileRoots(self.workspace, self.bus.agent_workspaces)
+            encoded, problems = await asyncio.to_thread(encode_files, roots, files, getattr(msg, "agent", ""))
             text = with_problems(text, problems)
         body = callback_body(delivery_id=delivery_id, message_id=reply_to, session=session,
                              chat_id=msg.target.chat_id, reply=text, is_error=is_error, files=encoded)

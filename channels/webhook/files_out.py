@@ -43,10 +43,11 @@ class CallbackBody(BaseModel):
                                                       "(the key is absent when there are none).")
 
 
-def encode_files(workspace: Path, files: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each sendable file as a callback entry, and one problem line per file that is not.
-    Blocks on the file system: run it with ``asyncio.to_thread``."""
-    ready, problems = outfiles.ready(workspace, files)
+def encode_files(workspace: Path | outfiles.FileRoots, files: Sequence[str],
+                 agent: str = "") -> tuple[list[dict[str, Any]], list[str]]:
+    """Each sendable file as a callback entry, and one problem line per file that is not
+    (named in ``agent``'s workspace). Blocks on the file system: run it with ``asyncio.to_thread``."""
+    ready, problems = outfiles.ready(workspace, files, agent)
     return [{"name": f.name, "path": f.rel, "size": f.size,
              "content_base64": base64.b64encode(f.path.read_bytes()).decode("ascii")} for f in ready], problems
 

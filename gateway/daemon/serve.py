@@ -36,7 +36,8 @@ from lucidgate.config.schema import Config
 from lucidgate.gateway.daemon import local_client
 from lucidgate.gateway.daemon.urls import local_url
 from lucidgate.gateway.daemon.sdnotify import Notifier
-from lucidgate.gateway.daemon.workspace_lock import GatewayLocked, WorkspaceLock  # noqa: F401  (re-exported)
+from lucidgate.gateway.daemon.workspace_lock import (  # noqa: F401  (GatewayLocked, WorkspaceLock re-exported)
+    GatewayLocked, WorkspaceLock, WorkspaceLocks, gateway_workspaces)
 from lucidgate.gateway.daemon.server import GatewayState, create_app
 
 logger = logging.getLogger(__name__)
@@ -199,8 +200,9 @@ class GatewayServer:
 
 def run_gateway(config: Config, *, on_listening: Callable[[str], None] | None = None,
                 access_log: bool = True) -> int:
-    """The ``lucid gateway`` process: lock the workspace, bind, serve until a signal. Exit code."""
-    with WorkspaceLock(config.workspace, "gateway"):
+    """The ``lucid gateway`` process: lock the workspaces (every agent's), bind, serve until a
+    signal. Exit code."""
+    with WorkspaceLocks(gateway_workspaces(config), "gateway"):
         sock = bind_socket(config.gateway.host, config.gateway.port)
         return asyncio.run(_main(config, sock, on_listening, access_log))
 

@@ -3,16 +3,22 @@
 Held by ``lucid gateway`` for its whole life, and by ``lucid agent`` while it runs the agent
 in-process (when no gateway answers), so two agents never write one workspace's
 transcripts, inbox and jobs at once. The kernel drops the lock if the process dies.
+
+A gateway with several agents (``agents.list``) holds every agent's workspace
+(``WorkspaceLocks`` over ``gateway_workspaces``): a second daemon whose workspace is one of
+them, as its default or as any of its agents', is refused like a second gateway on one workspace.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
 from lucidgate.config.errors import LucidError
+from lucidgate.config.schema import Config
 
 LOCK_NAME = "gateway.lock"
 
@@ -74,6 +80,45 @@ class WorkspaceLock:
             self._fd = None
 
     def __enter__(self) -> WorkspaceLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def gateway_workspaces(config: Config) -> list[Path]:
+    """Every workspace a gateway for ``config`` writes: each agent's (the default first), and
+    ``agents.defaults.workspace``, where it announces its address (once each)."""
+    found: dict[Path, None] = {}
+    for path in [*(config.for_agent(a).workspace for a in config.agent_ids()), config.workspace]:
+        found.setdefault(path.expanduser().resolve(), None)
+    return list(found)
+
+
+class WorkspaceLocks:
+    """``WorkspaceLock`` on each of several workspaces, all or none: if one is held elsewhere,
+    those taken already are released and that one's ``GatewayLocked`` is raised."""
+
+    def __init__(self, workspaces: Iterable[Path], purpose: Purpose = "gateway") -> None:
+        self.locks = [WorkspaceLock(path, purpose) for path in workspaces]
+
+    def acquire(self) -> None:
+        taken: list[WorkspaceLock] = []
+        try:
+            for lock in self.locks:
+                lock.acquire()
+                taken.append(lock)
+        except BaseException:
+            for lock in reversed(taken):
+                lock.release()
+            raise
+
+    def release(self) -> None:
+        for lock in reversed(self.locks):
+            lock.release()
+
+    def __enter__(self) -> WorkspaceLocks:
         self.acquire()
         return self
 

@@ -85,18 +85,47 @@ class _LLMThread:
         self.loop.close()
 
 
+class SharedLLMIO:
+    """One LLM I/O thread for the model clients of every agent of a gateway (issue 41): the
+    first client to start opens it, the last to close closes it. Each agent keeps its own
+    client (its model, fallbacks, usage ledger); their calls share this loop, its thread and
+    litellm's connection pools, so ten agents run one thread, not ten."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: _LLMThread | None = None
+        self._users = 0
+
+    def open(self) -> _LLMThread:
+        with self._lock:
+            if self._thread is None:
+                self._thread = _LLMThread()
+            self._users += 1
+            return self._thread
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users > 0 or self._thread is None:
+                return
+            thread, self._thread = self._thread, None
+        thread.close()
+
+
 class LiteLLMChatModel:
     """Implements ``memory.protocols.ChatModel`` over litellm."""
 
     def __init__(self, config: Config, *, usage: UsageLedger | None = None,
                  metrics: Metrics | None = None, chain: ModelChain | None = None,
-                 calibration: TokenCalibration | None = None) -> None:
+                 calibration: TokenCalibration | None = None, io: SharedLLMIO | None = None) -> None:
+        """``io``: the I/O thread shared with the other agents' clients (else one of its own)."""
         self._config = config
         self._chain = chain  # fallbackModels / modelPresets (gateway/model/fallback.py)
         self._usage = usage
         self._metrics = metrics
         self.calibration = calibration
         self._litellm: Any = None
+        self._shared_io = io if io is not None else SharedLLMIO()
         self._io: _LLMThread | None = None
 
     @property
@@ -183,7 +212,7 @@ class LiteLLMChatModel:
             started = time.monotonic()
             try:
                 if self._io is None:
-                    self._io = _LLMThread()
+                    self._io = self._shared_io.open()
                 if stream and on_text is not None:
                     relay = _progress_relay(on_text, asyncio.get_running_loop())
                     response = await self._io.run(_streamed(client, kwargs, relay))
@@ -238,7 +267,7 @@ class LiteLLMChatModel:
         if self._litellm is None:
             self._litellm = await asyncio.to_thread(import_litellm)
         if self._io is None:
-            self._io = await asyncio.to_thread(_LLMThread)
+            self._io = await asyncio.to_thread(self._shared_io.open)
 
     async def warm_up(self) -> None:
         """Run litellm's first-call set-up (it imports hundreds of modules lazily) with a mock
@@ -253,10 +282,11 @@ class LiteLLMChatModel:
             logger.debug("litellm warm-up failed: %s", exc)
 
     def close(self) -> None:
-        """Stop the LLM I/O thread (the gateway calls this on shutdown)."""
+        """Stop the LLM I/O thread, or leave it to the last agent's client when it is shared
+        (the gateway calls this on shutdown)."""
         if self._io is not None:
-            self._io.close()
             self._io = None
+            self._shared_io.release()
 
     async def settle(self) -> None:
         """Let background work started by calls (token calibration) finish; before ``close``."""

@@ -41,11 +41,11 @@ class MessageTool:
     Params: ClassVar[type[MessageParams]] = MessageParams
     owner_only: ClassVar[bool] = True
 
-    def __init__(self, bus: MessageBus, *, files: bool = True) -> None:
+    def __init__(self, bus: MessageBus, *, agent: str = "") -> None:
         self.bus = bus
-        # Channels resolve a reply's files in the default agent's workspace: another agent
-        # sends none (its paths would name the default agent's files).
-        self.files = files
+        # The agent whose turns use this tool ("" the default one): its messages carry it, so
+        # the channels look for their files in its workspace (``channels.outfiles.FileRoots``).
+        self.agent = agent
 
     def owner_power(self, ctx: TurnContext, params: MessageParams) -> bool:
         """Another chat, or files from the workspace: more than answering here."""
@@ -58,11 +58,9 @@ class MessageTool:
         thread_id = params.thread_id if (params.channel or params.chat_id) else (params.thread_id or ctx.thread_id)
         if not self.bus.has_route(channel):
             raise ToolError(f"channel {channel!r} is not running; enabled channels receive messages")
-        if params.files and not self.files:
-            raise ToolError("this agent cannot send files yet (only the default agent can); nothing was sent")
         files = await asyncio.to_thread(_checked_files, ctx, params.files)
         await self.bus.publish_outbound(OutboundText(Target(channel, chat_id, thread_id), params.text,
-                                                     files=files))
+                                                     files=files, agent=self.agent))
         sent = f"sent to {channel}:{chat_id}" + (f" (thread {thread_id})" if thread_id else "")
         return sent + (f" with {len(files)} file(s)" if files else "")
 

@@ -36,6 +36,8 @@ from lucidgate.memory.search.configured import Embedders, open_index
 from lucidgate.memory.search.index import MemoryIndex
 from lucidgate.memory.search.hits import Hit, Scope, SearchSettings
 from lucidgate.memory.search.sources import source_of
+from lucidgate.memory.search.threads import RecallThreads
+from lucidgate.memory.search.watch_hub import WatchHub
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +49,13 @@ RECALL_THREADS = 4
 class RecallService:
     def __init__(self, index: MemoryIndex, *, settings: SearchSettings = SearchSettings(),
                  watch: bool = True, debounce_ms: int = 800, max_results: int = 6,
-                 start_delay_s: float = 10.0, settle_s: float = 60.0) -> None:
+                 start_delay_s: float = 10.0, settle_s: float = 60.0, hub: WatchHub | None = None,
+                 threads: RecallThreads | None = None) -> None:
+        """``hub``, ``threads``: the watcher and the threads this index shares with the other
+        agents' (else its own)."""
         self.index = index
+        self.hub = hub
+        self.threads = threads
         self.settings = settings
         self.watch = watch
         self.debounce_ms = debounce_ms
@@ -82,12 +89,15 @@ class RecallService:
     async def start(self) -> None:
         self._stop.clear()
         self.index.cancel.clear()
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="recall-sync",
-                                            initializer=_lower_priority)
-        self._recall_pool = _recall_pool()
+        if self.threads is not None:
+            self._executor, self._recall_pool = self.threads.open(_pools)
+        else:
+            self._executor, self._recall_pool = _pools()
         self._changed.set()
         self._tasks.append(asyncio.create_task(self._syncer(), name="recall-sync"))
-        if self.watch:
+        if self.watch and self.hub is not None:
+            self.hub.add(self.workspace, self._relevant, self.mark_dirty, self._watch_failed)
+        elif self.watch:
             self._tasks.append(asyncio.create_task(self._watcher(), name="recall-watch"))
 
     @property
@@ -97,6 +107,8 @@ class RecallService:
 
     async def stop(self) -> None:
         self._stop.set()
+        if self.hub is not None:
+            await self.hub.remove(self.workspace)
         if self._settle_timer is not None:
             self._settle_timer.cancel()
         self.index.cancel.set()  # a running sync stops after its current file or batch
@@ -106,7 +118,8 @@ class RecallService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
-        for pool in (self._executor, self._recall_pool):
+        pools = [self._executor, self._recall_pool] if self.threads is None else self.threads.release()
+        for pool in pools:
             if pool is not None:
                 await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
         self._executor = self._recall_pool = None
@@ -133,11 +146,21 @@ class RecallService:
             self.synced.set()
 
     def _sync_all(self) -> None:
+        if self._stop.is_set():  # queued on a shared thread behind another agent's sync
+            return
         try:
             self.index.sync_files()
         finally:
             self._files_pending = False
         self.index.embed_missing(settle_s=self.settle_s)
+
+    @staticmethod
+    def _relevant(rel: str) -> bool:
+        """A workspace-relative path whose change the index must see."""
+        return source_of(rel) is not None or rel in ("state/owner_sessions.json", "state/forgotten.json")
+
+    def _watch_failed(self, exc: Exception) -> None:
+        self.watch = False
 
     async def _watcher(self) -> None:
         import watchfiles
@@ -149,8 +172,7 @@ class RecallService:
                 rel = Path(path).relative_to(workspace).as_posix()
             except ValueError:
                 return False
-            return source_of(rel) is not None or rel in ("state/owner_sessions.json",
-                                                         "state/forgotten.json")
+            return self._relevant(rel)
 
         try:
             async for _changes in watchfiles.awatch(workspace, watch_filter=relevant,
@@ -225,6 +247,11 @@ class RecallService:
             return f"recall index: unavailable ({exc})"
 
 
+def _pools() -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
+    """The background sync's one niced thread, and auto-recall's pool."""
+    return ThreadPoolExecutor(1, thread_name_prefix="recall-sync", initializer=_lower_priority), _recall_pool()
+
+
 def _recall_pool() -> ThreadPoolExecutor:
     """Auto-recall's own threads: a few, so concurrent turns do not queue behind one another's
     recall, and none of the default executor's, which session and inbox fsyncs need."""
@@ -239,15 +266,17 @@ def _lower_priority() -> None:
         pass
 
 
-def make_recall_service(config: Config, *, watch: bool = True,
-                        embedders: Embedders | None = None) -> RecallService | None:
+def make_recall_service(config: Config, *, watch: bool = True, embedders: Embedders | None = None,
+                        hub: WatchHub | None = None, threads: RecallThreads | None = None) -> RecallService | None:
     """The service ``agents.defaults.memory.search`` describes; None when disabled.
 
     ``watch=False`` (``lucid agent``: a short-lived process) skips the file watcher; the
-    index is then brought up to date before each search instead."""
+    index is then brought up to date before each search instead. ``hub``, ``threads``: one
+    watcher and one set of threads shared by every agent's index (a gateway's), not one each."""
     opened = open_index(config, embedders)  # agents with the same settings share one embedder
     if opened is None:
         return None
     index, settings = opened
     conf = config.agent.memory.search
-    return RecallService(index, settings=settings, watch=conf.watch and watch, max_results=conf.max_results)
+    return RecallService(index, settings=settings, watch=conf.watch and watch, max_results=conf.max_results,
+                         hub=hub, threads=threads)
