@@ -206,7 +206,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return next((i for i, mark in enumerate(_SLOW_FIRST) if item.get_closest_marker(mark)),
                     len(_SLOW_FIRST))
 
-    items.sort(key=rank)
+    def key(item: pytest.Item) -> tuple[int, str]:
+        # Real-model tests by name: those sending the same prompt prefix (tools or none)
+        # then run back to back, and llama.cpp reuses the prefix it has just evaluated.
+        first = rank(item)
+        return first, item.name if first == 0 else ""
+
+    items.sort(key=key)
 
 
 # ----------------------------------------------------------------------------- real programs
