@@ -188,6 +188,33 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(folder, quiet=2)  # an unwritable checkout: nothing changes
 
 
+# ----------------------------------------------------------------------------- scheduling
+
+# Marks of the tests that take longest, longest first: the real-model suite (minutes of
+# llama.cpp), then the `slow` ones (subprocess gateways, kill -9 rounds, mypy).
+_SLOW_FIRST = ("real_model", "slow")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, which keeps its order otherwise
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the long tests first so no worker ends the run alone on one of them.
+
+    In a shuffled order the real-model module (several minutes on one worker) could come
+    last while the other xdist worker had long run out of tests; started first, the short
+    tests fill in around it. A stable sort: every other test keeps its (random) place."""
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, mark in enumerate(_SLOW_FIRST) if item.get_closest_marker(mark)),
+                    len(_SLOW_FIRST))
+
+    def key(item: pytest.Item) -> tuple[int, str]:
+        # Real-model tests by name: those sending the same prompt prefix (tools or none)
+        # then run back to back, and llama.cpp reuses the prefix it has just evaluated.
+        first = rank(item)
+        return first, item.name if first == 0 else ""
+
+    items.sort(key=key)
+
+
 # ----------------------------------------------------------------------------- real programs
 
 

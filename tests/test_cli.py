@@ -40,21 +40,22 @@ def write_config(path: Path, workspace: Path, api_base: str | None) -> Path:
 @pytest.mark.slow
 async def test_agent_one_shot_answers_and_keeps_history(fake_llm: FakeLLMServer, tmp_path: Path) -> None:
     config = write_config(tmp_path / "config.json", tmp_path / "ws", fake_llm.base_url)
-    fake_llm.queue(Reply("Hello from the fake model"), Reply("Second answer"),
-                   Reply("\x1b]0;pwned\x07Tea\x1b[2J time"))
+    # The first reply quotes someone's stored words: control characters reach the terminal
+    # as text, while the transcript keeps the words as they were. (One process fewer than a
+    # separate run for the quote: each `lucid agent` pays seconds for importing litellm.)
+    first = "Hello from the fake model: \x1b]0;pwned\x07Tea\x1b[2J time"
+    fake_llm.queue(Reply(first), Reply("Second answer"))
     code, out, err = await lucid("agent", "-m", "hi there", "--config", str(config), home=tmp_path)
     assert code == 0, err
     assert "Hello from the fake model" in out
+    assert "]0;pwnedTea[2J time" in out and "\x1b" not in out and "\x07" not in out, repr(out)
     code, out, err = await lucid("agent", "-m", "again", "--config", str(config), home=tmp_path)
     assert code == 0 and "Second answer" in out
     second = fake_llm.requests[-1]["messages"]
-    assert any(m["role"] == "assistant" and m["content"] == "Hello from the fake model" for m in second)
+    assert any(m["role"] == "assistant" and m["content"] == first for m in second)
     sessions = list((tmp_path / "ws" / "sessions").glob("cli_*.jsonl"))
     assert len(sessions) == 1
     assert (tmp_path / "ws" / "SOUL.md").exists()  # templates installed on first run
-    # A reply may quote someone's stored words: control characters reach the terminal as text.
-    code, out, err = await lucid("agent", "-m", "and a quote", "--config", str(config), home=tmp_path)
-    assert code == 0 and "]0;pwnedTea[2J time" in out and "\x1b" not in out and "\x07" not in out, repr(out)
 
 
 @pytest.mark.slow

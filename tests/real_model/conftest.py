@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,3 +22,16 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty workspace at the same path for every test of this worker.
+
+    The path is in the system prompt's first lines, so with a path per test llama.cpp could
+    reuse only ~60 tokens of the previous prompt and evaluated the other ~2,000 again
+    (seconds each on one core). The base temp folder is the worker's own under xdist."""
+    path = tmp_path_factory.getbasetemp() / "real-model-workspace"
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir()
+    return path

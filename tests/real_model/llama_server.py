@@ -21,6 +21,13 @@ from pathlib import Path
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 N_CTX = 4096
+# One thread for generation AND prompt processing. The server's defaults are half the cores
+# for generation but every core for the prompt (n_threads_batch), and llama.cpp's OpenMP
+# threads spin at each of the thousands of barriers a prompt needs: on 2 cores shared with
+# the other xdist worker a 2.8k-token prompt took 82 s of CPU that way, 52 s with one thread.
+# No request asks for logprobs, so the server need not keep logits for every prompt token
+# (its default: an n_ctx x vocabulary float array, ~800 MB here, refilled on every prompt).
+SPEED_FLAGS = ("--n_threads", "1", "--n_threads_batch", "1", "--logits_all", "False")
 # What a newcomer can run from the repository root (pip compiles llama.cpp: ~20 minutes);
 # .ci/run installs the same pins from a prebuilt wheel instead.
 INSTALL_HINT = ('.venv/bin/pip install -c requirements.lock -c tests/real_model/constraints.txt '
@@ -79,9 +86,7 @@ class LlamaServer:
         self.port = _free_port()
         command = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.gguf),
                    "--chat_format", "chatml-function-calling", "--n_ctx", str(self.n_ctx),
-                   "--host", "127.0.0.1", "--port", str(self.port)]
-        # Threads stay at the server's default (half the cores): more threads spin-wait and
-        # slow everything down badly when the machine is busy with other work.
+                   "--host", "127.0.0.1", "--port", str(self.port), *SPEED_FLAGS]
         env = {k: v for k, v in os.environ.items() if not k.upper().startswith("LUCIDGATE_")}
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
