@@ -36,6 +36,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _fake_llm_process import FakeModel  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "idle-token-0123456789abcdef"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -70,21 +73,6 @@ class Idle:
     @property
     def cpu_pct(self) -> float:
         return 100 * self.cpu_s / self.seconds
-
-
-class FakeModel:
-    """bench/_fake_llm_server.py in a process of its own."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_fake_llm_server.py"), "0", "short"],
-                                     stdout=subprocess.PIPE, text=True)
-        self.base_url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
-        if not self.base_url:
-            raise RuntimeError("the fake model server did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
 
 
 def write_config(workdir: Path, agents: int, llm_url: str) -> Path:
@@ -186,7 +174,7 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=10, help="the agents of the second daemon")
     parser.add_argument("--settle", type=float, default=15.0, help="seconds after ready before measuring, at least")
     args = parser.parse_args()
-    model = FakeModel()
+    model = FakeModel("short")
     try:
         runs = [measure(n, args.seconds, args.settle, model) for n in (1, args.agents)]
     finally:

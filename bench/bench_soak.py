@@ -43,6 +43,9 @@ from typing import Any
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _fake_llm_process import FakeModel  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "soak-token-0123456789abcdef"
 OWNER_TOKEN = "soak-owner-token-0123456789abcdef"
@@ -89,21 +92,6 @@ class Sample:
     rss_mib: float
     msgs_per_s: float  # since the previous sample
     workspace_mib: float
-
-
-class FakeModel:
-    """bench/_fake_llm_server.py in ``soak`` mode, in a process of its own."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "_fake_llm_server.py"), "0", "soak"],
-                                     stdout=subprocess.PIPE, text=True)
-        self.base_url = self.proc.stdout.readline().strip()  # type: ignore[union-attr]
-        if not self.base_url:
-            raise RuntimeError("the fake model server did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
 
 
 class Daemon:
@@ -305,7 +293,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "census.txt").unlink(missing_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="lucid-soak-"))
-    llm = FakeModel()
+    llm = FakeModel("soak")
     try:
         daemon = Daemon(tmp, llm.base_url, args)
         try:
