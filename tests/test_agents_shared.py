@@ -55,10 +55,6 @@ async def test_agents_share_one_llm_thread_and_one_watcher_that_wakes_only_the_c
         assert models[0] is not models[1] and models[0]._io is not None
         assert all(m._io is models[0]._io for m in models)  # one loop, one thread
         assert len(llm_threads()) == before + 1
-        for a in AGENTS:
-            await channel.say(f"hello {a}", chat_id=a, sender_id="local")
-        replies = await channel.wait_replies(3)
-        assert sorted(r.text for r in replies) == sorted(f"hi from {a}" for a in AGENTS)
 
         hubs = {id(r.hub) for r in recalls.values() if r is not None}
         assert len(hubs) == 1 and sorted(recalls["home"].hub.folders) == sorted(spaces.values())  # type: ignore[union-attr]
@@ -81,6 +77,13 @@ async def test_agents_share_one_llm_thread_and_one_watcher_that_wakes_only_the_c
         await until_async(lambda: found("work"), what="the watcher to bring work's index up to date")
         assert not recalls["home"]._dirty and not recalls["play"]._dirty  # type: ignore[union-attr]
         assert not await found("home") and not await found("play")
+
+        # The turns last: each writes its agent's transcript, which wakes that agent's index
+        # whenever the write lands, so before the watcher's check it would make the check race.
+        for a in AGENTS:
+            await channel.say(f"hello {a}", chat_id=a, sender_id="local")
+        replies = await channel.wait_replies(3)
+        assert sorted(r.text for r in replies) == sorted(f"hi from {a}" for a in AGENTS)
     assert len(llm_threads()) == before  # the last client to close closed the shared thread
     assert len(named("recall-sync")) == syncs_before  # and the last index its threads
     assert recalls["home"].hub.folders == []  # type: ignore[union-attr]
